@@ -1,0 +1,108 @@
+"""Training throughput of a config on this machine, printed as JSON.
+
+Times real optimizer steps (forward, backward, clipping, Adam) on the config's own batches
+from the start of epoch 1's shuffled plan, after a few warm-up steps. Each variant runs in its
+own process so its peak memory is its own; variants alternate over `--repeats` rounds.
+
+    python benchmarks/train_throughput.py --config seed.yaml --precision fp32 bf16
+    python benchmarks/train_throughput.py --config base.yaml --steps 40 --repeats 3
+
+Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` first).
+Output: {"config", "device", "threads", "results": [{"precision", "compile", "tokens_per_s",
+"steps_per_s", "sentences_per_s", "peak_rss_mb", "peak_gpu_mb"?}, ...], "ratios": {...}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
+    import torch
+
+    from transformer_cli.config import load_config
+    from transformer_cli.data.preprocess import load_prepared
+    from transformer_cli.device import resolve_device
+    from transformer_cli.training.distributed import DistContext
+    from transformer_cli.training.loop import Trainer
+    from transformer_cli.training.run_dir import RunDir
+    from transformer_cli.training.signals import GracefulStop
+
+    cfg = load_config(config, overrides)
+    device = resolve_device(cfg.train.device)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), device, DistContext(),
+                          GracefulStop(), show_progress=False)
+        groups = trainer.epoch_groups(0)
+        if len(groups) < warmup + steps:
+            raise SystemExit(f"only {len(groups)} steps per epoch: lower --steps/--warmup")
+        trainer.net.train()
+        for group in groups[:warmup]:
+            trainer.train_step(group)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        started = time.perf_counter()
+        tokens = sum(trainer.train_step(g) for g in groups[warmup : warmup + steps])
+        float(trainer.model.generator.weight.sum())  # wait for queued GPU work
+        seconds = time.perf_counter() - started
+    sentences = sum(len(b) for g in groups[warmup : warmup + steps] for b in g)
+    result = {"precision": str(trainer.dtype or "fp32").replace("torch.", ""),
+              "compile": cfg.train.compile, "steps": steps, "tokens": tokens,
+              "tokens_per_s": round(tokens / seconds, 1), "steps_per_s": round(steps / seconds, 3),
+              "sentences_per_s": round(sentences / seconds, 1),
+              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+              "device": str(device), "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="base.yaml")
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    help="config override, e.g. train.batch_tokens=6000 (repeatable)")
+    ap.add_argument("--precision", nargs="+", default=["auto"], help="fp32 / bf16 / auto, one run each")
+    ap.add_argument("--compile", nargs="+", default=["false"], help="false / true, one run each")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=1, help="rounds over all variants (median kept)")
+    ap.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.single:
+        print(json.dumps(measure(args.config, args.overrides, args.steps, args.warmup)))
+        return
+    variants = [(p, c) for p in args.precision for c in args.compile]
+    runs: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
+    for _ in range(args.repeats):
+        for precision, compiled in variants:
+            cmd = [sys.executable, __file__, "--single", "--config", args.config,
+                   "--steps", str(args.steps), "--warmup", str(args.warmup),
+                   *[f"--set={o}" for o in args.overrides],
+                   f"--set=train.precision={precision}", f"--set=train.compile={compiled}"]
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            if out.returncode != 0:
+                raise SystemExit(out.stderr.strip().splitlines()[-1])
+            runs[precision, compiled].append(json.loads(out.stdout))
+    results = []
+    for variant, rs in runs.items():
+        best = sorted(rs, key=lambda r: r["tokens_per_s"])[len(rs) // 2]  # the median run
+        best["tokens_per_s_runs"] = [r["tokens_per_s"] for r in rs]
+        results.append(best)
+    base = results[0]["tokens_per_s"]
+    ratios = {f"{r['precision']}{'+compile' if r['compile'] else ''}": round(r["tokens_per_s"] / base, 2)
+              for r in results}
+    print(json.dumps({"config": args.config, "overrides": args.overrides, "results": results,
+                      "speedup_vs_first": ratios}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The shipped YAML configs; installed as the package `transformer_cli.configs`."""

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from helpers import write_corpus
+
+# CI points TFM_DATA_SOURCE at the real Multi30k folder. Read it once here: every test then
+# runs without it (autouse fixture below) and only the real-data tests pass it on.
+REAL_MULTI30K = os.environ.get("TFM_DATA_SOURCE")
+
+
+@pytest.fixture(autouse=True)
+def _no_env_source(monkeypatch):
+    """Tests choose their data source explicitly; the CI's real-data folder must not leak in."""
+    monkeypatch.delenv("TFM_DATA_SOURCE", raising=False)
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory) -> Path:
+    return write_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir() -> Path:
+    """The real Multi30k folder named by TFM_DATA_SOURCE (CI sets it), else skip."""
+    if not REAL_MULTI30K or not Path(REAL_MULTI30K).is_dir():
+        pytest.skip("TFM_DATA_SOURCE does not name a Multi30k folder: real-data tests skipped")
+    return Path(REAL_MULTI30K)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, corpus_dir):
+    """A small model trained once through `tfm train` on the synthetic corpus (~15 s)."""
+    from helpers import run_tfm, write_config
+
+    work = tmp_path_factory.mktemp("trained")
+    cfg = write_config(work / "toy.yaml", work, corpus_dir,
+                       model={"d_model": 64, "n_heads": 4, "d_ff": 128},
+                       train={"epochs": 10, "lr": 3e-3, "schedule": "inverse_sqrt",
+                              "warmup_steps": 30, "batch_size": 32})
+    r = run_tfm("train", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    return {"config": cfg, "run": work / "checkpoints" / "toy", "work": work, "stderr": r.stderr}

@@ -1,0 +1,69 @@
+import gzip
+import json
+
+import torch
+
+from helpers import run_tfm, write_config, write_corpus
+from transformer_cli.config import load_config
+from transformer_cli.data.preprocess import load_prepared
+
+
+def test_preprocess_end_to_end(tmp_path, corpus_dir):
+    cfg_path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir)
+    r = run_tfm("preprocess", "--config", str(cfg_path))
+    assert r.returncode == 0, r.stderr
+    assert "train    300" in r.stdout and "vocab (sentencepiece) (joint): de 120, en 120" in r.stdout
+    folder = tmp_path / "data" / "small"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["splits"]["val"]["pairs"] == 40 and len(manifest["files"]) == 6
+    assert manifest["versions"]["torch"] == torch.__version__
+    assert (folder / "config.yaml").read_text() == load_config(str(cfg_path)).to_yaml()
+
+    prepared = load_prepared(load_config(str(cfg_path)))
+    train = prepared.split("train")
+    assert len(train) == 300 and train.src.dtype == torch.int32
+    _, tgt = train.pair(0)
+    first_en = gzip.open(corpus_dir / "train.en.gz", "rt").readline().strip()
+    assert prepared.tokenizers.tgt.decode(tgt.tolist()) == first_en
+    first_test = gzip.open(corpus_dir / "test_2016_flickr.en.gz", "rt").readline().strip()
+    assert prepared.text("test", "en")[0] == first_test
+
+
+def test_rerun_is_a_no_op_and_changes_rebuild(tmp_path, corpus_dir):
+    cfg_path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir)
+    assert run_tfm("preprocess", "-c", str(cfg_path), "-q").returncode == 0
+    manifest = tmp_path / "data" / "small" / "manifest.json"
+    first = manifest.read_text()
+    r = run_tfm("preprocess", "-c", str(cfg_path))
+    assert r.returncode == 0 and "up to date" in r.stderr and manifest.read_text() == first
+    r = run_tfm("preprocess", "-c", str(cfg_path), "--set", "tokenizer.vocab_size=100")
+    assert r.returncode == 0 and "rebuilding" in r.stderr
+    assert json.loads(manifest.read_text())["vocab_size"]["tgt"] == 100
+    # a changed input file (same config) rebuilds too
+    write_corpus(corpus_dir.parent / "changed", {"train": 200, "val": 40, "test_2016_flickr": 40})
+    r = run_tfm("preprocess", "-c", str(cfg_path), "--source", str(corpus_dir.parent / "changed"))
+    assert r.returncode == 0 and json.loads(manifest.read_text())["splits"]["train"]["pairs"] == 200
+
+
+def test_spacy_pipeline_and_length_filter(tmp_path, corpus_dir):
+    cfg_path = write_config(tmp_path / "words.yaml", tmp_path, corpus_dir,
+                            tokenizer={"kind": "spacy", "lowercase": True, "min_freq": 2},
+                            model={"share_embeddings": False, "tie_output": False},
+                            data={"train_max_len": 8})
+    r = run_tfm("preprocess", "-c", str(cfg_path))
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((tmp_path / "data" / "words" / "manifest.json").read_text())
+    assert manifest["splits"]["train"]["src_len"]["max"] <= 8
+    assert manifest["dropped"]["too_long_train_pairs"] > 0
+    assert "longer than data.train_max_len" in r.stdout
+
+
+def test_bad_input_leaves_no_output(tmp_path):
+    folder = write_corpus(tmp_path / "corpus")
+    (folder / "val.en.gz").write_bytes(gzip.compress(b"one\ntwo\n"))  # 2 lines against 40
+    cfg_path = write_config(tmp_path / "bad.yaml", tmp_path, folder)
+    r = run_tfm("preprocess", "-c", str(cfg_path))
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("tfm: error: misaligned corpus:")
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())

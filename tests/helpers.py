@@ -1,0 +1,79 @@
+"""Helpers for tests: a small synthetic de->en corpus, configs that point at it, running tfm."""
+
+from __future__ import annotations
+
+import gzip
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Word-for-word translatable pieces: a model can learn this corpus in seconds.
+SUBJECTS = [("ein mann", "a man"), ("eine frau", "a woman"), ("ein kind", "a child"),
+            ("zwei hunde", "two dogs"), ("ein junge", "a boy"), ("ein mädchen", "a girl")]
+VERBS = [("sieht", "sees"), ("hält", "holds"), ("trägt", "carries"), ("malt", "paints")]
+OBJECTS = [("einen ball", "a ball"), ("ein buch", "a book"), ("einen hut", "a hat"),
+           ("eine blume", "a flower"), ("ein fahrrad", "a bicycle")]
+PLACES = [("", ""), (" im park", " in the park"), (" am strand", " on the beach"),
+          (" in der stadt", " in the city")]
+
+
+def sentence_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(n):
+        (sd, se), (vd, ve), (od, oe), (pd, pe) = (rng.choice(SUBJECTS), rng.choice(VERBS),
+                                                  rng.choice(OBJECTS), rng.choice(PLACES))
+        de, en = f"{sd} {vd} {od}{pd}.", f"{se} {ve} {oe}{pe}."
+        pairs.append((de[0].upper() + de[1:], en[0].upper() + en[1:]))
+    return pairs
+
+
+def write_corpus(folder: Path, sizes: dict[str, int] | None = None, gz: bool = True) -> Path:
+    """Files `<split>.{de,en}[.gz]` for splits train/val/test_2016_flickr."""
+    sizes = sizes or {"train": 300, "val": 40, "test_2016_flickr": 40}
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, (split, n) in enumerate(sizes.items()):
+        pairs = sentence_pairs(n, seed=i)
+        for lang, lines in (("de", [p[0] for p in pairs]), ("en", [p[1] for p in pairs])):
+            data = "".join(f"{x}\n" for x in lines).encode()
+            if gz:
+                (folder / f"{split}.{lang}.gz").write_bytes(gzip.compress(data, mtime=0))
+            else:
+                (folder / f"{split}.{lang}").write_bytes(data)
+    return folder
+
+
+def write_config(path: Path, work: Path, source: Path | str, **sections: dict) -> Path:
+    """A tiny config reading the synthetic corpus; `sections` update it, e.g. model={...}."""
+    cfg = {
+        "name": path.stem,
+        "data": {"corpus": "files", "source": str(source), "dir": str(work / "data"),
+                 "cache_dir": str(work / "cache"), "train_max_len": 40},
+        "tokenizer": {"kind": "sentencepiece", "vocab_size": 120, "joint": True},
+        "model": {"d_model": 32, "n_heads": 4, "n_encoder_layers": 1, "n_decoder_layers": 1,
+                  "d_ff": 64, "dropout": 0.0, "max_len": 64, "tie_output": True,
+                  "share_embeddings": True},
+        "train": {"epochs": 2, "batch_size": 32, "lr": 3e-3, "out_dir": str(work / "checkpoints"),
+                  "precision": "fp32", "checkpoint_every_minutes": None},
+        "decode": {"beam_size": 1, "max_len_b": 12},
+    }
+    for section, values in sections.items():
+        if isinstance(values, dict):
+            cfg.setdefault(section, {}).update(values)
+        else:
+            cfg[section] = values
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    return path
+
+
+def run_tfm(*args: str, cwd: Path | None = None, input: str | None = None,
+            env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `tfm` in a fresh process (as a user would) and capture its output."""
+    return subprocess.run([sys.executable, "-m", "transformer_cli", *args], cwd=cwd, input=input,
+                          capture_output=True, text=True, env=env, timeout=timeout)

@@ -1,0 +1,102 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from transformer_cli.config import (Config, config_from_dict, load_config, packaged_configs,
+                                    resolve_config_path)
+from transformer_cli.errors import UsageError
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_shipped_configs_load_and_validate():
+    shipped = packaged_configs()
+    assert {"base.yaml", "seed.yaml", "tiny.yaml"} <= set(shipped)
+    for name in shipped:
+        assert load_config(name).name == Path(name).stem
+
+
+def test_bare_name_resolves_to_configs_folder_then_package(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shipped = resolve_config_path("seed.yaml")  # not in ./configs here: the packaged copy
+    assert shipped.name == "seed.yaml" and shipped.is_file()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "seed.yaml").write_text("model: {d_model: 64, n_heads: 2}\n")
+    assert resolve_config_path("seed") == Path("configs/seed.yaml")
+    assert load_config("seed").model.d_model == 64
+
+
+def test_seed_matches_the_notebook_recipe():
+    cfg = load_config("seed.yaml")
+    m, t, tr = cfg.model, cfg.tokenizer, cfg.train
+    assert (t.kind, t.lowercase, t.min_freq) == ("spacy", True, 2)
+    assert (m.n_encoder_layers, m.n_decoder_layers, m.d_model, m.n_heads, m.d_ff) == (3, 3, 256, 8, 512)
+    assert (m.dropout, m.positional, m.max_len) == (0.1, "learned", 100)
+    assert (tr.optimizer, tr.lr, tr.clip_norm, tr.batch_size, tr.epochs) == ("adam", 5e-4, 1.0, 128, 10)
+    assert tr.label_smoothing == 0.0 and tr.schedule == "constant"
+
+
+def test_overrides_are_typed(tmp_path):
+    cfg = load_config("tiny.yaml", ["train.lr=3e-4", "model.tie_output=false", "train.patience=3",
+                                    "data.splits.train=mytrain", "train.betas=[0.8, 0.9]"])
+    assert cfg.train.lr == 3e-4 and isinstance(cfg.train.lr, float)
+    assert cfg.model.tie_output is False and cfg.train.patience == 3
+    assert cfg.data.splits.train == "mytrain" and cfg.train.betas == [0.8, 0.9]
+    assert load_config("tiny.yaml", ["train.patience=null"]).train.patience is None
+
+
+def test_resolved_config_round_trips():
+    cfg = load_config("base.yaml", ["train.lr=1e-3"])
+    again = config_from_dict(yaml.safe_load(cfg.to_yaml()))
+    assert again == cfg and again.fingerprint() == cfg.fingerprint()
+
+
+def test_scientific_notation_in_yaml_is_a_float(tmp_path):
+    # PyYAML reads "5e-4" as a string; the schema still types it as a number.
+    assert load_config(write(tmp_path, "train:\n  lr: 5e-4\n")).train.lr == 5e-4
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model:\n  d_model: 256\n   n_heads: 8\n", "c.yaml:3: YAML syntax error"),
+    ("model:\n  n_head: 8\n", "unknown key 'model.n_head' (did you mean 'model.n_heads'?)"),
+    ("modle:\n  n_heads: 8\n", "unknown key 'modle' (did you mean 'model'?)"),
+    ("model:\n  d_model: abc\n", "model.d_model must be an integer (got 'abc')"),
+    ("model:\n  n_heads: 7\n", "model.n_heads=7 must divide model.d_model=256"),
+    ("model:\n  dropout: 1.5\n", "model.dropout=1.5 is out of range: must be < 1.0"),
+    ("model:\n  positional: rotary\n", "model.positional must be one of 'learned', 'sinusoidal'"),
+    ("train:\n  batch_size: null\n", "set train.batch_size (sentences) or train.batch_tokens"),
+    ("tokenizer:\n  kind: spacy\nmodel:\n  share_embeddings: true\n", "needs a joint vocabulary"),
+    ("- a\n- b\n", "must be a YAML mapping"),
+])
+def test_bad_config_is_one_line_naming_the_key(tmp_path, text, message):
+    with pytest.raises(UsageError) as err:
+        load_config(write(tmp_path, text))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.foo=1", "--set train.foo: unknown key 'train.foo'"),
+    ("train.lr=abc", "--set train.lr must be a number (got 'abc')"),
+    ("train.lr=-1", "--set train.lr=-1.0 is out of range"),
+    ("model.d_model.x=1", "'model.d_model' has no sub-keys"),
+    ("train.lr", "expected KEY=VALUE"),
+])
+def test_bad_override(override, message):
+    with pytest.raises(UsageError) as err:
+        load_config("tiny.yaml", [override])
+    assert message in str(err.value)
+
+
+def test_missing_config_names_where_it_looked():
+    with pytest.raises(UsageError, match="config file not found: 'nope.yaml'.*base.yaml"):
+        load_config("nope.yaml")
+
+
+def test_defaults_are_a_valid_config():
+    cfg = Config()
+    assert config_from_dict(cfg.to_dict()) == cfg

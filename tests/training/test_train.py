@@ -1,0 +1,125 @@
+import json
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import sentence_pairs, write_config, write_corpus
+from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.config import TrainConfig, load_config
+from transformer_cli.data.batching import plan_batches
+from transformer_cli.data.preprocess import prepare
+from transformer_cli.inference.translate import Translator
+from transformer_cli.training.loss import sequence_loss
+from transformer_cli.training.optim import lr_factor
+from transformer_cli.training.run_dir import RunDir
+from transformer_cli.training.session import run_training
+
+
+def test_train_cli_writes_a_complete_run(trained):
+    run = trained["run"]
+    for name in ("config.yaml", "manifest.json", "train.log", "metrics.jsonl", "best.pt", "last.pt",
+                 "published.pt", "promotions.log", "curves.png"):
+        assert (run / name).is_file(), name
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == list(range(1, 11))
+    for key in ("epoch", "step", "train_loss", "train_ppl", "valid_loss", "valid_ppl", "lr",
+                "tokens_per_s", "elapsed_s"):
+        assert key in records[0]
+    assert math.isclose(records[-1]["valid_ppl"], math.exp(records[-1]["valid_loss"]), rel_tol=1e-3)
+    assert records[-1]["valid_loss"] < records[0]["valid_loss"] / 5
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["seed"] == 1234 and manifest["versions"]["torch"] and manifest["data_files"]
+    assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Epoch: 10 | Time: " in (run / "train.log").read_text()
+    assert "| Train Loss: " in trained["stderr"] and "| Val. PPL: " in trained["stderr"]
+    # checkpoints are plain data: weights_only loading works, and carry everything to translate
+    for name in ("best.pt", "last.pt", "published.pt"):
+        payload = torch.load(run / name, weights_only=True)
+        assert {"model", "state_dict", "tokenizer", "config", "sha256"} <= set(payload)
+    assert "train_state" in load_checkpoint(run / "last.pt")
+
+
+def small_config(tmp_path, pairs: int = 200, **train):
+    corpus = write_corpus(tmp_path / "corpus", {"train": pairs, "val": 30, "test_2016_flickr": 10})
+    path = write_config(tmp_path / "run.yaml", tmp_path, corpus,
+                        model={"d_model": 64, "n_heads": 4, "d_ff": 128, "dropout": 0.1},
+                        train={"epochs": 3, "batch_size": 16, "lr": 2e-3, **train})
+    return load_config(str(path))
+
+
+def test_tiny_model_overfits_a_handful_of_pairs(tmp_path):
+    cfg = small_config(tmp_path, pairs=8, epochs=80, batch_size=8, lr=3e-3)
+    cfg.model.dropout = 0.0
+    run_training(cfg)
+    prepared, _ = prepare(cfg)
+    translator = Translator.from_checkpoint(cfg.run_dir / "best.pt", torch.device("cpu"))
+    pairs = sentence_pairs(8, seed=0)
+    outputs = [t[0].text for t in translator.translate([de for de, _ in pairs])]
+    assert outputs == [en for _, en in pairs]
+
+
+def test_resume_continues_the_same_curve(tmp_path):
+    straight = small_config(tmp_path / "a")
+    run_training(straight)
+    interrupted = small_config(tmp_path / "b", max_steps=17)  # stops mid-epoch 2
+    run_training(interrupted)
+    assert load_checkpoint(interrupted.run_dir / "last.pt")["train_state"]["progress"]["step"] == 17
+    interrupted.train.max_steps = None  # the same command without the cap: continues
+    run_training(interrupted)
+    a, b = (RunDir(c.run_dir).read_metrics() for c in (straight, interrupted))
+    ends_a = [(r["step"], r["train_loss"], r["valid_loss"]) for r in a if r["end_of_epoch"]]
+    ends_b = [(r["step"], r["train_loss"], r["valid_loss"]) for r in b if r["end_of_epoch"]]
+    assert len(ends_a) == 3 and ends_a == ends_b
+
+
+def test_finished_run_is_a_no_op_and_more_epochs_continue(tmp_path):
+    cfg = small_config(tmp_path, epochs=1)
+    assert run_training(cfg).trained
+    assert not run_training(cfg).trained
+    cfg.train.epochs = 2
+    outcome = run_training(cfg)
+    assert outcome.trained and outcome.progress.epoch == 2
+
+
+def test_early_stopping(tmp_path):
+    cfg = small_config(tmp_path, epochs=30, patience=1, lr=0.5, clip_norm=None)  # diverges
+    outcome = run_training(cfg)
+    assert outcome.progress.stop_reason == "early_stopping" and outcome.progress.epoch < 30
+
+
+def test_label_smoothed_loss_matches_torch():
+    torch.manual_seed(0)
+    logits, target = torch.randn(3, 5, 11), torch.randint(0, 11, (3, 5))
+    target[0, 3:] = 1  # PAD
+    loss, nll = sequence_loss(logits, target, pad_id=1, label_smoothing=0.1)
+    flat_logits, flat_t = logits.view(-1, 11), target.view(-1)
+    expected = F.cross_entropy(flat_logits, flat_t, ignore_index=1, reduction="sum", label_smoothing=0.1)
+    assert torch.allclose(loss, expected, atol=1e-4)
+    assert torch.allclose(nll, F.cross_entropy(flat_logits, flat_t, ignore_index=1, reduction="sum"), atol=1e-4)
+
+
+def test_lr_schedules():
+    cfg = TrainConfig(schedule="inverse_sqrt", warmup_steps=100)
+    factors = [lr_factor(cfg, s) for s in range(400)]
+    assert factors[99] == 1.0 and factors[0] == 0.01 and math.isclose(factors[399], 0.5)
+    assert lr_factor(TrainConfig(), 12345) == 1.0
+
+
+def test_batch_plans():
+    g = torch.Generator().manual_seed(0)
+    src, tgt = torch.randint(1, 40, (500,), generator=g), torch.randint(1, 40, (500,), generator=g)
+    plan = plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=0)
+    assert sorted(i for b in plan for i in b) == list(range(500))
+    for b in plan:
+        assert len(b) * int(max(max(src[i], tgt[i]) for i in b) + 2) <= 400 or len(b) == 1
+    assert plan == plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=0)
+    assert plan != plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=1)
+    by_count = plan_batches(src, tgt, batch_size=64, batch_tokens=None, shuffle=False)
+    assert [len(b) for b in by_count] == [64] * 7 + [52]
+    def padded(plan):
+        return sum(len(b) * max(int(tgt[i]) for i in b) for b in plan)
+
+    unsorted = [list(range(i, min(i + 64, 500))) for i in range(0, 500, 64)]
+    assert padded(by_count) - int(tgt.sum()) < (padded(unsorted) - int(tgt.sum())) / 5

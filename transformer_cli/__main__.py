@@ -1,0 +1,5 @@
+"""`python -m transformer_cli` runs the `tfm` command line."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,219 @@
+"""Where raw parallel corpora come from, and reading them strictly.
+
+A source is a URL (http, https, file) or a local folder holding one file per split and
+language, named `<stem>.<lang>` or `<stem>.<lang>.gz`. Downloads stream into a cache with
+their SHA-256 computed on the way, and are kept only when the size and checksum are right.
+Multi30k (task 1, raw) is one named corpus with known checksums; `files` is any other.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import http.client
+import os
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import DataConfig
+from ..errors import TfmError, UsageError
+
+SOURCE_ENV = "TFM_DATA_SOURCE"
+
+MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
+MULTI30K_SHA256 = {
+    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+}
+
+SPLITS = ("train", "val", "test")
+DOWNLOAD_ATTEMPTS = 3
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One verified local file of the corpus."""
+
+    split: str
+    lang: str
+    path: Path
+    sha256: str
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def resolve_source(data: DataConfig) -> str:
+    """The source to use: data.source, else $TFM_DATA_SOURCE, else the corpus's public URL."""
+    if data.source:
+        return data.source
+    if os.environ.get(SOURCE_ENV):
+        return os.environ[SOURCE_ENV]
+    if data.corpus == "multi30k":
+        return MULTI30K_URL
+    raise UsageError("data.source is required for data.corpus: files "
+                     f"(a folder or URL; or set {SOURCE_ENV})")
+
+
+def known_checksums(data: DataConfig) -> dict[str, str]:
+    sums = dict(MULTI30K_SHA256) if data.corpus == "multi30k" else {}
+    sums.update(data.sha256)
+    return sums
+
+
+def _candidate_names(data: DataConfig, split: str, lang: str) -> list[str]:
+    stem = getattr(data.splits, split)
+    if data.corpus == "multi30k":
+        return [f"{stem}.{lang}.gz"]
+    return [f"{stem}.{lang}.gz", f"{stem}.{lang}"]
+
+
+def _is_url(source: str) -> bool:
+    return urllib.parse.urlparse(source).scheme in ("http", "https")
+
+
+def _verify(path: Path, expected: str | None) -> str:
+    actual = sha256_file(path)
+    if expected is not None and actual != expected:
+        raise UsageError(f"checksum mismatch for {path}: expected sha256 {expected[:12]}…, "
+                         f"got {actual[:12]}… (corrupt or wrong file)")
+    return actual
+
+
+def _download(url: str, dest: Path, expected: str | None) -> str:
+    """Stream `url` into `dest` (atomically); return its sha256. Retries transient errors."""
+    last_error = ""
+    for attempt in range(1, DOWNLOAD_ATTEMPTS + 1):
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        try:
+            h = hashlib.sha256()
+            received = 0
+            with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as resp:
+                length = resp.headers.get("Content-Length")
+                for chunk in iter(lambda: resp.read(_CHUNK), b""):
+                    out.write(chunk)
+                    h.update(chunk)
+                    received += len(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            if length is not None and received != int(length):
+                last_error = f"{url}: truncated ({received} of {length} bytes)"
+                continue
+            actual = h.hexdigest()
+            if expected is not None and actual != expected:
+                raise UsageError(f"checksum mismatch for {url}: expected sha256 {expected[:12]}…, "
+                                 f"got {actual[:12]}… (corrupt download; nothing was cached)")
+            os.replace(tmp, dest)
+            return actual
+        except urllib.error.HTTPError as e:
+            raise TfmError(f"download failed: {url}: HTTP {e.code} {e.reason}") from None
+        except http.client.IncompleteRead as e:
+            last_error = f"{url}: truncated ({len(e.partial)} bytes received, {e.expected} missing)"
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+            last_error = f"{url}: {getattr(e, 'reason', None) or e}"
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        time.sleep(0.2 * attempt)
+    raise TfmError(f"download failed after {DOWNLOAD_ATTEMPTS} attempts: {last_error}")
+
+
+def _fetch_url(base: str, name: str, cache: Path, expected: str | None) -> tuple[Path, str]:
+    dest = cache / name
+    if dest.is_file():
+        digest = sha256_file(dest)
+        if expected is None or digest == expected:
+            return dest, digest
+        dest.unlink()  # a stale or damaged cache entry: fetch again
+    url = base.rstrip("/") + "/" + urllib.parse.quote(name)
+    return dest, _download(url, dest, expected)
+
+
+def fetch_corpus(data: DataConfig, source: str) -> list[CorpusFile]:
+    """Make every (split, language) file available locally and verified; return them."""
+    sums = known_checksums(data)
+    files: list[CorpusFile] = []
+    if _is_url(source):
+        cache = Path(data.cache_dir) / data.corpus
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TfmError(f"cannot create cache folder {cache}: {e.strerror}") from None
+    else:
+        folder = Path(urllib.parse.urlparse(source).path if source.startswith("file:") else source)
+        if not folder.is_dir():
+            raise UsageError(f"data source folder not found: {folder}")
+    for split in SPLITS:
+        for lang in (data.src_lang, data.tgt_lang):
+            names = _candidate_names(data, split, lang)
+            if _is_url(source):
+                path, digest = _fetch_url_first(source, names, cache, sums)
+            else:
+                found = [folder / n for n in names if (folder / n).is_file()]
+                if not found:
+                    raise UsageError(f"data source {folder} is missing {' or '.join(names)}")
+                path = found[0]
+                digest = _verify(path, sums.get(path.name))
+            files.append(CorpusFile(split, lang, path, digest))
+    return files
+
+
+def _fetch_url_first(base: str, names: list[str], cache: Path,
+                     sums: dict[str, str]) -> tuple[Path, str]:
+    """Fetch the first of `names` that the server has (`.gz` before plain text)."""
+    for i, name in enumerate(names):
+        try:
+            return _fetch_url(base, name, cache, sums.get(name))
+        except TfmError as e:
+            if "HTTP 404" in str(e) and i + 1 < len(names):
+                continue
+            raise
+    raise AssertionError("unreachable")
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a UTF-8 text file (gzip when named .gz), without line endings.
+
+    Raises UsageError naming the file and line for non-UTF-8 bytes or a damaged gzip file.
+    """
+    opener = gzip.open if path.name.endswith(".gz") else open
+    lines: list[str] = []
+    try:
+        with opener(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    lines.append(raw.decode("utf-8").rstrip("\r\n"))
+                except UnicodeDecodeError as e:
+                    raise UsageError(f"{path}:{number}: not valid UTF-8 "
+                                     f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+    except (OSError, EOFError, zlib.error) as e:
+        raise UsageError(f"{path}: cannot read: {e}") from None
+    return lines
+
+
+def read_parallel(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
+    """Read an aligned pair of files; both must be non-empty and have equally many lines."""
+    src_lines, tgt_lines = read_lines(src), read_lines(tgt)
+    for path, lines in ((src, src_lines), (tgt, tgt_lines)):
+        if not any(line.strip() for line in lines):
+            raise UsageError(f"{path}: empty corpus")
+    if len(src_lines) != len(tgt_lines):
+        raise UsageError(f"misaligned corpus: {src} has {len(src_lines)} lines but {tgt} has "
+                         f"{len(tgt_lines)}")
+    return src_lines, tgt_lines

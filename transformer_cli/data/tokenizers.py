@@ -1,0 +1,296 @@
+"""Tokenizers: text <-> ids for one language, behind one small interface.
+
+- `WordTokenizer`: spaCy's rule-based tokenizer (`spacy.blank(lang)`, no model download)
+  plus a `Vocab`; the notebook's pipeline. Detokenization is learned from the training data:
+  spaCy records whether each token was followed by a space, so tokens that usually attach to
+  their neighbour (".", ",", "'s", "(") are rejoined without one.
+- `SubwordTokenizer`: SentencePiece BPE or unigram, which detokenizes exactly by design.
+
+`TokenizerPair` holds the source and target sides (one shared SentencePiece model when the
+vocabulary is joint) and serializes to a plain dict (for checkpoints) or a folder.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config import TokenizerConfig
+from ..errors import UsageError
+from .vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
+
+Progress = Callable[[int], None]
+
+
+def _is_word(token: str) -> bool:
+    return any(c.isalnum() for c in token)
+
+
+def _strip_specials(ids: Sequence[int]) -> list[int]:
+    """Ids up to the first `<eos>`, without `<sos>` and `<pad>`."""
+    out = []
+    for i in ids:
+        if i == EOS:
+            break
+        if i not in (SOS, PAD):
+            out.append(int(i))
+    return out
+
+
+class Tokenizer(ABC):
+    """Text of one language to ids (without `<sos>`/`<eos>`) and back to natural text."""
+
+    kind: str
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @abstractmethod
+    def encode_batch(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[int]]:
+        ...
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int]) -> str:
+        """Natural text for `ids`; stops at `<eos>`, skips `<sos>`/`<pad>`."""
+
+    @abstractmethod
+    def id_to_token(self, ids: Sequence[int]) -> list[str]:
+        """Token strings, for display (attention plots)."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """Plain-data state (str, int, list, bytes): loadable with torch weights_only."""
+
+    def encode(self, line: str) -> list[int]:
+        return self.encode_batch([line])[0]
+
+
+class WordTokenizer(Tokenizer):
+    """spaCy word tokens + vocabulary, optional lowercasing, learned detokenization."""
+
+    kind = "spacy"
+
+    def __init__(self, lang: str, vocab: Vocab, lowercase: bool, attach_left: Sequence[str],
+                 attach_right: Sequence[str]):
+        self.lang = lang
+        self.vocab = vocab
+        self.lowercase = lowercase
+        self.attach_left = frozenset(attach_left)
+        self.attach_right = frozenset(attach_right)
+        self._nlp = None
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def _tokenizer(self):
+        if self._nlp is None:
+            import spacy
+
+            try:
+                self._nlp = spacy.blank(self.lang)
+            except ImportError as e:
+                raise UsageError(f"spaCy has no tokenizer for language '{self.lang}': {e}") from None
+        return self._nlp.tokenizer
+
+    def _docs(self, lines: Sequence[str], progress: Progress | None):
+        texts = (line.lower() if self.lowercase else line for line in lines)
+        for doc in self._tokenizer().pipe(texts, batch_size=1000):
+            if progress:
+                progress(1)
+            yield [t for t in doc if not t.is_space]
+
+    def split(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[str]]:
+        return [[t.text for t in doc] for doc in self._docs(lines, progress)]
+
+    def encode_batch(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[int]]:
+        return [self.vocab.lookup(tokens) for tokens in self.split(lines, progress)]
+
+    @classmethod
+    def fit(cls, lang: str, lines: Sequence[str], cfg: TokenizerConfig,
+            progress: Progress | None = None) -> tuple["WordTokenizer", list[list[int]]]:
+        """Build the vocab (and the detokenization rules) from training text; encode it."""
+        tok = cls(lang, Vocab(SPECIALS), cfg.lowercase, (), ())
+        sentences: list[list[str]] = []
+        gaps: Counter[tuple[str, str, bool]] = Counter()  # (token, next token, space between)
+        for doc in tok._docs(lines, progress):
+            sentences.append([t.text for t in doc])
+            gaps.update((a.text, b.text, bool(a.whitespace_)) for a, b in zip(doc, doc[1:]))
+        tok.vocab = Vocab.build(sentences, cfg.min_freq, cfg.max_vocab)
+        # A token attaches on a side when, next to a word on that side, it was mostly written
+        # without a space: "." and "'s" attach left, "(" attaches right.
+        left_total, left_glued, right_total, right_glued = Counter(), Counter(), Counter(), Counter()
+        for (a, b, space), n in gaps.items():
+            if _is_word(a):
+                left_total[b] += n
+                left_glued[b] += 0 if space else n
+            if _is_word(b):
+                right_total[a] += n
+                right_glued[a] += 0 if space else n
+        in_vocab = tok.vocab.itos[len(SPECIALS):]
+        tok.attach_left = frozenset(t for t in in_vocab if left_glued[t] * 2 > left_total[t])
+        tok.attach_right = frozenset(t for t in in_vocab if right_glued[t] * 2 > right_total[t])
+        return tok, [tok.vocab.lookup(s) for s in sentences]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        out: list[str] = []
+        glue_next = True  # no space before the first token
+        open_quote = False
+        for token in self.vocab.tokens(_strip_specials(ids)):
+            if token == '"':  # ambiguous: alternate between opening and closing
+                open_quote = not open_quote
+                glue_left, glue_right = not open_quote, open_quote
+            else:
+                glue_left, glue_right = token in self.attach_left, token in self.attach_right
+            if not (glue_next or glue_left):
+                out.append(" ")
+            out.append(token)
+            glue_next = glue_right
+        return "".join(out)
+
+    def id_to_token(self, ids: Sequence[int]) -> list[str]:
+        return self.vocab.tokens(ids)
+
+    def state(self) -> dict[str, Any]:
+        return {"kind": self.kind, "lang": self.lang, "lowercase": self.lowercase,
+                "itos": self.vocab.itos, "attach_left": sorted(self.attach_left),
+                "attach_right": sorted(self.attach_right)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "WordTokenizer":
+        return cls(state["lang"], Vocab(state["itos"]), state["lowercase"], state["attach_left"],
+                   state["attach_right"])
+
+
+_SPM_TOO_BIG = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
+
+
+class SubwordTokenizer(Tokenizer):
+    """SentencePiece (BPE or unigram) with tfm's special ids; optional lowercasing."""
+
+    kind = "sentencepiece"
+
+    def __init__(self, model: bytes, lowercase: bool):
+        import sentencepiece as spm
+
+        self.model = model
+        self.lowercase = lowercase
+        self.sp = spm.SentencePieceProcessor(model_proto=model)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.sp.get_piece_size()
+
+    @classmethod
+    def train(cls, lines: Sequence[str], cfg: TokenizerConfig) -> "SubwordTokenizer":
+        import sentencepiece as spm
+
+        text = [line.lower() if cfg.lowercase else line for line in lines if line.strip()]
+        buffer = io.BytesIO()
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(text), model_writer=buffer, model_type=cfg.model_type,
+                vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
+                unk_id=UNK, pad_id=PAD, bos_id=SOS, eos_id=EOS, unk_piece=SPECIALS[UNK],
+                pad_piece=SPECIALS[PAD], bos_piece=SPECIALS[SOS], eos_piece=SPECIALS[EOS],
+                input_sentence_size=2_000_000, shuffle_input_sentence=True, minloglevel=2,
+                num_threads=2)
+        except RuntimeError as e:
+            match = _SPM_TOO_BIG.search(str(e))
+            if match:
+                raise UsageError(f"tokenizer.vocab_size={match.group(1)} is too large for this "
+                                 f"training corpus: SentencePiece allows at most {match.group(2)}"
+                                 ) from None
+            raise UsageError(f"SentencePiece training failed: {str(e).splitlines()[0]}") from None
+        return cls(buffer.getvalue(), cfg.lowercase)
+
+    def encode_batch(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[int]]:
+        text = [line.lower() if self.lowercase else line for line in lines]
+        ids = self.sp.encode(text)
+        if progress:
+            progress(len(lines))
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.sp.decode(_strip_specials(ids))
+
+    def id_to_token(self, ids: Sequence[int]) -> list[str]:
+        return [self.sp.id_to_piece(int(i)) for i in ids]
+
+    def state(self) -> dict[str, Any]:
+        return {"kind": self.kind, "lowercase": self.lowercase, "model": self.model}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "SubwordTokenizer":
+        return cls(state["model"], state["lowercase"])
+
+
+def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
+    kinds: dict[str, type] = {"spacy": WordTokenizer, "sentencepiece": SubwordTokenizer}
+    return kinds[state["kind"]].from_state(state)
+
+
+@dataclass
+class TokenizerPair:
+    """Source and target tokenizers; `joint` when both sides share one vocabulary."""
+
+    src: Tokenizer
+    tgt: Tokenizer
+    joint: bool = False
+
+    def state(self) -> dict[str, Any]:
+        if self.joint:
+            return {"joint": True, "shared": self.src.state()}
+        return {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "TokenizerPair":
+        if state["joint"]:
+            shared = tokenizer_from_state(state["shared"])
+            return cls(shared, shared, joint=True)
+        return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]))
+
+    def save(self, folder: Path) -> None:
+        """Human-inspectable files: tokenizer.json (+ the SentencePiece .model files)."""
+        meta = self.state()
+        for side in ("shared", "src", "tgt"):
+            part = meta.get(side)
+            if part is not None and "model" in part:
+                model_name = f"spm.{side}.model"
+                (folder / model_name).write_bytes(part["model"])
+                meta[side] = {**part, "model": model_name}
+        (folder / "tokenizer.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> "TokenizerPair":
+        meta = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+        for side in ("shared", "src", "tgt"):
+            part = meta.get(side)
+            if part is not None and "model" in part:
+                meta[side] = {**part, "model": (folder / part["model"]).read_bytes()}
+        return cls.from_state(meta)
+
+
+def fit_tokenizers(cfg: TokenizerConfig, src_lang: str, tgt_lang: str, src_lines: Sequence[str],
+                   tgt_lines: Sequence[str], progress: Progress | None = None
+                   ) -> tuple[TokenizerPair, list[list[int]], list[list[int]]]:
+    """Learn tokenizers from the training text; return them and the encoded text."""
+    if cfg.kind == "spacy":
+        src, src_ids = WordTokenizer.fit(src_lang, src_lines, cfg, progress)
+        tgt, tgt_ids = WordTokenizer.fit(tgt_lang, tgt_lines, cfg, progress)
+        return TokenizerPair(src, tgt), src_ids, tgt_ids
+    if cfg.joint:
+        shared = SubwordTokenizer.train([*src_lines, *tgt_lines], cfg)
+        pair = TokenizerPair(shared, shared, joint=True)
+    else:
+        pair = TokenizerPair(SubwordTokenizer.train(src_lines, cfg),
+                             SubwordTokenizer.train(tgt_lines, cfg))
+    return pair, pair.src.encode_batch(src_lines, progress), pair.tgt.encode_batch(tgt_lines, progress)

@@ -1,0 +1,157 @@
+"""Scoring a model: teacher-forced loss/perplexity, and sacreBLEU/chrF of its translations.
+
+BLEU and chrF always come from sacreBLEU on detokenized output against the raw references,
+with sacreBLEU's signature so the numbers can be compared with published ones. A model
+trained on lowercased text is scored case-insensitively; the signature then says `case:lc`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .data.batching import EncodedSplit, collate, plan_batches
+from .data.vocab import PAD
+from .device import autocast
+from .inference.translate import Translator
+from .training.loss import sequence_loss
+
+
+@dataclass
+class LossResult:
+    loss: float  # mean negative log-likelihood per target token (incl. <eos>)
+    ppl: float
+    n_tokens: int
+
+
+def corpus_nll(model: torch.nn.Module, split: EncodedSplit, device: torch.device,
+               dtype: torch.dtype | None, batch_tokens: int = 8000, max_len: int | None = None,
+               shard: tuple[int, int] = (0, 1), check_stop: Callable[[], None] | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed NLL and target-token count over a split (or this rank's `shard` of it).
+
+    Returns two 0-dim tensors on `device`, so distributed callers can all-reduce them.
+    `check_stop` is called between batches (it may raise to abort).
+    """
+    rank, world = shard
+    batches = plan_batches(split.src_lengths, split.tgt_lengths, batch_size=None,
+                           batch_tokens=batch_tokens, shuffle=False)[rank::world]
+    nll = torch.zeros((), device=device)
+    tokens = torch.zeros((), device=device, dtype=torch.long)
+    was_training = model.training
+    model.eval()
+    with torch.inference_mode():
+        for indices in batches:
+            if check_stop:
+                check_stop()
+            b = collate(split, indices, max_len).to(device)
+            with autocast(device, dtype):
+                logits = model(b.src, b.tgt_in)
+            nll += sequence_loss(logits.float(), b.tgt_out, PAD)[1]  # fp32: exact reported loss
+            tokens += b.n_tokens
+    model.train(was_training)
+    return nll, tokens
+
+
+def loss_result(nll: torch.Tensor, tokens: torch.Tensor) -> LossResult:
+    n = int(tokens)
+    loss = float(nll) / max(1, n)
+    return LossResult(loss, math.exp(min(loss, 50.0)), n)
+
+
+@dataclass
+class BleuResult:
+    bleu: float
+    chrf: float
+    signature: str  # sacreBLEU's BLEU signature
+    chrf_signature: str
+
+
+def score_translations(hypotheses: list[str], references: list[str], lowercase: bool = False) -> BleuResult:
+    """Corpus BLEU (13a tokenization) and chrF with sacreBLEU."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu, chrf = BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
+    b = bleu.corpus_score(hypotheses, [references])
+    c = chrf.corpus_score(hypotheses, [references])
+    return BleuResult(round(b.score, 2), round(c.score, 2), str(bleu.get_signature()),
+                      str(chrf.get_signature()))
+
+
+@dataclass
+class DecodeResult:
+    hypotheses: list[str]
+    scores: BleuResult
+    seconds: float
+
+    @property
+    def sentences_per_s(self) -> float:
+        return len(self.hypotheses) / max(self.seconds, 1e-9)
+
+    def as_dict(self) -> dict:
+        return {**asdict(self.scores), "n_sentences": len(self.hypotheses),
+                "sentences_per_s": round(self.sentences_per_s, 2)}
+
+
+def translate_and_score(translator: Translator, sources: list[str], references: list[str]) -> DecodeResult:
+    """Translate `sources` (best hypothesis each) and score against `references`."""
+    started = time.perf_counter()
+    hypotheses = [n_best[0].text for n_best in translator.translate(sources)]
+    seconds = time.perf_counter() - started
+    lowercase = getattr(translator.tokenizers.tgt, "lowercase", False)
+    return DecodeResult(hypotheses, score_translations(hypotheses, references, lowercase), seconds)
+
+
+@dataclass
+class EvaluationReport:
+    checkpoint: str
+    split: str
+    n_sentences: int
+    loss: float
+    ppl: float
+    bleu: float
+    chrf: float
+    signature: str
+    chrf_signature: str
+    beam_size: int
+    sentences_per_s: float
+    hypotheses: str  # path of the written hypotheses
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    def as_table(self) -> str:
+        rows = [("checkpoint", self.checkpoint), ("split", f"{self.split} ({self.n_sentences} sentences)"),
+                ("loss / PPL", f"{self.loss:.3f} / {self.ppl:.3f}"),
+                ("BLEU", f"{self.bleu:.2f}  {self.signature}"),
+                ("chrF", f"{self.chrf:.2f}  {self.chrf_signature}"),
+                ("decoding", f"{'greedy' if self.beam_size == 1 else f'beam {self.beam_size}'}, "
+                             f"{self.sentences_per_s:.1f} sentences/s"),
+                ("hypotheses", self.hypotheses)]
+        return "\n".join(f"{k:<11} {v}" for k, v in rows)
+
+
+def evaluate_texts(translator: Translator, sources: list[str], references: list[str], label: str,
+                   checkpoint: str, hypotheses_path) -> EvaluationReport:
+    """Loss/PPL (teacher-forced) and BLEU/chrF (decoded) of a model on aligned texts.
+
+    Texts are encoded with the checkpoint's own tokenizer, so any checkpoint can be scored on
+    any data. Hypotheses are written (atomically) to `hypotheses_path`, one per line.
+    """
+    from .fsutil import atomic_write_text
+
+    tok = translator.tokenizers
+    split = EncodedSplit.from_lists(tok.src.encode_batch(sources), tok.tgt.encode_batch(references))
+    max_len = translator.model.config.max_len
+    losses = loss_result(*corpus_nll(translator.model, split, translator.device, translator.dtype,
+                                     max_len=max_len))
+    decoded = translate_and_score(translator, sources, references)
+    atomic_write_text(hypotheses_path, "".join(f"{h}\n" for h in decoded.hypotheses))
+    s = decoded.scores
+    return EvaluationReport(checkpoint, label, len(sources), round(losses.loss, 5), round(losses.ppl, 4),
+                            s.bleu, s.chrf, s.signature, s.chrf_signature, translator.decode.beam_size,
+                            round(decoded.sentences_per_s, 2), str(hypotheses_path))

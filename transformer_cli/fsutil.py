@@ -1,0 +1,90 @@
+"""Crash-safe file writes: write a temp file beside the target, fsync, rename, fsync the dir.
+
+A reader (or a process started after a crash) sees the old file or the new one, never a
+partial one. Failures (disk full, read-only directory) leave the old file untouched and
+raise `TfmError` with one line naming the path.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import TfmError
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def fsync_dir(path: Path) -> None:
+    """Persist a rename inside `path` (no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
+                 keep_previous: Path | None = None) -> None:
+    """Create or replace `path` atomically; `write` receives the open temp file.
+
+    With `keep_previous`, an existing `path` is renamed there once the new content is safely
+    on disk, just before the new file takes its place.
+    """
+    path = Path(path)
+    tmp_name = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600 files; keep the usual permissions
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        if keep_previous is not None and path.exists():
+            os.replace(path, keep_previous)
+        os.replace(tmp_name, path)
+        tmp_name = None
+        fsync_dir(path.parent)
+    except OSError as e:
+        raise TfmError(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
+
+
+def atomic_torch_save(path: Path, obj: Any, keep_previous: Path | None = None) -> None:
+    import torch
+
+    atomic_write(path, lambda f: torch.save(obj, f), keep_previous)

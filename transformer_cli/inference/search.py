@@ -1,0 +1,150 @@
+"""Greedy and beam search over an incremental decoder, batched over many sentences.
+
+The searches need only two calls of the model (see `Seq2SeqTransformer`):
+`start(src) -> state` and `step(tokens, state) -> (log_probs [rows, vocab], state)`, where
+`state.reorder(index)` selects or repeats rows. Sentences that have ended are dropped from the
+batch, so a batch costs as much as its longest output, and no more.
+
+Lengths count output tokens including `<eos>`; a sentence that reaches its limit gets `<eos>`
+forced at its last position, in greedy and beam search alike (so beam 1 == greedy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from ..data.vocab import EOS, SOS
+
+
+class IncrementalModel(Protocol):
+    def start(self, src: Tensor) -> Any: ...
+
+    def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # without <sos> and <eos>
+    log_prob: float  # sum over the output tokens, <eos> included
+    score: float  # log_prob / length**length_penalty: what the beam ranks by
+
+
+def output_limits(src_lengths: Tensor, a: float, b: int, cap: int) -> Tensor:
+    """Per-sentence output limit (tokens incl. <eos>): a·src_len + b, at most `cap`."""
+    return (src_lengths.float() * a + b).long().clamp(min=1, max=cap)
+
+
+def _force_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
+    """Rows where `at_limit` may only produce <eos>."""
+    if at_limit.any():
+        forced = torch.full_like(log_probs[0], float("-inf"))
+        forced[EOS] = 0.0
+        log_probs = torch.where(at_limit[:, None], forced, log_probs)
+    return log_probs
+
+
+@torch.inference_mode()
+def greedy_search(model: IncrementalModel, src: Tensor, limits: Tensor) -> list[Hypothesis]:
+    """The most likely next token at each step, for each sentence of src [batch, src_len]."""
+    batch = src.size(0)
+    state = model.start(src)
+    tokens = torch.full((batch,), SOS, dtype=torch.long, device=src.device)
+    alive = torch.arange(batch, device=src.device)  # original index of each row still decoding
+    out: list[list[int]] = [[] for _ in range(batch)]
+    log_prob = [0.0] * batch
+    limits = limits.to(src.device)
+    t = 0
+    while alive.numel():
+        log_probs, state = model.step(tokens, state)
+        log_probs = _force_eos(log_probs, limits[alive] <= t + 1)
+        best, tokens = log_probs.max(dim=-1)
+        for row, (i, tok, lp) in enumerate(zip(alive.tolist(), tokens.tolist(), best.tolist())):
+            log_prob[i] += lp
+            if tok != EOS:
+                out[i].append(tok)
+        keep = (tokens != EOS).nonzero().squeeze(1)
+        if keep.numel() < alive.numel():
+            alive, tokens, state = alive[keep], tokens[keep], state.reorder(keep)
+        t += 1
+    return [Hypothesis(o, lp, lp / (len(o) + 1)) for o, lp in zip(out, log_prob)]
+
+
+@torch.inference_mode()
+def greedy_search_uncached(model: torch.nn.Module, src: Tensor, limits: Tensor) -> list[Hypothesis]:
+    """Reference greedy search: one sentence at a time, the whole prefix re-run each step.
+
+    The slow textbook loop; tests and the decode benchmark compare `greedy_search` with it.
+    """
+    results = []
+    for i in range(src.size(0)):
+        prefix = torch.tensor([[SOS]], device=src.device)
+        log_prob = 0.0
+        for t in range(int(limits[i])):
+            log_probs = torch.log_softmax(model(src[i : i + 1], prefix)[0, -1].float(), dim=-1)
+            log_probs = _force_eos(log_probs[None], torch.tensor([t + 1 >= int(limits[i])]))[0]
+            lp, tok = log_probs.max(dim=-1)
+            log_prob += float(lp)
+            if int(tok) == EOS:
+                break
+            prefix = torch.cat([prefix, tok.view(1, 1)], dim=1)
+        tokens = prefix[0, 1:].tolist()
+        results.append(Hypothesis(tokens, log_prob, log_prob / (len(tokens) + 1)))
+    return results
+
+
+@torch.inference_mode()
+def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size: int,
+                length_penalty: float = 1.0, n_best: int = 1) -> list[list[Hypothesis]]:
+    """Keep the `beam_size` best prefixes per sentence; return each sentence's `n_best`.
+
+    A hypothesis ends when <eos> is among the top `beam_size` candidates; a sentence is done
+    when it has `beam_size` ended hypotheses. Ended ones are ranked by
+    log_prob / length**length_penalty (length incl. <eos>; 0 = raw log-probability).
+    """
+    batch, k = src.size(0), beam_size
+    device = src.device
+    limits = limits.to(device)
+    rows = torch.arange(batch, device=device).repeat_interleave(k)
+    state = model.start(src).reorder(rows)
+    alive = torch.arange(batch, device=device)  # original index of each sentence still searching
+    scores = torch.full((batch, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all beams start identical: expand only the first
+    prefixes = torch.empty(batch, k, 0, dtype=torch.long, device=device)
+    tokens = torch.full((batch * k,), SOS, dtype=torch.long, device=device)
+    ended: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    t = 0
+    while alive.numel():
+        n = alive.numel()
+        log_probs, state = model.step(tokens, state)
+        log_probs = _force_eos(log_probs, (limits[alive] <= t + 1).repeat_interleave(k))
+        vocab = log_probs.size(-1)
+        candidates = (scores[:, :, None] + log_probs.view(n, k, vocab)).view(n, k * vocab)
+        top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
+        top_beam, top_token = top_index // vocab, top_index % vocab
+        is_eos = top_token == EOS
+        # End hypotheses whose <eos> ranks among the first k candidates.
+        for r, c in (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero().tolist():
+            lp = float(top_scores[r, c])
+            words = prefixes[r, top_beam[r, c]].tolist()
+            ended[int(alive[r])].append(Hypothesis(words, lp, lp / (len(words) + 1) ** length_penalty))
+        # Continue with the k best candidates that are not <eos> (stable: keeps rank order).
+        order = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
+        beam = top_beam.gather(1, order)
+        scores = top_scores.gather(1, order)
+        tokens_2d = top_token.gather(1, order)
+        prefixes = torch.cat([prefixes.gather(1, beam[:, :, None].expand(-1, -1, prefixes.size(2))),
+                              tokens_2d[:, :, None]], dim=2)
+        parents = (torch.arange(n, device=device)[:, None] * k + beam).flatten()
+        done = torch.tensor([len(ended[i]) >= k for i in alive.tolist()], device=device)
+        done |= limits[alive] <= t + 1  # <eos> was forced: nothing can continue
+        keep = (~done).nonzero().squeeze(1)
+        rows = (keep[:, None] * k + torch.arange(k, device=device)).flatten()
+        state = state.reorder(parents[rows])
+        alive, scores, prefixes = alive[keep], scores[keep], prefixes[keep]
+        tokens = tokens_2d[keep].flatten()
+        t += 1
+    return [sorted(h, key=lambda x: -x.score)[:n_best] for h in ended]

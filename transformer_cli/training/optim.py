@@ -1,0 +1,34 @@
+"""Optimizer and learning-rate schedule from the `train` config section."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from ..config import TrainConfig
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """Adam or AdamW; the fused kernel on GPUs, the multi-tensor one elsewhere."""
+    cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    fused = device.type == "cuda"
+    return cls(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
+               weight_decay=cfg.weight_decay, fused=fused, foreach=None if fused else True)
+
+
+def lr_factor(cfg: TrainConfig, step: int) -> float:
+    """Multiplier of cfg.lr before optimizer step `step` (0-based).
+
+    constant: 1. inverse_sqrt: linear warmup to 1 over `warmup_steps`, then
+    √(warmup/step) — the paper's schedule with its peak set by `lr`.
+    """
+    if cfg.schedule == "constant":
+        return 1.0
+    s = step + 1
+    return min(s / cfg.warmup_steps, math.sqrt(cfg.warmup_steps / s))
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(cfg, step))

@@ -1,0 +1,93 @@
+"""A training run's directory: its files, its lock, its log.
+
+    checkpoints/<name>/
+      .lock            flock()ed while a `tfm train` works here (the kernel drops it on death)
+      config.yaml      the resolved config
+      manifest.json    data checksums, versions, git commit, seed, device
+      train.log        timestamped log of every session
+      metrics.jsonl    one JSON object per validation (epoch ends flagged)
+      last.pt          resumable state (+ last.prev.pt, the one before it)
+      best.pt          weights with the lowest validation loss so far
+      published.pt     the model `tfm translate` serves; replaced only through the promotion gate
+      promotions.log   one JSON line per promotion decision
+      curves.png       loss / perplexity curves
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import BusyError, TfmError
+from ..fsutil import atomic_write_text
+
+
+class RunDir:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.lock_file = self.path / ".lock"
+        self.config = self.path / "config.yaml"
+        self.manifest = self.path / "manifest.json"
+        self.log = self.path / "train.log"
+        self.metrics = self.path / "metrics.jsonl"
+        self.last = self.path / "last.pt"
+        self.last_prev = self.path / "last.prev.pt"
+        self.best = self.path / "best.pt"
+        self.published = self.path / "published.pt"
+        self.promotions = self.path / "promotions.log"
+        self.curves = self.path / "curves.png"
+        self.snapshots = self.path / "snapshots"
+        self._lock_fd: int | None = None
+
+    def create(self) -> None:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise TfmError(f"cannot create run directory {self.path}: {e.strerror}") from None
+
+    # ------------------------------------------------------------------ lock
+    def lock(self) -> None:
+        """Take the run's exclusive lock or raise BusyError naming the holder's PID."""
+        self.create()
+        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise BusyError(f"run {self.path} is busy: another tfm train holds its lock "
+                                f"(pid {holder})") from None
+            raise TfmError(f"cannot lock {self.lock_file}: {e.strerror}") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing releases the flock
+            self._lock_fd = None
+
+    # ------------------------------------------------------------------ log and metrics
+    def attach_log(self, logger: logging.Logger) -> logging.Handler:
+        """Mirror `logger` into train.log (timestamped, always at INFO)."""
+        handler = logging.FileHandler(self.log, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
+                                               "%Y-%m-%d %H:%M:%S"))
+        handler.setLevel(logging.INFO)
+        logger.addHandler(handler)
+        return handler
+
+    def write_metrics(self, history: list[dict[str, Any]]) -> None:
+        """Rewrite metrics.jsonl from the history kept in the checkpoint (atomically)."""
+        atomic_write_text(self.metrics, "".join(json.dumps(r) + "\n" for r in history))
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        if not self.metrics.is_file():
+            return []
+        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line.strip()]

@@ -1,0 +1,145 @@
+"""One `tfm train` invocation: lock, data, resume or start, train, publish.
+
+Re-running the same command is always safe: it waits for nothing (a locked run exits 75),
+continues an interrupted run where its last checkpoint left it, does nothing for a finished
+run whose inputs did not change, and starts over when the data or settings did.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..checkpoint import CheckpointError, load_checkpoint
+from ..config import Config
+from ..data.preprocess import load_prepared, prepare
+from ..device import resolve_device
+from ..fsutil import atomic_write_json, atomic_write_text
+from ..provenance import git_commit, package_versions
+from .distributed import init_distributed, shutdown_distributed
+from .loop import Trainer
+from .promotion import Scorer, promote
+from .run_dir import RunDir
+from .signals import GracefulStop
+
+log = logging.getLogger("tfm")
+
+
+@dataclass
+class TrainOutcome:
+    trained: bool  # False when the run had already finished (a no-op)
+    progress: Any
+    promotion: str
+
+
+def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
+    """The newest readable checkpoint of this same run, or None to start from scratch."""
+    found = False
+    for path in (run.last, run.last_prev):
+        if not path.exists():
+            continue
+        found = True
+        try:
+            payload = load_checkpoint(path)
+        except CheckpointError as e:
+            log.warning("%s; trying the previous checkpoint", e)
+            continue
+        if payload.get("run_identity") != identity:
+            log.warning("%s was trained with other data or settings: starting a new run "
+                        "(the published model stays until a better one is promoted)", path)
+            return None
+        if path == run.last_prev:
+            log.warning("resuming from %s", path)
+        return payload
+    if found:
+        log.warning("no readable checkpoint in %s: starting over", run.path)
+    return None
+
+
+def _clear_run(run: RunDir) -> None:
+    """Remove the state of an earlier run; published.pt and promotions.log stay."""
+    for path in (run.last, run.last_prev, run.best, run.metrics, run.curves):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(run.snapshots, ignore_errors=True)
+
+
+def run_training(cfg: Config, restart: bool = False, show_progress: bool = False) -> TrainOutcome:
+    device = resolve_device(cfg.train.device)
+    dist_ctx, device = init_distributed(device)
+    run = RunDir(cfg.run_dir)
+    handler = None
+    try:
+        if dist_ctx.is_main:
+            run.lock()
+            handler = run.attach_log(log)
+            log.info("tfm %s", " ".join(sys.argv[1:]))
+            prepared, _ = prepare(cfg)
+        dist_ctx.barrier()
+        if not dist_ctx.is_main:
+            prepared = load_prepared(cfg)
+        trainer = Trainer(cfg, prepared, run, device, dist_ctx, GracefulStop(), show_progress)
+        payload = None if restart else _resume_payload(run, trainer.identity)
+        if payload is None:
+            if dist_ctx.is_main:
+                _clear_run(run)
+            dist_ctx.barrier()
+        else:
+            trainer.restore(payload)
+        trained = trainer.extend_if_asked()
+        p = trainer.progress
+        if not trained:
+            log.info("run %s already finished (%s, step %d, best Val. Loss %.3f): nothing to do; "
+                     "--restart trains it again", run.path, p.stop_reason, p.step, p.best_valid_loss)
+        else:
+            if dist_ctx.is_main:
+                _write_run_files(cfg, run, trainer, device, dist_ctx.world_size)
+                what = f"resuming at epoch {p.epoch + 1}, step {p.step}" if payload else "starting"
+                log.info("%s: %s on %s (%s), %.2fM parameters, %d train pairs", run.path, what,
+                         device, trainer.dtype or "fp32", trainer.model.num_parameters() / 1e6,
+                         len(trainer.train_split))
+            with trainer.stop:
+                trainer.run()
+            if dist_ctx.is_main:
+                from ..plots import plot_curves
+
+                plot_curves(p.history, run.curves, title=cfg.name)
+                log.info("finished (%s) after %d steps in %.0f s; best Val. Loss %.3f (PPL %.3f)",
+                         p.stop_reason, p.step, p.elapsed_s, p.best_valid_loss,
+                         min(r["valid_ppl"] for r in p.history) if p.history else float("nan"))
+        decision = ""
+        if dist_ctx.is_main:
+            scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision)
+            decision = promote(run, cfg.train.promote, cfg.train.promote_metric, scorer)
+            log.info("promotion: %s -> %s", decision, run.published)
+        return TrainOutcome(trained, p, decision)
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
+            handler.close()
+        run.unlock()
+        shutdown_distributed()
+
+
+def _write_run_files(cfg: Config, run: RunDir, trainer: Trainer, device: Any, world_size: int) -> None:
+    atomic_write_text(run.config, cfg.to_yaml())
+    manifest = {
+        "name": cfg.name,
+        "run_identity": trainer.identity,
+        "data_fingerprint": trainer.prepared.manifest["fingerprint"],
+        "data_files": trainer.prepared.manifest["files"],
+        "seed": cfg.train.seed,
+        "device": str(device),
+        "precision": str(trainer.dtype or "fp32"),
+        "world_size": world_size,
+        "parameters": trainer.model.num_parameters(),
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+        "command": sys.argv,
+        "session_started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "resumed_at_step": trainer.progress.step or None,
+    }
+    atomic_write_json(run.manifest, manifest)

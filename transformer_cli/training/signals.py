@@ -1,0 +1,36 @@
+"""Graceful stop: the first SIGTERM/SIGINT asks the loop to save and exit; a second one exits now."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from types import FrameType
+
+log = logging.getLogger("tfm")
+
+
+class GracefulStop:
+    """Context manager that records a stop request instead of dying mid-write."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            os._exit(128 + signum)  # second signal: leave at once (files stay consistent)
+        self.signum = signum
+        log.warning("%s received: saving a resumable checkpoint, then exiting "
+                    "(send it again to exit at once)", signal.Signals(signum).name)
+
+    def __enter__(self) -> "GracefulStop":
+        for s in self.SIGNALS:
+            self._previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
