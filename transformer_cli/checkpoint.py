@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import pickletools
 import struct
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -90,10 +92,11 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        if "weights_only" in str(e) or "Weights only" in str(e):
+        if _references_callables(path):
             raise UsageError(f"refusing to load {path}: it holds Python objects that could run "
                              "code when unpickled (not a tfm checkpoint)") from None
-        raise CheckpointError(f"checkpoint {path} is damaged: {str(e).splitlines()[0]}") from None
+        raise CheckpointError(f"checkpoint {path} is damaged or not a checkpoint: "
+                              f"{str(e).splitlines()[0]}") from None
     except Exception as e:  # zip errors, truncation, EOF: torch raises many kinds
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise CheckpointError(f"checkpoint {path} is damaged or unreadable: {first}") from None
@@ -105,6 +108,20 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return payload
 
 
-def model_payload(payload: dict[str, Any]) -> dict[str, Any]:
-    """The part of a checkpoint that serves translations (drops the training state)."""
-    return {k: v for k, v in payload.items() if k not in ("train_state", "sha256", "format")}
+_CALLABLE_OPCODES = {"GLOBAL", "STACK_GLOBAL", "REDUCE", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX"}
+
+
+def _references_callables(path: Path) -> bool:
+    """Whether a file torch's safe loader refused is a well-formed pickle that names callables
+    (an attempt to run code) rather than random or damaged bytes."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                name = next((n for n in z.namelist() if n.endswith("data.pkl")), None)
+                data = z.read(name) if name else b""
+        else:
+            data = path.read_bytes()
+        return any(op.name in _CALLABLE_OPCODES for op, _, _ in pickletools.genops(data))
+    except Exception:  # not a parseable pickle stream
+        return False
+

@@ -40,12 +40,26 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def remove_stale_temp_files(folder: Path) -> int:
+    """Delete the temp files that `atomic_write` left in `folder` when its process died mid-write
+    (SIGKILL, power loss). Only call this while no other process can be writing there, e.g.
+    under the run's lock. Returns how many were removed."""
+    removed = 0
+    for tmp in Path(folder).glob(".*.tmp"):  # the names atomic_write gives its temp files
+        try:
+            tmp.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
 def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
                  keep_previous: Path | None = None) -> None:
     """Create or replace `path` atomically; `write` receives the open temp file.
 
-    With `keep_previous`, an existing `path` is renamed there once the new content is safely
-    on disk, just before the new file takes its place.
+    With `keep_previous`, an existing `path` becomes `keep_previous` once the new content is
+    safely on disk, just before the new file takes its place; `path` never goes missing.
     """
     path = Path(path)
     tmp_name = None
@@ -58,7 +72,7 @@ def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
             f.flush()
             os.fsync(f.fileno())
         if keep_previous is not None and path.exists():
-            os.replace(path, keep_previous)
+            _keep_as(path, Path(keep_previous))
         os.replace(tmp_name, path)
         tmp_name = None
         fsync_dir(path.parent)
@@ -70,6 +84,20 @@ def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
                 os.unlink(tmp_name)
             except OSError:
                 pass
+
+
+def _keep_as(path: Path, previous: Path) -> None:
+    """Make `previous` hold what `path` holds with no moment at which `path` is missing: hard-link
+    it to a temp name and rename that over `previous`. (Renaming `path` itself would leave no
+    `path` to a crash before the new file is renamed in.) Without hard links, rename `path`."""
+    link = previous.parent / f".{previous.name}.{os.getpid()}.tmp"
+    try:
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+    except OSError:
+        os.replace(path, previous)
+        return
+    os.replace(link, previous)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -84,7 +112,34 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, ensure_ascii=False) + "\n")
 
 
+class _WriteRecorder:
+    """File wrapper that remembers the OSError of a failed write: torch's zip writer replaces it
+    with a RuntimeError ("unexpected pos ..."), which would hide a full disk."""
+
+    def __init__(self, f: io.BufferedWriter):
+        self.f, self.error = f, None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
 def atomic_torch_save(path: Path, obj: Any, keep_previous: Path | None = None) -> None:
     import torch
 
-    atomic_write(path, lambda f: torch.save(obj, f), keep_previous)
+    def write(f: io.BufferedWriter) -> None:
+        sink = _WriteRecorder(f)
+        try:
+            torch.save(obj, sink)
+        except RuntimeError:
+            if sink.error is not None:
+                raise sink.error from None  # atomic_write turns it into "cannot write <path>"
+            raise
+
+    atomic_write(path, write, keep_previous)

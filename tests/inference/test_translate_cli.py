@@ -57,7 +57,7 @@ def test_bad_inputs_are_one_line_errors(trained, tmp_path):
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint at all")
     r = tr(trained, "--checkpoint", str(junk), "hallo")
-    assert r.returncode == 1 and "damaged or unreadable" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 1 and "is damaged or not a checkpoint" in r.stderr and "Traceback" not in r.stderr
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(3)}, other)
     r = tr(trained, "--checkpoint", str(other), "hallo")

@@ -127,10 +127,11 @@ def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size:
         top_beam, top_token = top_index // vocab, top_index % vocab
         is_eos = top_token == EOS
         # End hypotheses whose <eos> ranks among the first k candidates.
-        for r, c in (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero().tolist():
-            lp = float(top_scores[r, c])
-            words = prefixes[r, top_beam[r, c]].tolist()
-            ended[int(alive[r])].append(Hypothesis(words, lp, lp / (len(words) + 1) ** length_penalty))
+        rows, cols = (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero(as_tuple=True)
+        if rows.numel():
+            words = prefixes[rows, top_beam[rows, cols]].tolist()
+            for i, w, lp in zip(alive[rows].tolist(), words, top_scores[rows, cols].tolist()):
+                ended[i].append(Hypothesis(w, lp, lp / (len(w) + 1) ** length_penalty))
         # Continue with the k best candidates that are not <eos> (stable: keeps rank order).
         order = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
         beam = top_beam.gather(1, order)

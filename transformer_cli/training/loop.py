@@ -196,13 +196,20 @@ class Trainer:
             if self._tensorboard is not None:
                 self._tensorboard.close()
 
-    def _check_stop(self) -> None:
+    def _check_stop(self, save_due: bool = False) -> bool:
+        """Raise _StopRequested if any rank got a stop signal; return whether to save now.
+
+        Under DDP both decisions are agreed in one all-reduce (stop: any rank; save: rank 0's
+        clock), so every rank takes the same collective path.
+        """
         requested = self.stop.signum is not None
-        if self.dist.enabled:  # every rank must stop at the same step
-            flag = torch.tensor(float(requested), device=self.device)
-            requested = bool(self.dist.all_reduce_sum(flag) > 0)
+        if self.dist.enabled:
+            flags = torch.tensor([float(requested), float(save_due and self.dist.is_main)],
+                                 device=self.device)
+            requested, save_due = (bool(x > 0) for x in self.dist.all_reduce_sum(flags))
         if requested:
             raise _StopRequested
+        return save_due
 
     def epoch_groups(self, epoch: int) -> list[list[list[int]]]:
         """This rank's optimizer steps for `epoch`: lists of `accumulate` batches."""
@@ -267,13 +274,13 @@ class Trainer:
                     loss = float(self._epoch_nll) / max(1, p.epoch_tokens)
                     bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(loss, 50)):.1f}",
                                     tok_s=f"{p.epoch_tokens / max(p.epoch_train_s, 1e-9):.0f}")
-                self._check_stop()
+                save_due = self._check_stop(self._checkpoint_due())
                 if g + 1 == len(groups):
                     break
                 if (tc.max_steps and p.step >= tc.max_steps) or (tc.valid_every and p.step % tc.valid_every == 0):
                     p.pending_validation = "step"
                     return
-                if self._checkpoint_due():
+                if save_due:
                     self.save_last()
         p.epoch += 1
         p.batch_in_epoch = 0
@@ -283,9 +290,12 @@ class Trainer:
     def _validate(self) -> None:
         p, tc = self.progress, self.cfg.train
         end_of_epoch = p.pending_validation == "epoch"
+        # One process stops mid-validation on a signal; under DDP ranks may hold different
+        # numbers of validation batches, so the (collective) stop check waits for the next step.
+        check_stop = None if self.dist.enabled else self._check_stop
         nll, tokens = corpus_nll(self.model, self.valid_split, self.device, self.dtype,
                                  VALID_BATCH_TOKENS, self.cfg.model.max_len,
-                                 (self.dist.rank, self.dist.world_size), self._check_stop)
+                                 (self.dist.rank, self.dist.world_size), check_stop)
         valid = loss_result(self.dist.all_reduce_sum(nll), self.dist.all_reduce_sum(tokens))
         train_nll = float(self.dist.all_reduce_sum(self._epoch_nll.clone()))
         train_tokens = int(self.dist.all_reduce_sum(torch.tensor(p.epoch_tokens, device=self.device)))

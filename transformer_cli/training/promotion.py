@@ -66,7 +66,11 @@ def promote(run: RunDir, policy: str, metric: str, scorer: Scorer) -> str:
     """Apply the gate (`policy`: if-better, always, never); returns the decision."""
     if not run.best.is_file():
         return "no best.pt to promote"
-    candidate = load_checkpoint(run.best)
+    try:
+        candidate = load_checkpoint(run.best)
+    except CheckpointError as e:  # keep serving what is published; a retrain makes a new best
+        log.warning("%s: nothing promoted (published.pt is unchanged)", e)
+        return "nothing promoted: best.pt is damaged"
     last = _last_decision(run)
     if last and last.get("candidate_sha256") == candidate["sha256"] and last.get("policy") == policy:
         return f"already decided for this best.pt: {last['decision']}"

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BusyError, TfmError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, remove_stale_temp_files
+
+log = logging.getLogger("tfm")
 
 
 class RunDir:
@@ -67,6 +69,10 @@ class RunDir:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
+        # A session killed mid-write leaves its temp file; only the lock holder may clear them.
+        removed = sum(remove_stale_temp_files(d) for d in (self.path, self.snapshots) if d.is_dir())
+        if removed:
+            log.info("removed %d temp file(s) left by an interrupted session in %s", removed, self.path)
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
@@ -80,6 +86,8 @@ class RunDir:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
                                                "%Y-%m-%d %H:%M:%S"))
         handler.setLevel(logging.INFO)
+        if logger.getEffectiveLevel() > logging.INFO:  # library use: still log INFO to the file
+            logger.setLevel(logging.INFO)
         logger.addHandler(handler)
         return handler
 

@@ -8,6 +8,7 @@ run whose inputs did not change, and starts over when the data or settings did.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ class TrainOutcome:
 
 def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
     """The newest readable checkpoint of this same run, or None to start from scratch."""
-    found = False
+    found = damaged = False
     for path in (run.last, run.last_prev):
         if not path.exists():
             continue
@@ -47,6 +48,7 @@ def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
             payload = load_checkpoint(path)
         except CheckpointError as e:
             log.warning("%s; trying the previous checkpoint", e)
+            damaged = damaged or path == run.last  # last.pt exists but cannot be used
             continue
         if payload.get("run_identity") != identity:
             log.warning("%s was trained with other data or settings: starting a new run "
@@ -54,6 +56,10 @@ def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
             return None
         if path == run.last_prev:
             log.warning("resuming from %s", path)
+            if damaged:  # else the next save would rotate it into last.prev.pt over this good one
+                aside = run.path / "last.pt.damaged"
+                os.replace(run.last, aside)
+                log.warning("moved the damaged checkpoint aside to %s", aside)
         return payload
     if found:
         log.warning("no readable checkpoint in %s: starting over", run.path)

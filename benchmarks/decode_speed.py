@@ -1,0 +1,98 @@
+"""Decoding speed of a trained checkpoint on a test split, printed as JSON.
+
+Measures, in one run on the current device:
+  - cached, batched greedy search over the whole split (sentences/s);
+  - beam search (default beam 5) over the whole split;
+  - the naive greedy loop (one sentence at a time, whole prefix re-run each step) on the
+    first --naive-sentences sentences, and checks it gives the same output as cached greedy;
+  - the latency of one `tfm translate "..."` call, model loading included (median of 3).
+
+    python benchmarks/decode_speed.py --config seed.yaml
+    python benchmarks/decode_speed.py --checkpoint checkpoints/base/best.pt --beam-size 5 --precision bf16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from transformer_cli.config import load_config
+from transformer_cli.data.batching import pad_batch
+from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.device import autocast, autocast_dtype, resolve_device
+from transformer_cli.inference.search import greedy_search, greedy_search_uncached, output_limits
+from transformer_cli.inference.translate import Translator
+
+
+def timed(fn):
+    started = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - started
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="base.yaml")
+    ap.add_argument("--checkpoint", type=Path, help="default: the config's run's best.pt")
+    ap.add_argument("--split", default="test", choices=["val", "test"])
+    ap.add_argument("--beam-size", type=int, default=5)
+    ap.add_argument("--naive-sentences", type=int, default=100)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "auto"])
+    ap.add_argument("--no-cli", action="store_true", help="skip the `tfm translate` latency")
+    args = ap.parse_args()
+
+    cfg = load_config(args.config)
+    checkpoint = args.checkpoint or cfg.run_dir / "best.pt"
+    device = resolve_device(args.device)
+    dtype = autocast_dtype(device, args.precision)
+    translator = Translator.from_checkpoint(checkpoint, device, dtype=dtype)
+    sources = load_prepared(cfg).text(args.split, cfg.data.src_lang)
+    translator.decode.beam_size = 1
+    greedy, greedy_s = timed(lambda: translator.translate(sources))
+    translator.decode.beam_size = args.beam_size
+    _, beam_s = timed(lambda: translator.translate(sources))
+
+    subset = translator.encode_sources(sources[: args.naive_sentences])
+    src = pad_batch(subset).to(device)
+    d = translator.decode
+    limits = output_limits(torch.tensor([len(s) for s in subset]), d.max_len_a, d.max_len_b,
+                           translator.model.config.max_len)
+    with autocast(device, dtype):
+        naive, naive_s = timed(lambda: greedy_search_uncached(translator.model, src, limits))
+        cached_subset = greedy_search(translator.model, src, limits)
+    identical = [h.tokens for h in naive] == [h.tokens for h in cached_subset]
+
+    n, m = len(sources), len(subset)
+    result = {
+        "checkpoint": str(checkpoint), "split": args.split, "device": str(device),
+        "precision": str(dtype or "fp32").replace("torch.", ""), "threads": torch.get_num_threads(),
+        "sentences": n, "batch_size": d.batch_size,
+        "greedy_sentences_per_s": round(n / greedy_s, 1),
+        f"beam{args.beam_size}_sentences_per_s": round(n / beam_s, 1),
+        "naive_greedy_sentences": m, "naive_greedy_sentences_per_s": round(m / naive_s, 2),
+        "greedy_speedup_vs_naive": round((n / greedy_s) / (m / naive_s), 1),
+        "naive_equals_cached_greedy": identical,
+        "greedy_output_sample": greedy[0][0].text,
+    }
+    if not args.no_cli:
+        cmd = [sys.executable, "-m", "transformer_cli", "translate", "--checkpoint", str(checkpoint),
+               "--device", args.device, "Ein Mann steht an einem Urinal mit einer Tasse Kaffee."]
+        latencies = []
+        for _ in range(3):
+            out, seconds = timed(lambda: subprocess.run(cmd, capture_output=True, text=True))
+            latencies.append(seconds)
+        result["cli_translate_latency_s"] = round(statistics.median(latencies), 2)
+        result["cli_translate_output"] = out.stdout.strip()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

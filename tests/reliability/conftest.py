@@ -1,0 +1,57 @@
+"""Fixtures for the cron-safety suite: one synthetic corpus, preprocessed once per session.
+
+Every config made here is named `cron`, so all runs share `<data>/cron/` (the preprocessed
+corpus) and differ only in `train.out_dir`. Training uses one CPU thread: the runs are tiny,
+and the killed, resumed and uninterrupted runs must do the same arithmetic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cron_helpers import Zygote, write_cron_config
+from helpers import write_corpus
+
+
+@pytest.fixture(scope="session")
+def cron_data(tmp_path_factory) -> dict[str, Path]:
+    from transformer_cli.config import load_config
+    from transformer_cli.data.preprocess import prepare
+
+    root = tmp_path_factory.mktemp("cron_data")
+    corpus = write_corpus(root / "corpus")
+    paths = {"corpus": corpus, "data": root / "data", "cache": root / "cache"}
+    prepare(load_config(str(write_cron_config(root, paths))))
+    return paths
+
+
+@pytest.fixture
+def make_config(tmp_path, cron_data):
+    """make_config(sub, **train): writes `<tmp>/<sub>/cron.yaml` (run: `<sub>/checkpoints/cron`)."""
+
+    def make(sub: str = "a", **train) -> Path:
+        return write_cron_config(tmp_path / sub, cron_data, **train)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def tfm_fork():
+    """Starts `tfm` processes with the imports already done (see cron_helpers.Zygote)."""
+    zygote = Zygote()
+    yield zygote
+    zygote.close()
+
+
+@pytest.fixture(autouse=True)
+def _tfm_log_at_info():
+    """In-process sessions log at INFO into train.log, as `tfm train` does (the CLI sets this)."""
+    import logging
+
+    logger = logging.getLogger("tfm")
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    yield
+    logger.setLevel(level)

@@ -1,0 +1,110 @@
+"""The promotion gate: best.pt replaces published.pt only when it is at least as good (or asked)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+
+from cron_helpers import run_dir, write_cron_config
+from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.config import load_config
+from transformer_cli.data.preprocess import prepare
+from transformer_cli.training.promotion import Scorer, promote
+from transformer_cli.training.run_dir import RunDir
+from transformer_cli.training.session import run_training
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, cron_data):
+    """A good run (4 epochs, published) and the best.pt of a weak one (1 epoch) on the same data."""
+    root = tmp_path_factory.mktemp("promotion")
+    good_cfg = write_cron_config(root / "good", cron_data, epochs=4)
+    weak_cfg = write_cron_config(root / "weak", cron_data, epochs=1)
+    for cfg in (good_cfg, weak_cfg):
+        run_training(load_config(str(cfg)))
+    cfg = load_config(str(good_cfg))
+    prepared, _ = prepare(cfg)
+    # The scorer the session builds for the gate (session.py), here on the CPU in fp32.
+    scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, torch.device("cpu"), "fp32")
+    good, weak = run_dir(good_cfg), run_dir(weak_cfg)
+    good_loss, weak_loss = (scorer(load_checkpoint(r / "best.pt"), "valid_loss") for r in (good, weak))
+    assert good_loss < weak_loss
+    return {"good_run": good, "good": good / "best.pt", "weak": weak / "best.pt", "scorer": scorer,
+            "data": cron_data}
+
+
+def _run_with(tmp_path, published, best) -> RunDir:
+    run = RunDir(tmp_path / "run")
+    run.create()
+    shutil.copyfile(published, run.published)
+    shutil.copyfile(best, run.best)
+    return run
+
+
+def _decisions(run: RunDir) -> list[dict]:
+    return [json.loads(x) for x in run.promotions.read_text().splitlines()]
+
+
+def test_worse_best_is_kept_out_and_the_decision_is_not_repeated(tmp_path, models):
+    run = _run_with(tmp_path, published=models["good"], best=models["weak"])
+    decision = promote(run, "if-better", "valid_loss", models["scorer"])
+    assert decision == "kept published (it is better)"
+    assert run.published.read_bytes() == models["good"].read_bytes()
+    [entry] = _decisions(run)
+    assert entry["decision"] == decision and entry["policy"] == "if-better"
+    assert entry["metric"] == "valid_loss" and entry["candidate"] > entry["published"]
+    assert entry["candidate_sha256"] == load_checkpoint(models["weak"])["sha256"]
+    assert entry["published_sha256"] == load_checkpoint(models["good"])["sha256"]
+    # The next nightly run with the same best.pt does not score or log it again.
+    again = promote(run, "if-better", "valid_loss", models["scorer"])
+    assert again == f"already decided for this best.pt: {decision}"
+    assert len(_decisions(run)) == 1 and run.published.read_bytes() == models["good"].read_bytes()
+
+
+def test_better_best_replaces_published(tmp_path, models):
+    run = _run_with(tmp_path, published=models["weak"], best=models["good"])
+    decision = promote(run, "if-better", "valid_loss", models["scorer"])
+    assert decision == "promoted (at least as good)"
+    assert run.published.read_bytes() == models["good"].read_bytes()
+    [entry] = _decisions(run)
+    assert entry["decision"] == decision and entry["candidate"] < entry["published"]
+    assert promote(run, "if-better", "valid_loss", models["scorer"]).startswith("already decided")
+    unchanged = promote(run, "always", "valid_loss", models["scorer"])
+    assert unchanged == "unchanged (published is this best.pt)"
+    assert len(_decisions(run)) == 2  # a new policy is a new decision
+
+
+def test_promote_never_and_always_through_the_cli(tmp_path, models, tfm_fork):
+    """A finished run whose best.pt is worse than published.pt: the nightly no-op run decides."""
+    configs = {}
+    for policy in ("never", "always"):
+        cfg = write_cron_config(tmp_path / policy, models["data"], epochs=4)
+        shutil.copytree(models["good_run"], run_dir(cfg))
+        shutil.copyfile(models["weak"], run_dir(cfg) / "best.pt")
+        configs[policy] = cfg
+    never, always = tfm_fork.run_all(tmp_path, *(("train", "-c", str(configs[p]), "--promote", p)
+                                                 for p in ("never", "always")))
+    for r in (never, always):
+        assert r.returncode == 0, r.stderr
+        assert "already finished" in r.stderr
+    assert "promotion: kept published (--promote never)" in never.stderr
+    assert "promotion: promoted (--promote always)" in always.stderr
+    good, weak = models["good"].read_bytes(), models["weak"].read_bytes()
+    assert (run_dir(configs["never"]) / "published.pt").read_bytes() == good
+    assert (run_dir(configs["always"]) / "published.pt").read_bytes() == weak
+    for policy in ("never", "always"):
+        entries = _decisions(RunDir(run_dir(configs[policy])))
+        assert [e["decision"] for e in entries][0] == "promoted (none published yet)"
+        assert entries[-1]["policy"] == policy and len(entries) == 2
+
+
+def test_damaged_best_keeps_published_and_does_not_fail(tmp_path, models):
+    run = _run_with(tmp_path, published=models["good"], best=models["weak"])
+    data = bytearray(run.best.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 64] = b"\0" * 64
+    run.best.write_bytes(bytes(data))
+    assert promote(run, "always", "valid_loss", models["scorer"]) == "nothing promoted: best.pt is damaged"
+    assert run.published.read_bytes() == models["good"].read_bytes()

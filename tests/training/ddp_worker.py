@@ -1,0 +1,28 @@
+"""Run under torchrun: trains a config with DDP and writes this rank's weight digest to OUT/rank<N>.json."""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from transformer_cli.checkpoint import content_digest
+from transformer_cli.config import load_config
+from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.training.distributed import init_distributed, shutdown_distributed
+from transformer_cli.training.loop import Trainer
+from transformer_cli.training.run_dir import RunDir
+from transformer_cli.training.signals import GracefulStop
+
+cfg, out = load_config(sys.argv[1]), Path(sys.argv[2])
+ctx, device = init_distributed(torch.device("cpu"))
+trainer = Trainer(cfg, load_prepared(cfg), RunDir(out / "run"), device, ctx, GracefulStop(), False)
+if ctx.is_main:
+    (out / "run").mkdir(parents=True, exist_ok=True)
+ctx.barrier()
+trainer.run()
+digest = content_digest({"weights": trainer.model.state_dict()})
+(out / f"rank{ctx.rank}.json").write_text(json.dumps(
+    {"digest": digest, "steps": trainer.progress.step, "world_size": ctx.world_size,
+     "valid_loss": [r["valid_loss"] for r in trainer.progress.history]}))
+shutdown_distributed()
