@@ -24,9 +24,10 @@ def test_train_cli_writes_a_complete_run(trained):
         assert (run / name).is_file(), name
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == list(range(1, 11))
-    for key in ("epoch", "step", "train_loss", "train_ppl", "valid_loss", "valid_ppl", "lr",
-                "tokens_per_s", "elapsed_s"):
+    for key in ("epoch", "step", "train_loss", "train_ppl", "valid_loss", "valid_ppl",
+                "valid_word_ppl", "lr", "tokens_per_s", "elapsed_s"):
         assert key in records[0]
+    assert records[-1]["valid_word_ppl"] > records[-1]["valid_ppl"]  # subwords: more tokens than words
     assert math.isclose(records[-1]["valid_ppl"], math.exp(records[-1]["valid_loss"]), rel_tol=1e-3)
     assert records[-1]["valid_loss"] < records[0]["valid_loss"] / 5
     manifest = json.loads((run / "manifest.json").read_text())

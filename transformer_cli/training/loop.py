@@ -103,6 +103,9 @@ class Trainer:
         self.scheduler = build_scheduler(self.optimizer, tc)
         self.train_split, self.valid_split = prepared.split("train"), prepared.split("val")
         self.identity = run_identity(cfg, prepared.manifest["fingerprint"])
+        # Words (+1 for the sentence end) in the raw validation references: per-word perplexity
+        # compares models whose tokenizers differ (per-token perplexity does not).
+        self.valid_words = sum(len(x.split()) + 1 for x in prepared.text("val", cfg.data.tgt_lang))
         self.progress = Progress()
         self.net: torch.nn.Module = self.model
         if dist_ctx.enabled:
@@ -305,6 +308,7 @@ class Trainer:
             "epoch": p.epoch if end_of_epoch else p.epoch + 1, "end_of_epoch": end_of_epoch,
             "step": p.step, "train_loss": round(train.loss, 5), "train_ppl": round(train.ppl, 4),
             "valid_loss": round(valid.loss, 5), "valid_ppl": round(valid.ppl, 4),
+            "valid_word_ppl": round(math.exp(min(50.0, valid.loss * valid.n_tokens / self.valid_words)), 4),
             "lr": self.scheduler.get_last_lr()[0],
             "tokens_per_s": round(train_tokens / max(p.epoch_train_s, 1e-9), 1),  # all ranks
             "elapsed_s": round(p.elapsed_s, 2),
