@@ -178,7 +178,8 @@ def evaluate(
 ) -> None:
     """Score a checkpoint: loss, perplexity, sacreBLEU and chrF (with signatures).
 
-    Writes the hypotheses to <run dir>/hyps/<split>.beam<N>.txt.
+    Writes the hypotheses to hyps/<split>.beam<N>.txt beside the checkpoint (by default the
+    config's run directory).
 
     \b
     Examples:
@@ -201,7 +202,7 @@ def evaluate(
 
     path = checkpoint or cfg.run_dir / "best.pt"
     translator = _translator(path, device, precision, cfg.decode)
-    hyps = cfg.run_dir / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
+    hyps = path.parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
     report = evaluate_texts(translator, sources, references, label, str(path), hyps)
     typer.echo(json.dumps(report.as_json()) if as_json else report.as_table())
 

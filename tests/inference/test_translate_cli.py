@@ -5,6 +5,7 @@ import json
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import sacrebleu
 import torch
@@ -96,6 +97,7 @@ def test_evaluate_json_uses_sacrebleu(trained, corpus_dir):
     report = json.loads(r.stdout)
     for key in ("loss", "ppl", "bleu", "chrf", "signature", "beam_size", "n_sentences", "sentences_per_s"):
         assert key in report
+    assert Path(report["hypotheses"]).parent == Path(report["checkpoint"]).parent / "hyps"
     hyps = open(report["hypotheses"], encoding="utf-8").read().splitlines()
     refs = gzip.open(corpus_dir / "test_2016_flickr.en.gz", "rt").read().splitlines()
     assert report["n_sentences"] == len(hyps) == len(refs) == 40

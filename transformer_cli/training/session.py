@@ -8,6 +8,7 @@ run whose inputs did not change, and starts over when the data or settings did.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import sys
@@ -115,7 +116,7 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
                 plot_curves(p.history, run.curves, title=cfg.name)
                 log.info("finished (%s) after %d steps in %.0f s; best Val. Loss %.3f (PPL %.3f)",
                          p.stop_reason, p.step, p.elapsed_s, p.best_valid_loss,
-                         min(r["valid_ppl"] for r in p.history) if p.history else float("nan"))
+                         math.exp(p.best_valid_loss))
         decision = ""
         if dist_ctx.is_main:
             scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision)
