@@ -124,4 +124,3 @@ def _references_callables(path: Path) -> bool:
         return any(op.name in _CALLABLE_OPCODES for op, _, _ in pickletools.genops(data))
     except Exception:  # not a parseable pickle stream
         return False
-
