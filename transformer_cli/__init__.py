@@ -1,3 +1,20 @@
-"""tfm: train, evaluate and serve Transformer translation models from the command line."""
+"""tfm: train, evaluate and serve Transformer translation models from the command line.
+
+The Python API (`load`, `Model`; see transformer_cli/api.py) is imported on first use, so
+`import transformer_cli` (and `tfm --help`) does not import torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["Model", "load", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("load", "Model"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'transformer_cli' has no attribute {name!r}")

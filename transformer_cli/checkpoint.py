@@ -96,16 +96,23 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
             raise UsageError(f"refusing to load {path}: it holds Python objects that could run "
                              "code when unpickled (not a tfm checkpoint)") from None
         raise CheckpointError(f"checkpoint {path} is damaged or not a checkpoint: "
-                              f"{str(e).splitlines()[0]}") from None
+                              f"{_reason(e)}") from None
     except Exception as e:  # zip errors, truncation, EOF: torch raises many kinds
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise CheckpointError(f"checkpoint {path} is damaged or unreadable: {first}") from None
+        raise CheckpointError(f"checkpoint {path} is damaged or unreadable: {_reason(e)}") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tfm checkpoint (format {FORMAT} expected)")
     if payload.get("sha256") != content_digest(payload):
         raise CheckpointError(f"checkpoint {path} is damaged: its content does not match its "
                               "stored sha256")
     return payload
+
+
+def _reason(error: Exception) -> str:
+    """torch's first line, unless it is the advice to load unsafely (never give that)."""
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if "weights_only" in first or "Weights only" in first:
+        return "its bytes are not a torch checkpoint"
+    return first
 
 
 _CALLABLE_OPCODES = {"GLOBAL", "STACK_GLOBAL", "REDUCE", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX"}

@@ -108,8 +108,15 @@ def preprocess(
     if source is not None:
         cfg.data.source = source
     from .data.preprocess import prepare, summary_table
+    from .errors import StoppedBySignal
+    from .training.signals import GracefulStop, StopRequested
 
-    prepared, rebuilt = prepare(cfg, force=force)
+    try:
+        with GracefulStop() as stop:
+            prepared, rebuilt = prepare(cfg, force=force, check_stop=stop.check)
+    except StopRequested as e:
+        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
+                                        "(run the same command to start again)") from None
     if rebuilt:
         log.info("preprocessed in %.1f s -> %s", prepared.manifest["elapsed_s"], prepared.folder)
     else:
@@ -145,14 +152,69 @@ def train(
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
     from .config import load_config
+    from .training.run_dir import RunDir
 
     _setup_logging(quiet)
+    _check_choice("--device", device, ("auto", "cpu", "cuda", "mps"))
+    _check_choice("--promote", promote, ("if-better", "always", "never"))
     extra = [f"train.device={device}"] if device else []
     extra += [f"train.promote={promote}"] if promote else []
     cfg = load_config(config, [*overrides, *extra])
+    run = RunDir(cfg.run_dir)
+    if int(os.environ.get("RANK", "0")) == 0:
+        run.lock()  # before importing torch: a busy newcomer exits 75 at once
     from .training.session import run_training
 
-    run_training(cfg, restart=restart, show_progress=not quiet and sys.stderr.isatty())
+    run_training(cfg, restart=restart, show_progress=not quiet and sys.stderr.isatty(), run=run)
+
+
+def _check_choice(option: str, value: Optional[str], choices: tuple[str, ...]) -> None:
+    """Refuse an option value outside `choices`, naming the option as the user typed it."""
+    if value is not None and value not in choices:
+        from .errors import UsageError
+
+        raise UsageError(f"{option} must be {', '.join(choices[:-1])} or {choices[-1]} (got {value!r})")
+
+
+@app.command()
+@_guarded
+def publish(
+    config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
+    rollback: bool = typer.Option(False, "--rollback", help="Put the model that the last "
+                                  "promotion replaced back as published.pt."),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+) -> None:
+    """Show what a run publishes, or roll back the last promotion.
+
+    Without options, lists published.pt and the earlier published models kept in
+    published.history/ (train.keep_published of them). --rollback restores the newest of those
+    (repeat it to go further back) and records it in promotions.log, so the next `tfm train`
+    does not promote the same best.pt again. Exit 75 while a `tfm train` holds the run.
+
+    \b
+    Examples:
+      tfm publish -c base.yaml
+      tfm publish -c base.yaml --rollback
+    """
+    from .config import load_config
+    from .training.run_dir import RunDir
+
+    _setup_logging(quiet=False)
+    cfg = load_config(config, overrides)
+    run = RunDir(cfg.run_dir)
+    if not run.path.is_dir():
+        from .errors import UsageError
+
+        raise UsageError(f"no run in {run.path}: train one with `tfm train -c {config}`")
+    run.lock()
+    try:
+        from .training.promotion import describe_published, rollback as roll_back
+
+        if rollback:
+            typer.echo(roll_back(run, cfg.train.promote))
+        typer.echo(describe_published(run))
+    finally:
+        run.unlock()
 
 
 DEVICE_HELP = "auto, cpu, cuda or mps."
@@ -198,10 +260,11 @@ def evaluate(
     if cfg.decode.n_best > cfg.decode.beam_size:
         cfg.decode.n_best = cfg.decode.beam_size
     sources, references, label = _evaluation_texts(cfg, split, src, ref)
+    from .api import open_backend
     from .evaluate import evaluate_texts
 
     path = checkpoint or cfg.run_dir / "best.pt"
-    translator = _translator(path, device, precision, cfg.decode)
+    translator = open_backend(path, device, precision, cfg.decode)
     hyps = path.parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
     report = evaluate_texts(translator, sources, references, label, str(path), hyps)
     typer.echo(json.dumps(report.as_json()) if as_json else report.as_table())
@@ -224,19 +287,6 @@ def _evaluation_texts(cfg: Any, split: str, src: Optional[Path], ref: Optional[P
 
     prepared, _ = prepare(cfg)
     return (prepared.text(split, cfg.data.src_lang), prepared.text(split, cfg.data.tgt_lang), split)
-
-
-def _translator(path: Path, device: str, precision: str, decode: Any = None) -> Any:
-    from .device import autocast_dtype, resolve_device
-    from .errors import UsageError
-    from .inference.translate import Translator
-
-    if precision not in ("fp32", "bf16", "auto"):
-        raise UsageError(f"--precision must be fp32, bf16 or auto (got {precision!r})")
-    if device not in ("auto", "cpu", "cuda", "mps"):
-        raise UsageError(f"--device must be auto, cpu, cuda or mps (got {device!r})")
-    dev = resolve_device(device)
-    return Translator.from_checkpoint(path, dev, decode, autocast_dtype(dev, precision))
 
 
 @app.command()
@@ -268,40 +318,25 @@ def translate(
       tfm translate -c seed.yaml < input.de > output.en
       tfm translate --attention attn.png "Eine Frau liest ein Buch."
     """
-    from .config import load_config
+    from .api import load
     from .errors import UsageError
 
     _setup_logging(quiet=False)
-    path = checkpoint
-    if path is None:
-        run_dir = load_config(config).run_dir
-        path = next((p for p in (run_dir / "published.pt", run_dir / "best.pt") if p.is_file()), None)
-        if path is None:
-            raise UsageError(f"no model in {run_dir} (published.pt or best.pt): train one with "
-                             f"`tfm train -c {config}`, or pass --checkpoint")
-    translator = _translator(path, device, precision)
-    d = translator.decode
-    d.beam_size = beam_size or d.beam_size
-    d.n_best = n_best
-    d.beam_size = max(d.beam_size, n_best)
-    if length_penalty is not None:
-        d.length_penalty = length_penalty
-    if max_len is not None:
-        d.max_len_a, d.max_len_b = 0.0, max_len
-    if batch_size is not None:
-        d.batch_size = batch_size
+    model = load(checkpoint or config, device, precision)
+    options = model.options(beam_size, n_best, max_len, length_penalty, batch_size)
     lines = list(text or [])
     from_stdin = not lines or lines == ["-"]
     if attention is not None and (from_stdin or len(lines) != 1):
         raise UsageError("--attention needs exactly one sentence as an argument")
-    source = _stdin_lines() if from_stdin else iter(lines)
+    stdin = _StdinLines()
+    source = iter(stdin) if from_stdin else iter(lines)
     chunk = 1 if from_stdin and sys.stdin.isatty() else 256
     offset = 0
-    for inputs, results, truncated in translator.translate_stream(source, chunk):
-        for i, n in truncated:
+    for inputs, out in model.translate_stream(source, options, chunk):
+        for i, n in out.truncated:
             log.warning("warning: line %d has %d tokens; truncated to %d (the model's limit)",
-                        offset + i + 1, n, translator.max_src_len)
-        for i, n_best_list in enumerate(results):
+                        offset + i + 1, n, model.max_src_len)
+        for i, n_best_list in enumerate(out.translations):
             if n_best == 1:
                 typer.echo(n_best_list[0].text)
             else:
@@ -309,24 +344,120 @@ def translate(
                     typer.echo(f"{offset + i}\t{hyp.score:.4f}\t{hyp.text}")
         sys.stdout.flush()
         offset += len(inputs)
+    if stdin.error is not None:
+        raise stdin.error
     if attention is not None:
         from .plots import plot_attention
 
-        best = translator.translate(lines)[0][0]
-        plot_attention(*translator.cross_attention(lines[0], best), attention)
+        att = model.attention(lines[0], options)
+        plot_attention(att.source_tokens, att.target_tokens, att.weights, attention)
         log.info("attention heatmap written to %s", attention)
 
 
-def _stdin_lines():
-    """Lines of stdin as text; a line that is not UTF-8 stops with an error naming it."""
+@app.command()
+@_guarded
+def serve(
+    config: str = typer.Option("base.yaml", "--config", "-c", help="Its serve: section configures "
+                               "the server; its run's published.pt (else best.pt) is the model. "
+                               + CONFIG_HELP),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Model file to serve "
+                                              "(and watch for new versions) instead."),
+    host: Optional[str] = typer.Option(None, "--host", help="Address to listen on (default: "
+                                       "serve.host, 127.0.0.1)."),
+    port: Optional[int] = typer.Option(None, "--port", min=0, max=65535, help="Port (default: "
+                                       "serve.port, 8000)."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Serve a model over HTTP with dynamic batching; reloads it when `tfm train` promotes a new one.
+
+    POST /translate {"inputs": "..." | [...], "parameters": {"beam_size": 5}}, GET /health,
+    GET /metrics (Prometheus), GET / (a page to try it). The bearer token comes from
+    $TFM_SERVE_TOKEN or serve.token_file, never from the command line. SIGTERM finishes the
+    requests in flight, then exits 0.
+
+    \b
+    Examples:
+      tfm serve -c base.yaml
+      tfm serve --checkpoint model.pt --port 9000 --set serve.threads=2
+      curl -s localhost:8000/translate -d '{"inputs": "Ein Hund rennt."}'
+    """
+    from .api import published_model
+    from .config import load_config
+
+    _setup_logging(quiet)
+    cfg = load_config(config, overrides)
+    cfg.serve.host = host or cfg.serve.host
+    cfg.serve.port = cfg.serve.port if port is None else port
+    path = checkpoint or published_model(cfg.run_dir, config)
+    from .serving.server import serve as run_server
+
+    run_server(cfg.serve, path, device, precision)
+
+
+@app.command()
+@_guarded
+def export(
+    config: str = typer.Option("base.yaml", "--config", "-c", help="Its run's published.pt (else "
+                               "best.pt) is exported by default. " + CONFIG_HELP),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Checkpoint file to "
+                                              "export instead."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder to write (an earlier export "
+                                "there is replaced; any other existing folder must be empty)."),
+    format: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one)."),
+    quantization: str = typer.Option("none", "--quantization", help="Weight type: none (float32), "
+                                     "int8, int8_float32, int16 or float16."),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+) -> None:
+    """Export a model for CTranslate2: a self-contained folder (model, tokenizer, manifest).
+
+    `tfm translate`, `tfm evaluate`, `tfm serve` and `tfm.load` accept the folder wherever they
+    accept a checkpoint. Needs the extra: pip install 'tfm[ctranslate2]'.
+
+    \b
+    Examples:
+      tfm export -c base.yaml --output exports/base
+      tfm export --checkpoint checkpoints/base/best.pt --quantization int8 -o exports/base-int8
+      tfm translate --checkpoint exports/base-int8 "Ein Hund rennt."
+    """
     from .errors import UsageError
 
-    for number, raw in enumerate(sys.stdin.buffer, start=1):
-        try:
-            yield raw.decode("utf-8").rstrip("\r\n")
-        except UnicodeDecodeError as e:
-            raise UsageError(f"stdin line {number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} "
-                             f"at column {e.start + 1})") from None
+    if format != "ctranslate2":
+        raise UsageError(f"--format must be ctranslate2, the only export format (got {format!r})")
+    if checkpoint is None:
+        from .api import published_model
+        from .config import load_config
+
+        checkpoint = published_model(load_config(config, overrides).run_dir, config)
+    from .export.bundle import export_checkpoint, is_export
+
+    if is_export(checkpoint):
+        raise UsageError(f"{checkpoint} is already an export; export its source checkpoint")
+    manifest = export_checkpoint(checkpoint, output, quantization)
+    size = sum(p.stat().st_size for p in output.iterdir())
+    typer.echo(f"exported {checkpoint} -> {output} (ctranslate2, {manifest['weights']} weights, "
+               f"{size / 1e6:.1f} MB, {manifest['seconds']:.1f} s)")
+
+
+class _StdinLines:
+    """Lines of stdin as text. A line that is not UTF-8 ends the lines (those before it are
+    still translated and printed); `error` then names it, for the caller to raise."""
+
+    def __init__(self) -> None:
+        self.error: Optional[Exception] = None
+
+    def __iter__(self):
+        from .errors import UsageError
+
+        for number, raw in enumerate(sys.stdin.buffer, start=1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                self.error = UsageError(f"stdin line {number}: not valid UTF-8 (byte "
+                                        f"0x{raw[e.start]:02x} at column {e.start + 1})")
+                return
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Typed configuration: schema, YAML loading, `--set` overrides and validation.
 
-A config is a YAML mapping with the sections `data`, `tokenizer`, `model`, `train`, `decode`
+A config is a YAML mapping with the sections `data`, `tokenizer`, `model`, `train`, `decode`, `serve`
 (each a dataclass below) plus an optional `name`. Every problem is reported as one
 `UsageError` line naming the file and the key, e.g.
 ``configs/x.yaml: model.n_heads=7 must divide model.d_model=256``.
@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import math
 import operator
 import types
 from dataclasses import dataclass, field
@@ -55,8 +56,9 @@ class DataConfig:
     sha256: dict[str, str] = _f({})
     dir: str = "data"
     cache_dir: str = "data/cache"
-    train_max_len: int = _f(100, ge=1)
+    train_max_len: int = _f(100, ge=1, le=16384)
     limit_train: int | None = _f(None, ge=1)
+    min_train_pairs: int = _f(100, ge=1)
 
 
 @dataclass
@@ -64,26 +66,26 @@ class TokenizerConfig:
     kind: Literal["spacy", "sentencepiece"] = "sentencepiece"
     lowercase: bool = False
     min_freq: int = _f(2, ge=1)
-    max_vocab: int | None = _f(None, ge=5)
+    max_vocab: int | None = _f(None, ge=5, le=2_000_000)
     model_type: Literal["bpe", "unigram"] = "bpe"
-    vocab_size: int = _f(8000, ge=16)
+    vocab_size: int = _f(8000, ge=16, le=1_000_000)
     joint: bool = True
     character_coverage: float = _f(1.0, gt=0.9, le=1.0)
 
 
 @dataclass
 class ModelConfig:
-    d_model: int = _f(256, ge=8)
-    n_heads: int = _f(8, ge=1)
-    n_encoder_layers: int = _f(3, ge=1)
-    n_decoder_layers: int = _f(3, ge=1)
-    d_ff: int = _f(512, ge=1)
+    d_model: int = _f(256, ge=8, le=16384)
+    n_heads: int = _f(8, ge=1, le=256)
+    n_encoder_layers: int = _f(3, ge=1, le=128)
+    n_decoder_layers: int = _f(3, ge=1, le=128)
+    d_ff: int = _f(512, ge=1, le=131072)
     dropout: float = _f(0.1, ge=0.0, lt=1.0)
     attention_dropout: float = _f(0.0, ge=0.0, lt=1.0)
     activation_dropout: float = _f(0.0, ge=0.0, lt=1.0)
     activation: Literal["relu", "gelu"] = "relu"
     positional: Literal["learned", "sinusoidal"] = "sinusoidal"
-    max_len: int = _f(256, ge=4)
+    max_len: int = _f(256, ge=4, le=16384)
     norm: Literal["post", "pre"] = "post"
     tie_output: bool = False
     share_embeddings: bool = False
@@ -93,9 +95,9 @@ class ModelConfig:
 class TrainConfig:
     epochs: int = _f(10, ge=1)
     max_steps: int | None = _f(None, ge=1)
-    batch_size: int | None = _f(128, ge=1)
-    batch_tokens: int | None = _f(None, ge=16)
-    accumulate: int = _f(1, ge=1)
+    batch_size: int | None = _f(128, ge=1, le=1_000_000)
+    batch_tokens: int | None = _f(None, ge=16, le=100_000_000)
+    accumulate: int = _f(1, ge=1, le=100_000)
     optimizer: Literal["adam", "adamw"] = "adam"
     lr: float = _f(5e-4, gt=0.0)
     betas: list[float] = _f([0.9, 0.98])
@@ -107,29 +109,51 @@ class TrainConfig:
     warmup_steps: int = _f(0, ge=0)
     seed: int = 1234
     device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-    precision: Literal["auto", "fp32", "bf16"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     compile: bool = False
-    threads: int | None = _f(None, ge=1)
+    threads: int | None = _f(None, ge=1, le=4096)
     valid_every: int | None = _f(None, ge=1)
     valid_bleu: bool = False
+    valid_decode: Literal["greedy", "beam"] = "greedy"
     patience: int | None = _f(None, ge=1)
     checkpoint_every_steps: int | None = _f(None, ge=1)
     checkpoint_every_minutes: float | None = _f(5.0, gt=0.0)
     average_last: int = _f(1, ge=1)
     promote: Literal["if-better", "always", "never"] = "if-better"
     promote_metric: Literal["valid_loss", "valid_bleu"] = "valid_loss"
+    promote_margin_loss: float = _f(0.0, ge=0.0)
+    promote_margin_bleu: float = _f(0.2, ge=0.0, le=100.0)
+    promote_min_bleu: float | None = _f(None, ge=0.0, le=100.0)
+    keep_published: int = _f(3, ge=1, le=100)
     out_dir: str = "checkpoints"
     tensorboard: bool = False
 
 
 @dataclass
 class DecodeConfig:
-    beam_size: int = _f(1, ge=1)
-    n_best: int = _f(1, ge=1)
-    length_penalty: float = _f(1.0, ge=0.0)
-    max_len_a: float = _f(1.5, ge=0.0)
-    max_len_b: int = _f(10, ge=1)
-    batch_size: int = _f(128, ge=1)
+    beam_size: int = _f(1, ge=1, le=256)
+    n_best: int = _f(1, ge=1, le=256)
+    length_penalty: float = _f(1.0, ge=0.0, le=100.0)
+    max_len_a: float = _f(1.5, ge=0.0, le=100.0)
+    max_len_b: int = _f(10, ge=1, le=16384)
+    batch_size: int = _f(128, ge=1, le=100_000)
+
+
+@dataclass
+class ServeConfig:
+    """`tfm serve`: where it listens, how it batches, what it accepts (see serving/)."""
+
+    host: str = "127.0.0.1"
+    port: int = _f(8000, ge=0, le=65535)
+    threads: int | None = _f(None, ge=1, le=1024)  # torch intra-op threads; None: half the cores
+    batch_tokens: int = _f(2048, ge=1, le=1_000_000)  # source tokens per batch (one input may exceed it)
+    max_wait_ms: float = _f(5.0, ge=0.0, le=10_000.0)  # how long a batch waits for company
+    max_inputs: int = _f(64, ge=1, le=100_000)  # sentences per request
+    max_bytes: int = _f(65536, ge=64, le=1 << 30)  # request body size
+    max_beam_size: int = _f(8, ge=1, le=256)
+    reload_poll_s: float = _f(2.0, ge=0.01, le=3600.0)  # how often the model file is checked
+    token_env: str = "TFM_SERVE_TOKEN"  # environment variable holding the bearer token
+    token_file: str | None = None  # or a file holding it (read at start)
 
 
 @dataclass
@@ -140,6 +164,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
 
     @property
     def data_dir(self) -> Path:
@@ -219,13 +244,16 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             except ValueError:
                 pass
     elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+        number = None
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
             try:
-                return float(value)
-            except ValueError:
+                number = float(value)
+            except (ValueError, OverflowError):
                 pass
+        if number is not None:
+            if not math.isfinite(number):
+                raise UsageError(f"{key} must be a finite number (got {value!r})")
+            return number
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -337,6 +365,22 @@ def validate(cfg: Config) -> None:
 
 # --------------------------------------------------------------------------- loading
 
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in first_line:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {first_line[key]})",
+                    key_node.start_mark)
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+
 def packaged_configs() -> dict[str, Path]:
     """Config files shipped inside the installed package, by file name."""
     root = resources.files("transformer_cli.configs")
@@ -362,7 +406,7 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     """Load, override and validate a config; `spec` is a path or a bare name like base.yaml."""
     path = resolve_config_path(spec)
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -370,8 +414,9 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
         raise UsageError(f"{where}: YAML syntax error: {problem}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: cannot read config: {e}") from None
-    if raw is None:
-        raw = {}
+    if raw is None or raw == {}:
+        raise UsageError(f"{path}: the config is empty: give at least one section (copy one of "
+                         "the shipped configs, e.g. base.yaml, to start from its values)")
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: the config must be a YAML mapping of sections")
     raw.setdefault("name", Path(path).stem)

@@ -30,19 +30,37 @@ def cpu_has_fast_bf16() -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
+def cuda_has_native_bf16(device: torch.device) -> bool:
+    """True on GPUs that compute bf16 in hardware (compute capability 8.0+, Ampere on). Older
+    GPUs (T4, V100) report bf16 support through emulation, which is slower than fp32."""
+    try:
+        native = torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # torch before 2.3 has no including_emulation
+        native = torch.cuda.is_bf16_supported()
+    return native and torch.cuda.get_device_capability(device) >= (8, 0)
+
+
 def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
-    """The autocast dtype for `precision` ('auto', 'bf16', 'fp32') on `device`; None = fp32."""
+    """The autocast dtype for `precision` on `device`; None = fp32.
+
+    auto: bf16 where the hardware does it natively (Ampere+ GPUs, AVX512-BF16/AMX CPUs),
+    fp16 on older CUDA GPUs (training pairs it with a GradScaler), fp32 elsewhere.
+    """
     if precision == "fp32":
         return None
+    if precision == "fp16":
+        return torch.float16
     if device.type == "cuda":
-        supported = torch.cuda.is_bf16_supported()
-    elif device.type == "cpu":
-        supported = cpu_has_fast_bf16() or precision == "bf16"
-    else:
-        supported = False
-    if precision == "bf16" and not supported:
+        if cuda_has_native_bf16(device):
+            return torch.bfloat16
+        if precision == "bf16":
+            raise UsageError("precision bf16 is not supported natively on this GPU: use fp16 or auto")
+        return torch.float16
+    if device.type == "cpu":
+        return torch.bfloat16 if precision == "bf16" or cpu_has_fast_bf16() else None
+    if precision == "bf16":
         raise UsageError(f"precision bf16 is not supported on {device.type}")
-    return torch.bfloat16 if supported else None
+    return None
 
 
 def autocast(device: torch.device, dtype: torch.dtype | None):

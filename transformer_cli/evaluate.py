@@ -11,13 +11,15 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
+from .config import DecodeConfig
 from .data.batching import EncodedSplit, collate, plan_batches
 from .data.vocab import PAD
 from .device import autocast
-from .inference.translate import Translator
+from .inference.translate import TextTranslator, Translator
 from .training.loss import sequence_loss
 
 
@@ -97,10 +99,13 @@ class DecodeResult:
                 "sentences_per_s": round(self.sentences_per_s, 2)}
 
 
-def translate_and_score(translator: Translator, sources: list[str], references: list[str]) -> DecodeResult:
-    """Translate `sources` (best hypothesis each) and score against `references`."""
+def translate_and_score(translator: Translator, sources: list[str], references: list[str],
+                        check_stop: Callable[[], None] | None = None,
+                        decode: DecodeConfig | None = None) -> DecodeResult:
+    """Translate `sources` (best hypothesis each, with `decode` or the translator's settings)
+    and score against `references`. `check_stop` is called between batches."""
     started = time.perf_counter()
-    hypotheses = [n_best[0].text for n_best in translator.translate(sources)]
+    hypotheses = [n_best[0].text for n_best in translator.translate(sources, decode, check_stop)]
     seconds = time.perf_counter() - started
     lowercase = getattr(translator.tokenizers.tgt, "lowercase", False)
     return DecodeResult(hypotheses, score_translations(hypotheses, references, lowercase), seconds)
@@ -135,7 +140,16 @@ class EvaluationReport:
         return "\n".join(f"{k:<11} {v}" for k, v in rows)
 
 
-def evaluate_texts(translator: Translator, sources: list[str], references: list[str], label: str,
+def _teacher_forced_nll(translator: TextTranslator, split: EncodedSplit) -> tuple[Any, Any]:
+    """Summed NLL and target-token count: a tfm model computes them here, a CTranslate2
+    export (export.ct2_translator) with its own engine."""
+    if isinstance(translator, Translator):
+        return corpus_nll(translator.model, split, translator.device, translator.dtype,
+                          max_len=translator.model.config.max_len)
+    return translator.corpus_nll(split)
+
+
+def evaluate_texts(translator: TextTranslator, sources: list[str], references: list[str], label: str,
                    checkpoint: str, hypotheses_path) -> EvaluationReport:
     """Loss/PPL (teacher-forced) and BLEU/chrF (decoded) of a model on aligned texts.
 
@@ -146,9 +160,7 @@ def evaluate_texts(translator: Translator, sources: list[str], references: list[
 
     tok = translator.tokenizers
     split = EncodedSplit.from_lists(tok.src.encode_batch(sources), tok.tgt.encode_batch(references))
-    max_len = translator.model.config.max_len
-    losses = loss_result(*corpus_nll(translator.model, split, translator.device, translator.dtype,
-                                     max_len=max_len))
+    losses = loss_result(*_teacher_forced_nll(translator, split))
     decoded = translate_and_score(translator, sources, references)
     atomic_write_text(hypotheses_path, "".join(f"{h}\n" for h in decoded.hypotheses))
     s = decoded.scores

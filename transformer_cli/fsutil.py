@@ -143,3 +143,34 @@ def atomic_torch_save(path: Path, obj: Any, keep_previous: Path | None = None) -
             raise
 
     atomic_write(path, write, keep_previous)
+
+
+def atomic_write_folder(final: Path, build: Callable[[Path], None]) -> None:
+    """Create or replace the folder `final` as a whole: `build` fills a temp folder beside it,
+    its files are fsynced, and it is renamed into place; a previous `final` is moved aside
+    first and deleted after the swap. On failure the temp folder goes and `final` is as before.
+    """
+    import shutil
+
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    try:
+        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it private; a folder gets the usual mode
+        build(tmp)
+        for path in tmp.rglob("*"):
+            if path.is_file():
+                with open(path, "rb") as f:
+                    os.fsync(f.fileno())
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+        fsync_dir(final.parent)
+    except OSError as e:
+        if old.exists() and not final.exists():
+            os.replace(old, final)
+        raise TfmError(f"cannot write {final}: {e.strerror or e}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)

@@ -49,7 +49,7 @@ def test_spacy_pipeline_and_length_filter(tmp_path, corpus_dir):
     cfg_path = write_config(tmp_path / "words.yaml", tmp_path, corpus_dir,
                             tokenizer={"kind": "spacy", "lowercase": True, "min_freq": 2},
                             model={"share_embeddings": False, "tie_output": False},
-                            data={"train_max_len": 8})
+                            data={"train_max_len": 8, "min_train_pairs": 10})
     r = run_tfm("preprocess", "-c", str(cfg_path))
     assert r.returncode == 0, r.stderr
     manifest = json.loads((tmp_path / "data" / "words" / "manifest.json").read_text())

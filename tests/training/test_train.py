@@ -53,6 +53,7 @@ def small_config(tmp_path, pairs: int = 200, **train):
 def test_tiny_model_overfits_a_handful_of_pairs(tmp_path):
     cfg = small_config(tmp_path, pairs=8, epochs=80, batch_size=8, lr=3e-3)
     cfg.model.dropout = 0.0
+    cfg.data.min_train_pairs = 8  # deliberately tiny: overfitting is the point
     run_training(cfg)
     prepared, _ = prepare(cfg)
     translator = Translator.from_checkpoint(cfg.run_dir / "best.pt", torch.device("cpu"))

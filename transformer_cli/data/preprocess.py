@@ -10,7 +10,10 @@ renamed into place, so an interrupted run never leaves a half-written one:
     {val,test}.{lang}.txt  raw text, the references for BLEU
 
 A folder whose fingerprint (config sections that shape the data + input checksums + format
-version) matches is reused as is.
+version) matches, and whose files still match the sizes and SHA-256 sums its manifest lists,
+is reused as is; a damaged one is rebuilt. The manifest records the source it was built from,
+so a later command with no source given reuses it (an offline re-run), and when the source
+cannot be reached at all, a folder built with the same settings is used with a warning.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +35,8 @@ from typing import TYPE_CHECKING, Any
 from ..config import Config
 from ..errors import TfmError, UsageError
 from ..provenance import package_versions
-from .sources import SPLITS, CorpusFile, fetch_corpus, read_parallel, resolve_source
+from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, read_parallel,
+                      resolve_source, sha256_file)
 from .tokenizers import TokenizerPair, fit_tokenizers
 from .vocab import UNK
 
@@ -53,26 +59,53 @@ class Prepared:
     @property
     def tokenizers(self) -> TokenizerPair:
         if self._tokenizers is None:
-            self._tokenizers = TokenizerPair.load(self.folder)
+            try:
+                self._tokenizers = TokenizerPair.load(self.folder)
+            except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+                raise damaged(self.folder / "tokenizer.json", e) from None
         return self._tokenizers
 
     def split(self, name: str) -> "EncodedSplit":
         from .batching import EncodedSplit  # torch: imported only when data is used
 
-        return EncodedSplit.load(self.folder / f"{name}.pt")
+        path = self.folder / f"{name}.pt"
+        try:
+            return EncodedSplit.load(path)
+        except Exception as e:  # torch raises many kinds for a truncated or garbled file
+            raise damaged(path, e) from None
 
     def text(self, split: str, lang: str) -> list[str]:
-        return (self.folder / f"{split}.{lang}.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        path = self.folder / f"{split}.{lang}.txt"
+        try:
+            return path.read_text(encoding="utf-8").split("\n")[:-1]
+        except (OSError, UnicodeDecodeError) as e:
+            raise damaged(path, e) from None
+
+
+def damaged(path: Path, error: BaseException) -> TfmError:
+    """The one-line error for a preprocessed file that cannot be read."""
+    reason = getattr(error, "strerror", None) or str(error).splitlines()[0] or type(error).__name__
+    return TfmError(f"preprocessed file {path} is damaged or unreadable ({reason}): run "
+                    "`tfm preprocess --force` with the same config to rebuild it")
+
+
+def _settings(cfg: Config) -> dict[str, Any]:
+    """The config values that shape the preprocessed data (paths excluded)."""
+    data = cfg.to_dict()["data"]
+    for key in ("source", "dir", "cache_dir", "min_train_pairs"):
+        data.pop(key)
+    return {"format": FORMAT_VERSION, "data": data, "tokenizer": cfg.to_dict()["tokenizer"]}
 
 
 def data_fingerprint(cfg: Config, files: list[CorpusFile]) -> str:
     """What the output depends on: data/tokenizer settings (not paths) and input checksums."""
-    data = cfg.to_dict()["data"]
-    for path_key in ("source", "dir", "cache_dir"):
-        data.pop(path_key)
-    payload = {"format": FORMAT_VERSION, "data": data, "tokenizer": cfg.to_dict()["tokenizer"],
-               "files": {f"{f.split}.{f.lang}": f.sha256 for f in files}}
+    payload = {**_settings(cfg), "files": {f"{f.split}.{f.lang}": f.sha256 for f in files}}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def settings_fingerprint(cfg: Config) -> str:
+    """Like `data_fingerprint` without the inputs: known before the corpus is fetched."""
+    return hashlib.sha256(json.dumps(_settings(cfg), sort_keys=True).encode()).hexdigest()
 
 
 def load_prepared(cfg: Config) -> Prepared:
@@ -81,7 +114,61 @@ def load_prepared(cfg: Config) -> Prepared:
     if not manifest_path.is_file():
         raise UsageError(f"no preprocessed data in {cfg.data_dir}: run "
                          f"`tfm preprocess --config {cfg.name}.yaml` first")
-    return Prepared(cfg.data_dir, json.loads(manifest_path.read_text(encoding="utf-8")))
+    manifest = _read_manifest(cfg.data_dir)
+    if manifest is None:
+        raise damaged(manifest_path, ValueError("not a manifest"))
+    return Prepared(cfg.data_dir, manifest)
+
+
+def _read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The folder's manifest, or None when it is missing or unreadable."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def verify_folder(folder: Path, manifest: dict[str, Any]) -> str | None:
+    """Why the folder no longer holds what its manifest lists (size, sha256), or None if intact."""
+    outputs = manifest.get("outputs")
+    if not isinstance(outputs, dict) or not outputs:
+        return "its manifest lists no file checksums (made by an older tfm)"
+    for name, expected in outputs.items():
+        path = folder / name
+        try:
+            if path.stat().st_size != expected["size"] or sha256_file(path) != expected["sha256"]:
+                return f"{name} does not match its checksum"
+        except (OSError, TfmError):
+            return f"{name} is missing or unreadable"
+        except (TypeError, KeyError):
+            return "its manifest is malformed"
+    return None
+
+
+def remove_stale_work_folders(final: Path) -> int:
+    """Delete `.NAME.tmp-PID` / `.NAME.old-PID` folders whose process is gone (a preprocess killed
+    mid-write, or stopped by a full disk). Returns how many were removed."""
+    removed = 0
+    pattern = re.compile(rf"^\.{re.escape(final.name)}\.(tmp|old)-(\d+)$")
+    for path in final.parent.glob(f".{final.name}.*-*"):
+        match = pattern.match(path.name)
+        if match and not _process_alive(int(match.group(2))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not path.exists()
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # ours from an earlier, failed attempt in this process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by someone else
+    return True
 
 
 def _progress_bar(total: int, desc: str):
@@ -101,22 +188,55 @@ def _oov_rate(seqs: list[list[int]]) -> float:
     return sum(s.count(UNK) for s in seqs) / max(1, total)
 
 
-def prepare(cfg: Config, force: bool = False) -> tuple[Prepared, bool]:
-    """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built."""
+def _choose_source(cfg: Config, old: dict[str, Any] | None) -> str:
+    """The configured source (option, config, environment); else the one the last preprocess
+    used, when it was a local folder that still exists; else the corpus's public URL."""
+    given = explicit_source(cfg.data)
+    if given is not None:
+        return given
+    recorded = (old or {}).get("source")
+    if isinstance(recorded, str) and Path(recorded).is_dir():
+        log.info("using the source recorded by the last preprocess: %s", recorded)
+        return recorded
+    return resolve_source(cfg.data)
+
+
+def prepare(cfg: Config, force: bool = False,
+            check_stop: Callable[[], None] | None = None) -> tuple[Prepared, bool]:
+    """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built.
+
+    `check_stop` is called between units of work (it may raise to abort; nothing is left behind).
+    """
     started = time.monotonic()
-    source = resolve_source(cfg.data)
+    folder = cfg.data_dir
+    removed = remove_stale_work_folders(folder)
+    if removed:
+        log.info("removed %d work folder(s) left by an interrupted preprocess beside %s", removed, folder)
+    old = _read_manifest(folder) if (folder / "manifest.json").is_file() else None
+    source = _choose_source(cfg, old)
     log.info("source: %s", source)
-    files = fetch_corpus(cfg.data, source)
+    try:
+        files = fetch_corpus(cfg.data, source)
+    except UsageError:
+        raise
+    except TfmError as e:  # unreachable source: fall back on data built with the same settings
+        if old is None or old.get("settings_fingerprint") != settings_fingerprint(cfg) or force:
+            raise
+        problem = verify_folder(folder, old)
+        if problem is not None:
+            raise TfmError(f"{e}; the preprocessed data in {folder} cannot stand in: {problem}") from None
+        log.warning("warning: %s; using the preprocessed data in %s (built %s from %s)", e, folder,
+                    old.get("created"), old.get("source"))
+        return Prepared(folder, old), False
     fingerprint = data_fingerprint(cfg, files)
-    manifest_path = cfg.data_dir / "manifest.json"
-    if manifest_path.is_file() and not force:
-        try:
-            old = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            old = {}
+    if old is not None and not force:
         if old.get("fingerprint") == fingerprint:
-            return Prepared(cfg.data_dir, old), False
-        log.info("inputs or settings changed since the last preprocess: rebuilding %s", cfg.data_dir)
+            problem = verify_folder(folder, old)
+            if problem is None:
+                return Prepared(folder, old), False
+            log.warning("warning: the preprocessed data in %s is damaged (%s): rebuilding it", folder, problem)
+        else:
+            log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
 
     by_key = {(f.split, f.lang): f for f in files}
     src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
@@ -129,12 +249,22 @@ def prepare(cfg: Config, force: bool = False) -> tuple[Prepared, bool]:
 
     n_work = 2 * len(train_src) + sum(2 * len(text[s][0]) for s in EVAL_SPLITS)
     with _progress_bar(n_work, f"tokenizing ({cfg.tokenizer.kind})") as bar:
+        def tick(n: int) -> None:
+            bar.update(n)
+            if check_stop is not None:
+                check_stop()
+
         pair, src_ids, tgt_ids = fit_tokenizers(cfg.tokenizer, src_lang, tgt_lang, train_src,
-                                                train_tgt, bar.update)
-        encoded = {s: (pair.src.encode_batch(text[s][0], bar.update),
-                       pair.tgt.encode_batch(text[s][1], bar.update)) for s in EVAL_SPLITS}
+                                                train_tgt, tick)
+        encoded = {s: (pair.src.encode_batch(text[s][0], tick),
+                       pair.tgt.encode_batch(text[s][1], tick)) for s in EVAL_SPLITS}
     limit = cfg.data.train_max_len
     short = [i for i, (a, b) in enumerate(zip(src_ids, tgt_ids)) if len(a) <= limit and len(b) <= limit]
+    if len(short) < cfg.data.min_train_pairs:
+        raise UsageError(f"only {len(short)} training pairs are left of {len(src_ids) + dropped_empty} "
+                         f"({dropped_empty} empty, {len(src_ids) - len(short)} longer than "
+                         f"data.train_max_len={limit} tokens); at least data.min_train_pairs="
+                         f"{cfg.data.min_train_pairs} are needed")
     encoded["train"] = ([src_ids[i] for i in short], [tgt_ids[i] for i in short])
 
     stats = {s: {"pairs": len(encoded[s][0]), "src_len": _length_stats(encoded[s][0]),
@@ -142,6 +272,7 @@ def prepare(cfg: Config, force: bool = False) -> tuple[Prepared, bool]:
     manifest = {
         "format": FORMAT_VERSION,
         "fingerprint": fingerprint,
+        "settings_fingerprint": settings_fingerprint(cfg),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": source,
         "files": {f.path.name: f.sha256 for f in files},
@@ -158,7 +289,7 @@ def prepare(cfg: Config, force: bool = False) -> tuple[Prepared, bool]:
         "elapsed_s": round(time.monotonic() - started, 2),
     }
     _write_folder(cfg, pair, encoded, text, manifest)
-    return Prepared(cfg.data_dir, manifest, pair), True
+    return Prepared(folder, manifest, pair), True
 
 
 def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[list, list]],
@@ -180,15 +311,19 @@ def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[lis
                                                          encoding="utf-8")
         pair.save(tmp)
         (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+        manifest["outputs"] = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)}
+                               for p in sorted(tmp.iterdir()) if p.is_file()}
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if final.exists():
             os.replace(final, old)
         os.replace(tmp, final)
-    except OSError as e:
+    except BaseException as e:  # a full disk, a stop signal: leave no work folder behind
         shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not final.exists():
             os.replace(old, final)
-        raise TfmError(f"cannot write preprocessed data to {final}: {e.strerror or e}") from None
+        if isinstance(e, OSError):
+            raise TfmError(f"cannot write preprocessed data to {final}: {e.strerror or e}") from None
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 

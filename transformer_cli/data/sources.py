@@ -52,19 +52,27 @@ class CorpusFile:
 
 
 def sha256_file(path: Path) -> str:
+    """SHA-256 of a file; an unreadable file is a UsageError naming it."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(_CHUNK), b""):
-            h.update(chunk)
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(_CHUNK), b""):
+                h.update(chunk)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
     return h.hexdigest()
+
+
+def explicit_source(data: DataConfig) -> str | None:
+    """The source the user gave: data.source (or --source), else $TFM_DATA_SOURCE, else None."""
+    return data.source or os.environ.get(SOURCE_ENV) or None
 
 
 def resolve_source(data: DataConfig) -> str:
     """The source to use: data.source, else $TFM_DATA_SOURCE, else the corpus's public URL."""
-    if data.source:
-        return data.source
-    if os.environ.get(SOURCE_ENV):
-        return os.environ[SOURCE_ENV]
+    given = explicit_source(data)
+    if given is not None:
+        return given
     if data.corpus == "multi30k":
         return MULTI30K_URL
     raise UsageError("data.source is required for data.corpus: files "

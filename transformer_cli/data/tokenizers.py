@@ -253,10 +253,15 @@ class TokenizerPair:
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "TokenizerPair":
-        if state["joint"]:
-            shared = tokenizer_from_state(state["shared"])
-            return cls(shared, shared, joint=True)
-        return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]))
+        """Rebuild from `state()`; anything malformed (a damaged or crafted file) is a ValueError."""
+        try:
+            if state["joint"]:
+                shared = tokenizer_from_state(state["shared"])
+                return cls(shared, shared, joint=True)
+            return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError, OSError) as e:
+            first = str(e).splitlines()[0] if str(e) else ""
+            raise ValueError(f"malformed tokenizer state ({type(e).__name__}: {first})") from None
 
     def save(self, folder: Path) -> None:
         """Human-inspectable files: tokenizer.json (+ the SentencePiece .model files)."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +29,22 @@ def model_from_payload(payload: dict[str, Any]) -> tuple[Seq2SeqTransformer, Tok
         model = Seq2SeqTransformer(cfg, arch["src_vocab_size"], arch["tgt_vocab_size"])
         model.load_state_dict(payload["state_dict"])
         tokenizers = TokenizerPair.from_state(payload["tokenizer"])
-    except (KeyError, RuntimeError, UsageError) as e:
+    except (KeyError, TypeError, ValueError, RuntimeError, UsageError) as e:
         raise CheckpointError(f"checkpoint does not fit this version of tfm: {e}") from None
     return model, tokenizers
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Dropout off while decoding; every submodule's train/eval mode is restored afterwards,
+    so decoding a model that is being trained does not change how it trains."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
 
 
 @dataclass
@@ -40,30 +54,16 @@ class Translation:
     score: float
 
 
-class Translator:
-    """Translates lines of text with a trained model; long inputs are truncated."""
+class TextTranslator:
+    """Lines of text in, n-best translations out, around a search that subclasses provide
+    (`_search`): tokenization, truncation of long inputs, length-sorted batches, detokenization."""
 
-    def __init__(self, model: Seq2SeqTransformer, tokenizers: TokenizerPair, device: torch.device,
-                 decode: DecodeConfig, dtype: torch.dtype | None = None):
-        self.model = model.to(device).eval()
+    def __init__(self, tokenizers: TokenizerPair, decode: DecodeConfig, max_len: int):
         self.tokenizers = tokenizers
-        self.device = device
         self.decode = decode
-        self.dtype = dtype
-        self.max_src_len = model.config.max_len - 1  # room for <eos>
+        self.max_src_len = max_len - 1  # room for <eos>
         self.truncated: list[tuple[int, int]] = []  # (line index in the last call, original length)
         self.payload: dict[str, Any] = {}  # checkpoint metadata (config, metrics) when loaded from one
-
-    @classmethod
-    def from_checkpoint(cls, path: Path, device: torch.device, decode: DecodeConfig | None = None,
-                        dtype: torch.dtype | None = None) -> "Translator":
-        payload = load_checkpoint(path)
-        model, tokenizers = model_from_payload(payload)
-        if decode is None:
-            decode = build_section(DecodeConfig, payload.get("config", {}).get("decode", {}), "decode")
-        translator = cls(model, tokenizers, device, decode, dtype)
-        translator.payload = {k: v for k, v in payload.items() if k not in ("state_dict", "train_state")}
-        return translator
 
     def encode_sources(self, lines: list[str]) -> list[torch.Tensor]:
         """Token ids + <eos> per line, truncated to the model's positions (noted in .truncated)."""
@@ -75,53 +75,68 @@ class Translator:
             out.append(torch.tensor([*ids, EOS]))
         return out
 
-    def translate(self, lines: list[str]) -> list[list[Translation]]:
-        """n-best translations for each line (empty lines give one empty translation)."""
+    def translate(self, lines: list[str], decode: DecodeConfig | None = None,
+                  check_stop: Callable[[], None] | None = None) -> list[list[Translation]]:
+        """n-best translations for each line (empty lines give one empty translation), with
+        `decode` (default: self.decode) for this call only. `check_stop` is called before each
+        batch (it may raise to abandon the call)."""
+        d = decode or self.decode
         self.truncated = []
         results: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]
         sources = self.encode_sources([lines[i] for i in todo])
         order = sorted(range(len(todo)), key=lambda j: len(sources[j]))  # similar lengths together
-        size = self.decode.batch_size
-        for start in range(0, len(order), size):
-            chunk = order[start : start + size]
-            for j, hyps in zip(chunk, self._search([sources[j] for j in chunk])):
+        for start in range(0, len(order), d.batch_size):
+            if check_stop is not None:
+                check_stop()
+            chunk = order[start : start + d.batch_size]
+            for j, hyps in zip(chunk, self._search([sources[j] for j in chunk], d)):
                 results[todo[j]] = [Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens, h.score)
                                     for h in hyps]
         self.truncated = [(todo[j], n) for j, n in self.truncated]
         return results
 
-    def _search(self, sources: list[torch.Tensor]) -> list[list[Hypothesis]]:
+    def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
+        """The n-best hypotheses, best first, of each source (ids ending in <eos>)."""
+        raise NotImplementedError
+
+
+class Translator(TextTranslator):
+    """Translates lines of text with a trained model on torch; long inputs are truncated."""
+
+    def __init__(self, model: Seq2SeqTransformer, tokenizers: TokenizerPair, device: torch.device,
+                 decode: DecodeConfig, dtype: torch.dtype | None = None):
+        super().__init__(tokenizers, decode, model.config.max_len)
+        self.model = model.to(device)
+        self.device = device
+        self.dtype = dtype
+
+    @classmethod
+    def from_checkpoint(cls, path: Path, device: torch.device, decode: DecodeConfig | None = None,
+                        dtype: torch.dtype | None = None) -> "Translator":
+        payload = load_checkpoint(path)
+        model, tokenizers = model_from_payload(payload)
+        if decode is None:
+            decode = build_section(DecodeConfig, payload.get("config", {}).get("decode", {}), "decode")
+        translator = cls(model.eval(), tokenizers, device, decode, dtype)
+        translator.payload = {k: v for k, v in payload.items() if k not in ("state_dict", "train_state")}
+        return translator
+
+    def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
         src = pad_batch(sources).to(self.device)
         lengths = torch.tensor([len(s) for s in sources])
-        d = self.decode
         limits = output_limits(lengths, d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
-        with autocast(self.device, self.dtype):
+        with autocast(self.device, self.dtype), eval_mode(self.model):
             if d.beam_size == 1:
                 return [[h] for h in greedy_search(self.model, src, limits)]
             return beam_search(self.model, src, limits, d.beam_size, d.length_penalty, d.n_best)
-
-    def translate_stream(self, lines: Iterable[str], chunk_lines: int = 2000
-                         ) -> Iterator[tuple[list[str], list[list[Translation]], list[tuple[int, int]]]]:
-        """Translate an iterable of lines in chunks, in order, without holding it all in memory.
-
-        Yields (chunk of input lines, their translations, truncations within the chunk).
-        """
-        chunk: list[str] = []
-        for line in lines:
-            chunk.append(line)
-            if len(chunk) >= chunk_lines:
-                yield chunk, self.translate(chunk), self.truncated
-                chunk = []
-        if chunk:
-            yield chunk, self.translate(chunk), self.truncated
 
     def cross_attention(self, line: str, translation: Translation) -> tuple[list[str], list[str], torch.Tensor]:
         """Source tokens, target tokens and the last decoder layer's attention averaged over
         heads, [tgt_len, src_len], for one sentence and its translation."""
         src = self.encode_sources([line])[0]
         tgt_in = torch.tensor([[SOS, *translation.tokens]])
-        with torch.inference_mode():
+        with torch.inference_mode(), eval_mode(self.model):
             weights = self.model.cross_attention(src[None].to(self.device), tgt_in.to(self.device))
         src_tokens = self.tokenizers.src.id_to_token(src.tolist())
         tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, EOS])

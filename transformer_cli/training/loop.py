@@ -9,11 +9,14 @@ and, on the same machine, reproduces the uninterrupted run's numbers.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
 import math
+import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from typing import Any
@@ -27,8 +30,8 @@ from ..data.batching import collate, plan_batches
 from ..data.preprocess import Prepared
 from ..data.vocab import PAD
 from ..device import autocast, autocast_dtype
-from ..errors import StoppedBySignal
-from ..evaluate import corpus_nll, loss_result, translate_and_score
+from ..errors import StoppedBySignal, TfmError
+from ..evaluate import DecodeResult, corpus_nll, loss_result, translate_and_score
 from ..inference.translate import Translator
 from ..model.transformer import Seq2SeqTransformer
 from .averaging import average_state_dicts
@@ -36,14 +39,16 @@ from .distributed import DistContext
 from .loss import sequence_loss
 from .optim import build_optimizer, build_scheduler
 from .run_dir import RunDir
-from .signals import GracefulStop
+from .signals import GracefulStop, StopRequested
 
 log = logging.getLogger("tfm")
 
 # Settings that may change between sessions of one run without starting it over.
 RESUMABLE_CHANGES = {"epochs", "max_steps", "patience", "device", "precision", "compile", "threads",
-                     "valid_every", "valid_bleu", "checkpoint_every_steps", "checkpoint_every_minutes",
-                     "promote", "promote_metric", "out_dir", "tensorboard", "average_last"}
+                     "valid_every", "valid_bleu", "valid_decode", "checkpoint_every_steps",
+                     "checkpoint_every_minutes", "promote", "promote_metric", "promote_margin_loss",
+                     "promote_margin_bleu", "promote_min_bleu", "keep_published", "out_dir",
+                     "tensorboard", "average_last"}
 VALID_BATCH_TOKENS = 8000
 
 
@@ -68,6 +73,7 @@ class Progress:
     bad_validations: int = 0  # validations in a row without improvement
     finished: bool = False
     stop_reason: str = ""
+    pending_average: bool = False  # finished, checkpoint averaging still to do
     elapsed_s: float = 0.0  # wall time over all sessions
     epoch_nll: float = 0.0  # training NLL sum of the current epoch so far
     epoch_tokens: int = 0
@@ -80,8 +86,12 @@ class Progress:
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
-class _StopRequested(Exception):
-    pass
+def default_threads() -> int:
+    """Intra-op threads when train.threads is unset: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 class Trainer:
@@ -92,10 +102,11 @@ class Trainer:
         self.cfg, self.prepared, self.run_dir, self.device = cfg, prepared, run, device
         self.dist, self.stop, self.show_progress = dist_ctx, stop, show_progress
         tc = cfg.train
-        if tc.threads:
-            torch.set_num_threads(tc.threads)
+        torch.set_num_threads(tc.threads or default_threads())
         torch.manual_seed(tc.seed + dist_ctx.rank)
         self.dtype = autocast_dtype(device, tc.precision)
+        # fp16 overflows where bf16 does not: scale the loss, skip steps whose gradients overflow.
+        self.scaler = (torch.amp.GradScaler(device.type) if self.dtype == torch.float16 else None)
         tokenizers = prepared.tokenizers
         self.model = Seq2SeqTransformer(cfg.model, tokenizers.src.vocab_size,
                                         tokenizers.tgt.vocab_size).to(device)
@@ -152,6 +163,8 @@ class Trainer:
             payload["train_state"] = {"progress": asdict(self.progress),
                                       "optimizer": self.optimizer.state_dict(),
                                       "scheduler": self.scheduler.state_dict(), "rng": rng}
+            if self.scaler is not None:
+                payload["train_state"]["grad_scaler"] = self.scaler.state_dict()
             save_checkpoint(self.run_dir.last, payload, keep_previous=self.run_dir.last_prev)
             self.run_dir.write_metrics(self.progress.history)
         self._last_save = time.monotonic()
@@ -162,6 +175,8 @@ class Trainer:
         self.model.load_state_dict(payload["state_dict"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.scaler is not None and "grad_scaler" in state:
+            self.scaler.load_state_dict(state["grad_scaler"])
         self.progress = Progress.from_dict(state["progress"])
         self._epoch_nll = torch.tensor(self.progress.epoch_nll, device=self.device)
         rng = state["rng"][self.dist.rank] if self.dist.rank < len(state["rng"]) else state["rng"][0]
@@ -172,7 +187,7 @@ class Trainer:
     def extend_if_asked(self) -> bool:
         """A finished run continues when epochs/max_steps were raised; True if it will train."""
         p, tc = self.progress, self.cfg.train
-        if not p.finished:
+        if not p.finished or p.pending_average:
             return True
         more_epochs = p.stop_reason == "epochs" and p.epoch < tc.epochs
         more_steps = p.stop_reason == "max_steps" and (tc.max_steps is None or p.step < tc.max_steps)
@@ -190,8 +205,13 @@ class Trainer:
                     self._validate()
                 else:
                     self._train_until_validation()
-        except _StopRequested:
-            self.save_last()
+            if self.progress.pending_average:
+                if self.dist.is_main:
+                    self._average_snapshots()
+                self.progress.pending_average = False
+                self.save_last()
+        except StopRequested:
+            self.save_last()  # a validation cut short stays pending: the resumed run redoes it
             signum = self.stop.signum or 15
             raise StoppedBySignal(signum, f"stopped by signal {signum}; state saved to "
                                           f"{self.run_dir.last} (run the same command to resume)") from None
@@ -200,7 +220,7 @@ class Trainer:
                 self._tensorboard.close()
 
     def _check_stop(self, save_due: bool = False) -> bool:
-        """Raise _StopRequested if any rank got a stop signal; return whether to save now.
+        """Raise StopRequested if any rank got a stop signal; return whether to save now.
 
         Under DDP both decisions are agreed in one all-reduce (stop: any rank; save: rank 0's
         clock), so every rank takes the same collective path.
@@ -211,7 +231,7 @@ class Trainer:
                                  device=self.device)
             requested, save_due = (bool(x > 0) for x in self.dist.all_reduce_sum(flags))
         if requested:
-            raise _StopRequested
+            raise StopRequested(self.stop.signum or 15)
         return save_due
 
     def epoch_groups(self, epoch: int) -> list[list[list[int]]]:
@@ -238,11 +258,18 @@ class Trainer:
                 with autocast(self.device, self.dtype):
                     logits = self.net(b.src, b.tgt_in)
                 loss, nll = sequence_loss(logits, b.tgt_out, PAD, smoothing)
-                (loss / n_tokens).backward()
+                loss = loss / n_tokens
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             self._epoch_nll += nll
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)  # clip the true gradients
         if self.cfg.train.clip_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
-        self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)  # skipped when the gradients overflowed
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         return n_tokens
@@ -303,6 +330,7 @@ class Trainer:
         train_nll = float(self.dist.all_reduce_sum(self._epoch_nll.clone()))
         train_tokens = int(self.dist.all_reduce_sum(torch.tensor(p.epoch_tokens, device=self.device)))
         train = loss_result(torch.tensor(train_nll), torch.tensor(train_tokens))
+        self._stop_if_diverged(train.loss, valid.loss)
         self._tick()
         record = {
             "epoch": p.epoch if end_of_epoch else p.epoch + 1, "end_of_epoch": end_of_epoch,
@@ -314,8 +342,9 @@ class Trainer:
             "elapsed_s": round(p.elapsed_s, 2),
         }
         if tc.valid_bleu and self.dist.is_main:
-            result = self._valid_bleu()
+            result = self._valid_bleu(check_stop)
             record["valid_bleu"], record["valid_chrf"] = result.scores.bleu, result.scores.chrf
+            record["valid_decode"] = self._valid_decode_label()
         improved = valid.loss < p.best_valid_loss
         if improved:
             p.best_valid_loss, p.best_step, p.bad_validations = valid.loss, p.step, 0
@@ -339,23 +368,47 @@ class Trainer:
         elif tc.patience and p.bad_validations >= tc.patience:
             p.finished, p.stop_reason = True, "early_stopping"
             log.info("early stopping: no improvement in %d validations", p.bad_validations)
-        if p.finished and tc.average_last > 1 and self.dist.is_main:
-            self._average_snapshots()
+        p.pending_average = p.finished and tc.average_last > 1
         self.save_last()
 
-    def _valid_bleu(self):
-        translator = Translator(self.model, self.prepared.tokenizers, self.device, self.cfg.decode,
-                                self.dtype)
+    def _stop_if_diverged(self, train_loss: float, valid_loss: float) -> None:
+        """A non-finite loss ends the run with an error: nothing is saved or promoted from it."""
+        if math.isfinite(train_loss) and math.isfinite(valid_loss):
+            return
+        raise TfmError(f"training diverged: train loss {train_loss}, validation loss {valid_loss} "
+                       f"at step {self.progress.step} (train.lr={self.cfg.train.lr}); nothing was "
+                       "saved or promoted from it: lower train.lr (or set train.clip_norm) and run "
+                       "again")
+
+    def _valid_decode_settings(self):
+        """train.valid_decode: greedy, or beam search with the decode section's beam size."""
+        d = self.cfg.decode
+        beam = d.beam_size if self.cfg.train.valid_decode == "beam" else 1
+        return dataclasses.replace(d, beam_size=beam, n_best=1)
+
+    def _valid_decode_label(self) -> str:
+        beam = self._valid_decode_settings().beam_size
+        return "greedy" if beam == 1 else f"beam {beam}"
+
+    def _valid_bleu(self, check_stop: Callable[[], object] | None) -> DecodeResult:
+        """Validation BLEU/chrF with train.valid_decode; the model's train/eval mode is kept."""
+        translator = Translator(self.model, self.prepared.tokenizers, self.device,
+                                self._valid_decode_settings(), self.dtype)
         lang_src, lang_tgt = self.cfg.data.src_lang, self.cfg.data.tgt_lang
-        result = translate_and_score(translator, self.prepared.text("val", lang_src),
-                                     self.prepared.text("val", lang_tgt))
-        self.model.train()
-        return result
+        sources = self.prepared.text("val", lang_src)
+        log.info("validation BLEU: translating %d sentences (%s)", len(sources), self._valid_decode_label())
+        was_training = self.model.training
+        try:
+            return translate_and_score(translator, sources, self.prepared.text("val", lang_tgt),
+                                       check_stop)
+        finally:
+            self.model.train(was_training)
 
     def _log_record(self, r: dict[str, Any], improved: bool) -> None:
         minutes, seconds = divmod(int(r["elapsed_s"]), 60)
         head = f"Epoch: {r['epoch']:02}" if r["end_of_epoch"] else f"Step: {r['step']}"
-        bleu = f" | Val. BLEU: {r['valid_bleu']:.2f}" if "valid_bleu" in r else ""
+        bleu = (f" | Val. BLEU ({r.get('valid_decode', 'greedy')}): {r['valid_bleu']:.2f}"
+                if "valid_bleu" in r else "")
         log.info("%s | Time: %dm %02ds | Train Loss: %.3f | Train PPL: %7.3f | Val. Loss: %.3f | "
                  "Val. PPL: %7.3f%s | %.0f tok/s%s", head, minutes, seconds, r["train_loss"],
                  r["train_ppl"], r["valid_loss"], r["valid_ppl"], bleu, r["tokens_per_s"],
@@ -394,8 +447,14 @@ class Trainer:
             return
         trained = {k: v.clone() for k, v in self.model.state_dict().items()}
         self.model.load_state_dict(average_state_dicts(states))
-        valid = loss_result(*corpus_nll(self.model, self.valid_split, self.device, self.dtype,
-                                        VALID_BATCH_TOKENS, self.cfg.model.max_len))
+        check_stop = None if self.dist.enabled else self._check_stop
+        try:
+            valid = loss_result(*corpus_nll(self.model, self.valid_split, self.device, self.dtype,
+                                            VALID_BATCH_TOKENS, self.cfg.model.max_len,
+                                            check_stop=check_stop))
+        except StopRequested:
+            self.model.load_state_dict(trained)  # last.pt must hold the trained weights
+            raise
         log.info("average of the last %d epochs: Val. Loss %.3f | Val. PPL %.3f (best single: %.3f)",
                  len(paths), valid.loss, valid.ppl, self.progress.best_valid_loss)
         if valid.loss < self.progress.best_valid_loss:

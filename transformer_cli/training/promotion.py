@@ -1,25 +1,32 @@
-"""The promotion gate: `best.pt` replaces `published.pt` only when it is at least as good.
+"""The promotion gate: `best.pt` replaces `published.pt` only when it is better by a margin.
 
 Both models are scored on the current validation data, so a nightly retrain on changed data
 compares like with like. Loss is only comparable between models with the same tokenizer;
 when the tokenizers differ the gate compares greedy validation BLEU instead. Every decision
 is one JSON line in promotions.log; a decision already taken for the same best.pt is not
-taken again.
+taken again. `published.pt` is verified on every run: a damaged one is set aside and replaced.
+Each replaced model is kept in `published.history/`, from which `tfm publish --rollback`
+restores it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..checkpoint import CheckpointError, content_digest, load_checkpoint
-from ..config import DecodeConfig
+from ..config import DecodeConfig, TrainConfig
 from ..data.preprocess import Prepared
 from ..device import autocast_dtype
+from ..errors import UsageError
 from ..evaluate import corpus_nll, loss_result, translate_and_score
 from ..fsutil import atomic_write_bytes, atomic_write_text
 from ..inference.translate import Translator, model_from_payload
@@ -33,74 +40,209 @@ class Scorer:
     """Scores a checkpoint payload on the validation split of the prepared data."""
 
     def __init__(self, prepared: Prepared, src_lang: str, tgt_lang: str, device: torch.device,
-                 precision: str):
+                 precision: str, check_stop: Callable[[], None] | None = None):
         self.prepared, self.src_lang, self.tgt_lang = prepared, src_lang, tgt_lang
         self.device, self.dtype = device, autocast_dtype(device, precision)
+        self.check_stop = check_stop
 
     def __call__(self, payload: dict[str, Any], metric: str) -> float:
         model, tokenizers = model_from_payload(payload)
-        model.to(self.device)
+        model.to(self.device).eval()
         if metric == "valid_loss":
             nll, tokens = corpus_nll(model, self.prepared.split("val"), self.device, self.dtype,
-                                     max_len=model.config.max_len)
+                                     max_len=model.config.max_len, check_stop=self.check_stop)
             return loss_result(nll, tokens).loss
         translator = Translator(model, tokenizers, self.device, DecodeConfig(), self.dtype)
         result = translate_and_score(translator, self.prepared.text("val", self.src_lang),
-                                     self.prepared.text("val", self.tgt_lang))
+                                     self.prepared.text("val", self.tgt_lang), self.check_stop)
         return result.scores.bleu
+
+
+@dataclass(frozen=True)
+class GateRules:
+    """How much better a candidate must be, and how good at least (train.promote_* keys)."""
+
+    margin_loss: float = 0.0  # valid_loss must drop by at least this much
+    margin_bleu: float = 0.0  # valid_bleu must rise by at least this much
+    min_bleu: float | None = None  # greedy valid_bleu a candidate must reach to be published
+    keep: int = 3  # replaced models kept in published.history/
+
+    @classmethod
+    def from_config(cls, train: TrainConfig) -> "GateRules":
+        return cls(train.promote_margin_loss, train.promote_margin_bleu, train.promote_min_bleu,
+                   train.keep_published)
+
+    def better(self, metric: str, new: float, old: float) -> bool:
+        if LOWER_IS_BETTER[metric]:
+            return new <= old - self.margin_loss
+        return new >= old + self.margin_bleu
 
 
 def _last_decision(run: RunDir) -> dict[str, Any] | None:
     if not run.promotions.is_file():
         return None
-    lines = [line for line in run.promotions.read_text().splitlines() if line.strip()]
-    return json.loads(lines[-1]) if lines else None
+    for line in reversed(run.promotions.read_text(errors="replace").splitlines()):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a damaged line: the decisions before it still count
+        if isinstance(entry, dict):
+            return entry
+    return None
 
 
 def _record(run: RunDir, entry: dict[str, Any]) -> None:
-    old = run.promotions.read_text() if run.promotions.is_file() else ""
-    atomic_write_text(run.promotions, old + json.dumps(entry) + "\n")
+    old = run.promotions.read_text(errors="replace") if run.promotions.is_file() else ""
+    atomic_write_text(run.promotions, old + json.dumps(entry, allow_nan=False) + "\n")
 
 
-def promote(run: RunDir, policy: str, metric: str, scorer: Scorer) -> str:
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _verified_published(run: RunDir) -> tuple[dict[str, Any] | None, bool]:
+    """published.pt's payload (None when absent or damaged) and whether it was damaged.
+    A damaged file is moved aside to published.pt.damaged so that it is never served again."""
+    if not run.published.is_file():
+        return None, False
+    try:
+        return load_checkpoint(run.published), False
+    except (CheckpointError, UsageError) as e:
+        aside = run.path / "published.pt.damaged"
+        os.replace(run.published, aside)
+        log.warning("%s: moved aside to %s; it will be replaced", e, aside)
+        return None, True
+
+
+def _archive(run: RunDir, payload: dict[str, Any], keep: int) -> None:
+    """Keep the model being replaced in published.history/ (the newest `keep` are kept)."""
+    folder = run.published_history
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    atomic_write_bytes(folder / f"{stamp}-{payload['sha256'][:12]}.pt", run.published.read_bytes())
+    for old in history(run)[keep:]:
+        old.unlink(missing_ok=True)
+
+
+def history(run: RunDir) -> list[Path]:
+    """Models replaced by promotions, newest first."""
+    if not run.published_history.is_dir():
+        return []
+    return sorted(run.published_history.glob("*.pt"), reverse=True)
+
+
+def _restore_from_history(run: RunDir) -> str | None:
+    """Put the newest readable archived model back as published.pt; its file name, or None."""
+    for path in history(run):
+        try:
+            load_checkpoint(path)
+        except (CheckpointError, UsageError) as e:
+            log.warning("%s: skipped", e)
+            continue
+        atomic_write_bytes(run.published, path.read_bytes())
+        path.unlink()
+        return path.name
+    return None
+
+
+def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
+            rules: GateRules = GateRules()) -> str:
     """Apply the gate (`policy`: if-better, always, never); returns the decision."""
+    published, was_damaged = _verified_published(run)
     if not run.best.is_file():
-        return "no best.pt to promote"
+        return _repair_without_best(run) if was_damaged else "no best.pt to promote"
     try:
         candidate = load_checkpoint(run.best)
     except CheckpointError as e:  # keep serving what is published; a retrain makes a new best
         log.warning("%s: nothing promoted (published.pt is unchanged)", e)
+        if was_damaged:
+            return _repair_without_best(run)
         return "nothing promoted: best.pt is damaged"
     last = _last_decision(run)
-    if last and last.get("candidate_sha256") == candidate["sha256"] and last.get("policy") == policy:
+    if (published is not None and last and last.get("candidate_sha256") == candidate["sha256"]
+            and last.get("policy") == policy):
         return f"already decided for this best.pt: {last['decision']}"
-    published = None
-    if run.published.is_file():
-        try:
-            published = load_checkpoint(run.published)
-        except CheckpointError as e:
-            log.warning("%s: it will be replaced", e)
-    entry: dict[str, Any] = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                             "policy": policy, "candidate_sha256": candidate["sha256"],
+    entry: dict[str, Any] = {"time": _now(), "policy": policy, "candidate_sha256": candidate["sha256"],
                              "published_sha256": published["sha256"] if published else None}
     if published is not None and published["sha256"] == candidate["sha256"]:
         decision = "unchanged (published is this best.pt)"
-    elif policy == "never":
+    elif policy == "never" and not was_damaged:
         decision = "kept published (--promote never)"
-    elif published is None or policy == "always":
-        decision = "promoted" + (" (--promote always)" if published is not None else " (none published yet)")
+    elif policy == "always" and published is not None:
+        decision = "promoted (--promote always)"
     else:
-        same_tokenizer = (content_digest({"t": candidate["tokenizer"]})
-                          == content_digest({"t": published["tokenizer"]}))
-        used = metric if (metric != "valid_loss" or same_tokenizer) else "valid_bleu"
-        if used != metric:
-            log.info("the published model has another tokenizer: comparing valid_bleu, not valid_loss")
-        new, old = scorer(candidate, used), scorer(published, used)
-        better = new <= old if LOWER_IS_BETTER[used] else new >= old
-        entry.update(metric=used, candidate=round(new, 5), published=round(old, 5))
-        decision = "promoted (at least as good)" if better else "kept published (it is better)"
+        decision = _judge(candidate, published, metric, scorer, rules, entry, was_damaged)
     if decision.startswith("promoted"):
+        if published is not None:
+            _archive(run, published, rules.keep)
         atomic_write_bytes(run.published, run.best.read_bytes())
     entry["decision"] = decision
     _record(run, entry)
     return decision
+
+
+def _judge(candidate: dict[str, Any], published: dict[str, Any] | None, metric: str,
+           scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> str:
+    """The if-better decision (also for a first or a repairing promotion: the minimum quality)."""
+    if rules.min_bleu is not None:
+        bleu = scorer(candidate, "valid_bleu")
+        entry["candidate_bleu"] = round(bleu, 2)
+        if bleu < rules.min_bleu:
+            return (f"kept out: greedy validation BLEU {bleu:.2f} is below "
+                    f"train.promote_min_bleu={rules.min_bleu}")
+    if published is None:
+        return "promoted (published.pt was damaged)" if was_damaged else "promoted (none published yet)"
+    same_tokenizer = (content_digest({"t": candidate["tokenizer"]})
+                      == content_digest({"t": published["tokenizer"]}))
+    used = metric if (metric != "valid_loss" or same_tokenizer) else "valid_bleu"
+    if used != metric:
+        log.info("the published model has another tokenizer: comparing valid_bleu, not valid_loss")
+    new, old = scorer(candidate, used), scorer(published, used)
+    entry.update(metric=used, candidate=round(new, 5), published=round(old, 5))
+    margin = rules.margin_loss if LOWER_IS_BETTER[used] else rules.margin_bleu
+    if rules.better(used, new, old):
+        return f"promoted (better by at least {margin})" if margin else "promoted (at least as good)"
+    return f"kept published (not better by {margin} or more)" if margin else "kept published (it is better)"
+
+
+def _repair_without_best(run: RunDir) -> str:
+    restored = _restore_from_history(run)
+    if restored is None:
+        log.warning("published.pt was damaged and there is no model to restore it from")
+        return "published.pt was damaged; nothing to restore it from"
+    _record(run, {"time": _now(), "decision": f"restored published.pt from {restored}"})
+    return f"restored published.pt from published.history/{restored}"
+
+
+def rollback(run: RunDir, policy: str) -> str:
+    """`tfm publish --rollback`: the newest archived model becomes published.pt again. The
+    current best.pt is recorded as decided, so the next run does not promote it again."""
+    current, _ = _verified_published(run)
+    restored = _restore_from_history(run)
+    if restored is None:
+        raise UsageError(f"nothing to roll back to: {run.published_history} holds no earlier "
+                         "published model")
+    entry: dict[str, Any] = {"time": _now(), "policy": policy,
+                             "published_sha256": current["sha256"] if current else None,
+                             "decision": f"rolled back to {restored}"}
+    try:
+        entry["candidate_sha256"] = load_checkpoint(run.best)["sha256"]
+    except (CheckpointError, UsageError):
+        pass
+    _record(run, entry)
+    return entry["decision"]
+
+
+def describe_published(run: RunDir) -> str:
+    """A few lines: published.pt and the archived models, each with its sha256 and metrics."""
+    lines = []
+    for label, path in [("published", run.published), *(("earlier", p) for p in history(run))]:
+        try:
+            payload = load_checkpoint(path)
+        except (CheckpointError, UsageError) as e:
+            lines.append(f"{label:<9} {path}: {e}")
+            continue
+        metrics = payload.get("metrics") or {}
+        shown = ", ".join(f"{k} {metrics[k]}" for k in ("epoch", "step", "valid_loss", "valid_bleu")
+                          if k in metrics)
+        lines.append(f"{label:<9} {path}  sha256 {payload['sha256'][:12]}  {shown}")
+    return "\n".join(lines)

@@ -9,6 +9,7 @@
       last.pt          resumable state (+ last.prev.pt, the one before it)
       best.pt          weights with the lowest validation loss so far
       published.pt     the model `tfm translate` serves; replaced only through the promotion gate
+      published.history/  the models promotions replaced (newest train.keep_published kept)
       promotions.log   one JSON line per promotion decision
       curves.png       loss / perplexity curves
 """
@@ -20,6 +21,7 @@ import fcntl
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,41 @@ from ..errors import BusyError, TfmError
 from ..fsutil import atomic_write_text, remove_stale_temp_files
 
 log = logging.getLogger("tfm")
+
+
+class _RunLogHandler(logging.FileHandler):
+    """train.log: a write that fails (disk full) warns once on stderr and stops file logging,
+    instead of printing logging's traceback for every record and masking the real error."""
+
+    def __init__(self, path: Path):
+        super().__init__(path, encoding="utf-8")
+        self.failed = False
+
+    def _fail(self, error: BaseException | None) -> None:
+        if not self.failed:
+            reason = getattr(error, "strerror", None) or error
+            print(f"tfm: warning: cannot write {self.baseFilename}: {reason} "
+                  "(logging to it stops for this session)", file=sys.stderr)
+        self.failed = True
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            try:
+                stream.close()
+            except OSError:
+                pass  # its buffered lines are lost with the disk space
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self._fail(sys.exc_info()[1])
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as e:
+            self._fail(e)
 
 
 class RunDir:
@@ -41,6 +78,7 @@ class RunDir:
         self.last_prev = self.path / "last.prev.pt"
         self.best = self.path / "best.pt"
         self.published = self.path / "published.pt"
+        self.published_history = self.path / "published.history"
         self.promotions = self.path / "promotions.log"
         self.curves = self.path / "curves.png"
         self.snapshots = self.path / "snapshots"
@@ -53,10 +91,18 @@ class RunDir:
             raise TfmError(f"cannot create run directory {self.path}: {e.strerror}") from None
 
     # ------------------------------------------------------------------ lock
+    @property
+    def locked(self) -> bool:
+        return self._lock_fd is not None
+
     def lock(self) -> None:
         """Take the run's exclusive lock or raise BusyError naming the holder's PID."""
         self.create()
-        fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise TfmError(f"cannot open the lock file {self.lock_file}: {e.strerror} (tfm train "
+                           "needs a writable run directory; see train.out_dir)") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
@@ -66,8 +112,12 @@ class RunDir:
                 raise BusyError(f"run {self.path} is busy: another tfm train holds its lock "
                                 f"(pid {holder})") from None
             raise TfmError(f"cannot lock {self.lock_file}: {e.strerror}") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except OSError as e:
+            os.close(fd)
+            raise TfmError(f"cannot write {self.lock_file}: {e.strerror}") from None
         self._lock_fd = fd
         # A session killed mid-write leaves its temp file; only the lock holder may clear them.
         removed = sum(remove_stale_temp_files(d) for d in (self.path, self.snapshots) if d.is_dir())
@@ -82,7 +132,10 @@ class RunDir:
     # ------------------------------------------------------------------ log and metrics
     def attach_log(self, logger: logging.Logger) -> logging.Handler:
         """Mirror `logger` into train.log (timestamped, always at INFO)."""
-        handler = logging.FileHandler(self.log, encoding="utf-8")
+        try:
+            handler = _RunLogHandler(self.log)
+        except OSError as e:
+            raise TfmError(f"cannot write {self.log}: {e.strerror}") from None
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
                                                "%Y-%m-%d %H:%M:%S"))
         handler.setLevel(logging.INFO)
@@ -93,7 +146,7 @@ class RunDir:
 
     def write_metrics(self, history: list[dict[str, Any]]) -> None:
         """Rewrite metrics.jsonl from the history kept in the checkpoint (atomically)."""
-        atomic_write_text(self.metrics, "".join(json.dumps(r) + "\n" for r in history))
+        atomic_write_text(self.metrics, "".join(json.dumps(r, allow_nan=False) + "\n" for r in history))
 
     def read_metrics(self) -> list[dict[str, Any]]:
         if not self.metrics.is_file():

@@ -20,13 +20,14 @@ from ..checkpoint import CheckpointError, load_checkpoint
 from ..config import Config
 from ..data.preprocess import load_prepared, prepare
 from ..device import resolve_device
+from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..provenance import git_commit, package_versions
 from .distributed import init_distributed, shutdown_distributed
 from .loop import Trainer
-from .promotion import Scorer, promote
+from .promotion import GateRules, Scorer, promote
 from .run_dir import RunDir
-from .signals import GracefulStop
+from .signals import GracefulStop, StopRequested
 
 log = logging.getLogger("tfm")
 
@@ -74,21 +75,28 @@ def _clear_run(run: RunDir) -> None:
     shutil.rmtree(run.snapshots, ignore_errors=True)
 
 
-def run_training(cfg: Config, restart: bool = False, show_progress: bool = False) -> TrainOutcome:
+def run_training(cfg: Config, restart: bool = False, show_progress: bool = False,
+                 run: RunDir | None = None) -> TrainOutcome:
+    """One `tfm train`. `run` may come already locked (the CLI locks before importing torch)."""
     device = resolve_device(cfg.train.device)
     dist_ctx, device = init_distributed(device)
-    run = RunDir(cfg.run_dir)
+    run = run or RunDir(cfg.run_dir)
     handler = None
+    stop = GracefulStop()
+    stage = "preparing the data"
     try:
         if dist_ctx.is_main:
-            run.lock()
+            if not run.locked:
+                run.lock()
             handler = run.attach_log(log)
             log.info("tfm %s", " ".join(sys.argv[1:]))
-            prepared, _ = prepare(cfg)
+        stop.__enter__()  # from here on a signal is honoured at the next safe point
+        if dist_ctx.is_main:
+            prepared, _ = prepare(cfg, check_stop=stop.check)
         dist_ctx.barrier()
         if not dist_ctx.is_main:
             prepared = load_prepared(cfg)
-        trainer = Trainer(cfg, prepared, run, device, dist_ctx, GracefulStop(), show_progress)
+        trainer = Trainer(cfg, prepared, run, device, dist_ctx, stop, show_progress)
         payload = None if restart else _resume_payload(run, trainer.identity)
         if payload is None:
             if dist_ctx.is_main:
@@ -108,8 +116,8 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
                 log.info("%s: %s on %s (%s), %.2fM parameters, %d train pairs", run.path, what,
                          device, trainer.dtype or "fp32", trainer.model.num_parameters() / 1e6,
                          len(trainer.train_split))
-            with trainer.stop:
-                trainer.run()
+            stage = "training"
+            trainer.run()
             if dist_ctx.is_main:
                 from ..plots import plot_curves
 
@@ -119,11 +127,18 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
                          math.exp(p.best_valid_loss))
         decision = ""
         if dist_ctx.is_main:
-            scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision)
-            decision = promote(run, cfg.train.promote, cfg.train.promote_metric, scorer)
+            stage = "deciding the promotion"
+            scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device,
+                            cfg.train.precision, stop.check)
+            decision = promote(run, cfg.train.promote, cfg.train.promote_metric, scorer,
+                               GateRules.from_config(cfg.train))
             log.info("promotion: %s -> %s", decision, run.published)
         return TrainOutcome(trained, p, decision)
+    except StopRequested as e:  # outside the loop (which saves and raises StoppedBySignal itself)
+        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} while {stage}; nothing "
+                                        "half-done was kept (run the same command to go on)") from None
     finally:
+        stop.__exit__(None, None, None)
         if handler is not None:
             log.removeHandler(handler)
             handler.close()

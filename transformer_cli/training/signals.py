@@ -10,8 +10,20 @@ from types import FrameType
 log = logging.getLogger("tfm")
 
 
+class StopRequested(Exception):
+    """Raised by `GracefulStop.check()` at a safe point after a signal arrived."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
 class GracefulStop:
-    """Context manager that records a stop request instead of dying mid-write."""
+    """Context manager that records a stop request instead of dying mid-write.
+
+    Long loops (training steps, validation batches, decoding batches, tokenization, promotion
+    scoring) call `check()` between units of work, so a stop is honoured within seconds.
+    """
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -25,6 +37,11 @@ class GracefulStop:
         self.signum = signum
         log.warning("%s received: saving a resumable checkpoint, then exiting "
                     "(send it again to exit at once)", signal.Signals(signum).name)
+
+    def check(self) -> None:
+        """Raise StopRequested if a stop signal has arrived."""
+        if self.signum is not None:
+            raise StopRequested(self.signum)
 
     def __enter__(self) -> "GracefulStop":
         for s in self.SIGNALS:

@@ -1,0 +1,130 @@
+"""Helpers for the server tests: start the real `tfm serve`, load it with real HTTP clients."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from reliability.cron_helpers import Tfm, wait_until
+from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
+
+SENTENCES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.",
+             "Ein kind hält einen hut.", "Zwei hunde trägt ein fahrrad im park.",
+             "Ein junge sieht ein buch in der stadt.", "Ein mädchen malt einen hut."]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """`tfm serve ARGS` on 127.0.0.1 and a free port, ready (GET /health answers) on return."""
+
+    def __init__(self, *args: str, log_to: Path, timeout: float = 60):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.tfm = Tfm("serve", *args, "--port", str(self.port), log_to=log_to)
+        wait_until(self._healthy, timeout, "the server to answer /health", alive=self.tfm)
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(self.url + "/health", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def get(self, path: str, **kw) -> httpx.Response:
+        return httpx.get(self.url + path, timeout=30, **kw)
+
+    def post(self, path: str, **kw) -> httpx.Response:
+        return httpx.post(self.url + path, timeout=30, **kw)
+
+    def sha256(self) -> str:
+        return self.get("/health").json()["model"]["sha256"]
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of /metrics (0 when absent)."""
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        pattern = re.escape(name + (f"{{{want}}}" if want else "")) + r" (\S+)"
+        found = re.search(r"^" + pattern + "$", self.get("/metrics").text, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    def stop(self) -> int:
+        if self.tfm.proc.poll() is None:
+            self.tfm.proc.terminate()
+        return self.tfm.wait(30)
+
+
+def republish(source: Path, target: Path, note: str) -> str:
+    """Write `source`'s model to `target` atomically as a new checkpoint (same weights, another
+    sha256, as a promotion would); returns the new sha256."""
+    payload = load_checkpoint(source)
+    payload["metrics"] = {**payload.get("metrics", {}), "note": note}
+    save_checkpoint(target, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
+    return load_checkpoint(target)["sha256"]
+
+
+@dataclass
+class Reply:
+    sentence: str
+    status: int  # 0: no HTTP answer at all
+    text: str = ""
+    sha256: str = ""
+    error: str = ""
+
+
+@dataclass
+class Load:
+    """`clients` concurrent clients sending one sentence per request, in a loop, from a
+    thread of their own, until `stop()`."""
+
+    url: str
+    clients: int = 8
+    sentences: list[str] = field(default_factory=lambda: list(SENTENCES))
+    replies: list[Reply] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+
+    def __enter__(self) -> "Load":
+        self._thread.start()
+        wait_until(lambda: len(self.replies) >= self.clients, 30, "the first replies under load")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def failures(self) -> list[Reply]:
+        return [r for r in self.replies if r.status != 200]
+
+    def shas(self) -> set[str]:
+        return {r.sha256 for r in self.replies}
+
+    async def _main(self) -> None:
+        async with httpx.AsyncClient(base_url=self.url, timeout=30) as client:
+            await asyncio.gather(*(self._client(client, i) for i in range(self.clients)))
+
+    async def _client(self, client: httpx.AsyncClient, i: int) -> None:
+        n = i
+        while not self._stop.is_set():
+            sentence = self.sentences[n % len(self.sentences)]
+            n += 1
+            try:
+                r = await client.post("/translate", json={"inputs": sentence})
+                reply = Reply(sentence, r.status_code, sha256=r.headers.get("x-model-sha256", ""))
+                if r.status_code == 200:
+                    reply.text = r.json()[0]["translation_text"]
+                else:
+                    reply.error = r.text
+            except httpx.HTTPError as e:
+                reply = Reply(sentence, 0, error=f"{type(e).__name__}: {e}")
+            self.replies.append(reply)

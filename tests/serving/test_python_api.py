@@ -1,0 +1,75 @@
+"""The Python API: `tfm.load(...)` and `Model.translate`, as a user calls them."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import transformer_cli as tfm
+from serve_helpers import SENTENCES
+from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.config import DecodeConfig
+from transformer_cli.errors import UsageError
+from transformer_cli.inference.translate import Translator, model_from_payload
+from transformer_cli.model.transformer import Seq2SeqTransformer
+
+
+def test_load_by_config_or_path_and_translate(trained, model):
+    by_config = tfm.load(str(trained["config"]), device="cpu")
+    assert by_config.path == trained["run"] / "published.pt" and by_config.sha256 == model.sha256
+    assert model.translate(["Ein mann sieht einen ball.", ""]) == ["A man sees a ball.", ""]
+    best = model.translate(["Ein mann sieht einen ball."], beam_size=4, n_best=3)
+    assert len(best) == 1 and len(best[0]) == 3 and best[0][0] == "A man sees a ball."
+    full, short = model.translate(SENTENCES), model.translate(SENTENCES, max_len=3)
+    assert all(len(s) < len(f) and f.startswith(s) for s, f in zip(short, full))
+
+
+def test_metadata(trained, model):
+    assert model.config_name == "toy" and len(model.sha256) == 64
+    assert model.metrics["valid_loss"] > 0 and model.metrics["epoch"] >= 1
+    info = model.info()
+    assert info["path"].endswith("published.pt") and info["sha256"] == model.sha256 and info["loaded_at"]
+
+
+def test_mistakes_are_clear_errors(trained, tmp_path, model):
+    with pytest.raises(TypeError, match="list of lines"):
+        model.translate("Ein mann.")
+    with pytest.raises(UsageError, match="beam_size must be an integer >= 1"):
+        model.translate(["Ein mann."], beam_size=0)
+    with pytest.raises(UsageError, match="precision must be"):
+        tfm.load(trained["run"] / "published.pt", precision="fp8")
+    empty = tmp_path / "none.yaml"
+    empty.write_text(trained["config"].read_text().replace(str(trained["work"] / "checkpoints"),
+                                                           str(tmp_path / "nothing")))
+    with pytest.raises(UsageError, match="no model in .*published.pt or best.pt"):
+        tfm.load(str(empty))
+    with pytest.raises(UsageError, match="checkpoint not found"):
+        tfm.load(tmp_path / "missing.pt")
+
+
+def test_decoding_leaves_the_callers_train_mode_alone(trained):
+    """A model being trained is decoded in eval mode (no dropout) and handed back as it was."""
+    payload = load_checkpoint(trained["run"] / "best.pt")
+    trained_net, tokenizers = model_from_payload(payload)
+    net = Seq2SeqTransformer(dataclasses.replace(trained_net.config, dropout=0.5),
+                             trained_net.src_vocab_size, trained_net.tgt_vocab_size)
+    net.load_state_dict(trained_net.state_dict())
+    net.encoder.eval()  # a mixed state must survive too
+    modes = {name: m.training for name, m in net.named_modules()}
+    translator = Translator(net, tokenizers, torch.device("cpu"), DecodeConfig())
+    first = translator.translate(SENTENCES)
+    again = translator.translate(SENTENCES)
+    translator.cross_attention(SENTENCES[0], first[0][0])
+    assert {name: m.training for name, m in net.named_modules()} == modes
+    assert [h[0].text for h in first] == [h[0].text for h in again]  # no dropout while decoding
+
+
+def test_import_and_help_do_not_import_torch():
+    code = ("import sys, transformer_cli; from transformer_cli.cli import app; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

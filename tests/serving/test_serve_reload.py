@@ -1,0 +1,83 @@
+"""Hot reload under load, damaged model files, and SIGTERM draining, on the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+
+import httpx
+import pytest
+
+from reliability.cron_helpers import wait_until
+from serve_helpers import SENTENCES, Load, Served, republish
+from transformer_cli.fsutil import atomic_write_bytes
+
+
+@pytest.fixture
+def watched(trained, tmp_path):
+    """A server on its own copy of the toy model, checking the file every 50 ms."""
+    published = tmp_path / "published.pt"
+    shutil.copy(trained["run"] / "published.pt", published)
+    server = Served("-c", str(trained["config"]), "--checkpoint", str(published), "--set",
+                    "serve.threads=1", "--set", "serve.reload_poll_s=0.05", log_to=tmp_path / "serve.log")
+    yield server, published
+    assert server.stop() == 0, server.tfm.stderr
+
+
+def test_hot_reload_under_load_fails_no_request(watched, trained, model):
+    server, published = watched
+    expected = dict(zip(SENTENCES, model.translate(SENTENCES)))
+    source = trained["run"] / "published.pt"
+
+    def more_replies(load: Load, n: int = 16) -> None:
+        target = len(load.replies) + n
+        wait_until(lambda: len(load.replies) >= target, 30, "replies", alive=server.tfm)
+
+    with Load(server.url, clients=8) as load:
+        second = republish(source, published, "second")  # an atomic replace, as a promotion does
+        wait_until(lambda: server.sha256() == second, 30, "the new model", alive=server.tfm)
+        more_replies(load)
+        failed = server.metric("tfm_model_reloads_total", result="failed")
+        good = published.read_bytes()
+        for n, damaged in enumerate((good[: len(good) // 2], b"not a checkpoint"), start=1):
+            atomic_write_bytes(published, damaged)
+            wait_until(lambda: server.metric("tfm_model_reloads_total", result="failed") == failed + n,
+                       30, "the failed reload", alive=server.tfm)
+            more_replies(load)
+        assert server.sha256() == second
+        third = republish(source, published, "third")  # the next good file is picked up
+        wait_until(lambda: server.sha256() == third, 30, "the third model", alive=server.tfm)
+        more_replies(load)
+    assert not load.failures(), load.failures()[:3]
+    assert all(r.text == expected[r.sentence] for r in load.replies)
+    assert load.shas() == {model.sha256, second, third}
+    assert server.metric("tfm_model_reloads_total", result="ok") == 2
+    assert server.tfm.stderr.count("failed, still serving") == 2
+
+
+def test_sigterm_answers_requests_in_flight_then_exits_0(trained, tmp_path, model):
+    server = Served("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
+                    "--set", "serve.threads=1", "--set", "serve.max_wait_ms=1500",
+                    "--set", "serve.batch_tokens=100000", log_to=tmp_path / "serve.log")
+
+    async def scenario() -> tuple[list[httpx.Response], BaseException | None]:
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            sent = [asyncio.create_task(client.post("/translate", json={"inputs": s})) for s in SENTENCES]
+            while server.metric("tfm_requests_in_flight") < len(SENTENCES):  # all waiting for a batch
+                await asyncio.sleep(0.02)
+            server.tfm.kill(signal.SIGTERM)
+            await asyncio.sleep(0.3)
+            try:
+                await httpx.AsyncClient(timeout=5).post(server.url + "/translate", json={"inputs": "x"})
+                refused = None
+            except httpx.TransportError as e:
+                refused = e
+            return await asyncio.gather(*sent), refused
+
+    replies, refused = asyncio.run(scenario())
+    assert [r.status_code for r in replies] == [200] * len(SENTENCES)
+    assert [r.json()[0]["translation_text"] for r in replies] == model.translate(SENTENCES)
+    assert isinstance(refused, httpx.ConnectError), "a new connection was accepted while draining"
+    assert server.tfm.wait(30) == 0, server.tfm.stderr
+    assert "SIGTERM: stopped after answering the requests in flight" in server.tfm.stderr

@@ -1,0 +1,213 @@
+"""The Python API: `tfm.load(path_or_config)` gives a `Model` that translates lists of lines.
+
+    import transformer_cli as tfm
+    model = tfm.load("base.yaml")                      # the run's published model, as `tfm translate` picks it
+    model.translate(["Ein Mann fährt Fahrrad."])       # ['A man rides a bike.']
+    model.translate(lines, beam_size=5, n_best=3)      # [[best, second, third], ...]
+    model.sha256, model.config_name, model.metrics     # what is loaded
+
+`tfm translate` and `tfm serve` use the same object. `open_backend` is the one place where a
+model file becomes the thing that runs it; any backend with the `Backend` interface (the torch
+`Translator` today) fits behind a `Model`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .config import DecodeConfig, load_config
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .data.tokenizers import TokenizerPair
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+PRECISIONS = ("fp32", "bf16", "auto")
+
+
+class Backend(Protocol):
+    """What a `Model` needs from the code that runs the network (`inference.translate.Translator`)."""
+
+    tokenizers: TokenizerPair
+    decode: DecodeConfig  # the decoding defaults stored with the model
+    max_src_len: int  # longer inputs are truncated to this many tokens
+    truncated: list[tuple[int, int]]  # (line index, its length in tokens) of the last translate()
+    payload: dict[str, Any]  # checkpoint metadata: "sha256", "config", "metrics"
+
+    def translate(self, lines: list[str], decode: DecodeConfig | None = None) -> list[list[Any]]:
+        """n-best `inference.translate.Translation`s (text, tokens, score) per line."""
+        ...
+
+    def cross_attention(self, line: str, translation: Any) -> tuple[list[str], list[str], Any]:
+        """Source tokens, target tokens, weights [tgt_len, src_len] (a tensor or nested lists)."""
+        ...
+
+
+@dataclass
+class Output:
+    translations: list[list[Any]]  # n-best Translation (text, tokens, score) per input line
+    truncated: list[tuple[int, int]]  # (line index, its length in tokens) of truncated inputs
+
+
+@dataclass
+class Attention:
+    translation: str
+    source_tokens: list[str]
+    target_tokens: list[str]
+    weights: list[list[float]]  # [len(target_tokens), len(source_tokens)], rows sum to 1
+
+
+def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
+                 decode: DecodeConfig | None = None) -> Backend:
+    """Open the model at `path` on `device` ("auto", "cpu", "cuda", "mps") in `precision`
+    ("fp32", "bf16", "auto"); `decode` replaces the decoding defaults stored with the model.
+
+    A tfm checkpoint runs on torch; the file is verified (sha256, weights_only) on the way in.
+    A `tfm export` folder (recognised by its manifest) runs on CTranslate2 at the precision it
+    was exported with; its files are verified against the manifest's sha256s.
+    """
+    if precision not in PRECISIONS:
+        raise UsageError(f"precision must be fp32, bf16 or auto (got {precision!r})")
+    if device not in DEVICES:
+        raise UsageError(f"device must be auto, cpu, cuda or mps (got {device!r})")
+    from .export.bundle import is_export
+
+    if is_export(path):
+        from .export.ct2_translator import Ct2Translator
+
+        return Ct2Translator(Path(path), device, decode)
+    from .device import autocast_dtype, resolve_device
+    from .inference.translate import Translator
+
+    dev = resolve_device(device)
+    return Translator.from_checkpoint(Path(path), dev, decode, autocast_dtype(dev, precision))
+
+
+def published_model(run_dir: Path, config: str) -> Path:
+    """The model a run serves: its published.pt, else its best.pt (`config` names it in errors)."""
+    for candidate in (run_dir / "published.pt", run_dir / "best.pt"):
+        if candidate.is_file():
+            return candidate
+    raise UsageError(f"no model in {run_dir} (published.pt or best.pt): train one with "
+                     f"`tfm train -c {config}`, or pass a checkpoint file")
+
+
+def resolve_model(path_or_config: str | Path) -> Path:
+    """A model file (or folder) as given, or the model of a config's run (`published_model`)."""
+    p = Path(path_or_config)
+    if p.suffix not in CONFIG_SUFFIXES and (p.exists() or p.suffix):
+        return p
+    return published_model(load_config(str(path_or_config)).run_dir, str(path_or_config))
+
+
+def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32") -> "Model":
+    """Load a model: a checkpoint file, or a config name/file whose run's published model
+    (else best.pt) is used, exactly as `tfm translate` chooses."""
+    return open_model(resolve_model(path_or_config), device, precision)
+
+
+def open_model(path: Path, device: str = "auto", precision: str = "fp32") -> "Model":
+    """The model file at `path` (see `open_backend`) as a `Model`."""
+    return Model(open_backend(path, device, precision), path)
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise UsageError(f"{name} must be an integer >= {low} (got {value!r})")
+    return value
+
+
+class Model:
+    """A loaded translation model. One call at a time (like a torch module); it owns its
+    network and keeps it in eval mode."""
+
+    def __init__(self, backend: Backend, path: Path):
+        self.backend = backend
+        self.path = Path(path)
+        self.loaded_at = datetime.now(timezone.utc)
+
+    @property
+    def sha256(self) -> str:
+        return str(self.backend.payload.get("sha256", ""))
+
+    @property
+    def config_name(self) -> str:
+        return str(self.backend.payload.get("config", {}).get("name", ""))
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return dict(self.backend.payload.get("metrics", {}))
+
+    @property
+    def max_src_len(self) -> int:
+        return self.backend.max_src_len
+
+    def info(self) -> dict[str, str]:
+        return {"path": str(self.path), "sha256": self.sha256, "config": self.config_name,
+                "loaded_at": self.loaded_at.isoformat(timespec="seconds")}
+
+    def options(self, beam_size: int | None = None, n_best: int = 1, max_len: int | None = None,
+                length_penalty: float | None = None, batch_size: int | None = None) -> DecodeConfig:
+        """The model's decoding defaults with these changes; the beam widens to `n_best`.
+        `max_len` caps every output at that many tokens (default: 1.5 x source + 10)."""
+        d = dataclasses.replace(self.backend.decode)
+        n_best = _check_int("n_best", n_best, 1)
+        d.beam_size = max(_check_int("beam_size", beam_size, 1) if beam_size is not None
+                          else d.beam_size, n_best)
+        d.n_best = n_best
+        if max_len is not None:
+            d.max_len_a, d.max_len_b = 0.0, _check_int("max_len", max_len, 1)
+        if length_penalty is not None:
+            if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
+                raise UsageError(f"length_penalty must be a number >= 0 (got {length_penalty!r})")
+            d.length_penalty = float(length_penalty)
+        if batch_size is not None:
+            d.batch_size = _check_int("batch_size", batch_size, 1)
+        return d
+
+    def translate(self, lines: list[str], beam_size: int | None = None, n_best: int = 1,
+                  max_len: int | None = None) -> list[str] | list[list[str]]:
+        """The best translation of each line, or its `n_best` best (a list per line) when
+        n_best > 1. Inputs longer than the model's limit are truncated (see `translate_n_best`)."""
+        if isinstance(lines, str):
+            raise TypeError("translate() takes a list of lines, not one string")
+        out = self.translate_n_best(list(lines), self.options(beam_size, n_best, max_len))
+        if n_best == 1:
+            return [hyps[0].text for hyps in out.translations]
+        return [[h.text for h in hyps] for hyps in out.translations]
+
+    def translate_n_best(self, lines: list[str], options: DecodeConfig | None = None) -> Output:
+        """Translations with tokens and scores, and which inputs were truncated."""
+        translations = self.backend.translate(lines, options)
+        return Output(translations, list(self.backend.truncated))
+
+    def translate_stream(self, lines: Iterable[str], options: DecodeConfig | None = None,
+                         chunk_lines: int = 2000) -> Iterator[tuple[list[str], Output]]:
+        """Translate an iterable of lines in chunks, in order, without holding it all in memory.
+        Yields (chunk of input lines, its Output); truncation indices count within the chunk."""
+        chunk: list[str] = []
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) >= chunk_lines:
+                yield chunk, self.translate_n_best(chunk, options)
+                chunk = []
+        if chunk:
+            yield chunk, self.translate_n_best(chunk, options)
+
+    def source_lengths(self, lines: list[str]) -> list[int]:
+        """Source tokens per line, as the model will see them (before truncation)."""
+        return [len(ids) for ids in self.backend.tokenizers.src.encode_batch(lines)]
+
+    def attention(self, line: str, options: DecodeConfig | None = None) -> Attention:
+        """The best translation of one line and the last decoder layer's cross-attention
+        (averaged over heads), the data `tfm translate --attention` plots."""
+        best = self.backend.translate([line], options)[0][0]
+        src_tokens, tgt_tokens, weights = self.backend.cross_attention(line, best)
+        rows = weights.tolist() if hasattr(weights, "tolist") else [list(r) for r in weights]
+        return Attention(best.text, src_tokens, tgt_tokens, rows)

@@ -1,0 +1,168 @@
+"""A tfm `Seq2SeqTransformer` as CTranslate2's `TransformerSpec`, through CTranslate2's public
+Python API (`ctranslate2.specs`), weight by weight:
+
+    tfm                                              CTranslate2 spec
+    TokenEmbedding.embedding.weight                  {encoder,decoder}/embeddings/weight
+    TokenEmbedding.scale (√d_model, as a float)      {encoder,decoder}/scale_embeddings
+    positions(0, max_len), written out               {encoder,decoder}/position_encodings/encodings
+    self_attn.q_proj ‖ self_attn.kv_proj (q, k, v)   layer_N/self_attention/linear_0 (fused QKV)
+    cross_attn.q_proj, cross_attn.kv_proj (k, v)     layer_N/attention/linear_0, linear_1 (fused KV)
+    *.out_proj                                       layer_N/{self_attention,attention}/linear_2|1
+    feed_forward.w_1, w_2                            layer_N/ffn/linear_0, linear_1
+    ResidualNorm.norm of each sublayer               that sublayer's layer_norm (pre_norm flag:
+                                                     before the sublayer, or after the residual)
+    final_norm (pre-norm only)                       {encoder,decoder}/layer_norm
+    generator                                        decoder/projection
+
+The positional table is always written out: tfm's sinusoid interleaves sin and cos
+(dimension 2i is sin, 2i+1 is cos), while CTranslate2's built-in one puts all sines first.
+Shared and tied matrices are written under each name; CTranslate2 stores them once (aliases).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from ..data.tokenizers import Tokenizer, TokenizerPair
+from ..data.vocab import EOS, SOS, SPECIALS, UNK
+from ..errors import UsageError
+from ..model.attention import MultiHeadAttention
+from ..model.layers import PositionwiseFeedForward
+from ..model.transformer import Decoder, Encoder, Seq2SeqTransformer
+
+# CTranslate2's activation for each tfm one (tfm's gelu is the exact, erf-based GELU).
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU"}
+_NORMS = ("pre", "post")
+_POSITIONALS = ("sinusoidal", "learned")  # absolute tables: both are written out row by row
+# ModelConfig fields that only matter in training. Any field outside these and the ones
+# checked in `refusal` is refused, so a model option added later is never silently dropped.
+_TRAINING_ONLY = {"dropout", "attention_dropout", "activation_dropout"}
+_EXPRESSED = {"d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "activation",
+              "positional", "max_len", "norm", "tie_output", "share_embeddings"}
+
+
+def refusal(cfg: ModelConfig) -> str | None:
+    """Why a model with this architecture cannot be exported to CTranslate2, or None."""
+    unknown = sorted(set(dataclasses.asdict(cfg)) - _TRAINING_ONLY - _EXPRESSED)
+    if unknown:
+        return (f"model.{unknown[0]} is not known to the CTranslate2 exporter of this tfm "
+                "version, so the export could not reproduce it")
+    if cfg.activation not in _ACTIVATIONS:
+        return f"model.activation={cfg.activation!r} has no CTranslate2 equivalent"
+    if cfg.norm not in _NORMS:
+        return f"model.norm={cfg.norm!r} has no CTranslate2 equivalent"
+    if cfg.positional not in _POSITIONALS:
+        return f"model.positional={cfg.positional!r} has no CTranslate2 equivalent"
+    return None
+
+
+def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:
+    """The tokenizer's id -> token table, checked to be usable as a CTranslate2 vocabulary
+    (CTranslate2 maps tokens by their text, so every token must be distinct)."""
+    tokens = tokenizer.id_to_token(range(tokenizer.vocab_size))
+    if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
+        raise UsageError(f"cannot export: the {side} vocabulary does not start with {SPECIALS}")
+    seen: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token in seen:
+            raise UsageError(f"cannot export: the {side} vocabulary holds {token!r} twice "
+                             f"(again at id {i}); CTranslate2 maps tokens by their text")
+        seen.add(token)
+    return tokens
+
+
+def _linear(spec: Any, *layers: nn.Linear) -> None:
+    """A LinearSpec from one layer, or several fused: their output rows stacked in order."""
+    spec.weight = torch.cat([layer.weight for layer in layers])
+    if layers[0].bias is not None:
+        spec.bias = torch.cat([layer.bias for layer in layers])
+
+
+def _norm(spec: Any, norm: nn.LayerNorm) -> None:
+    spec.gamma = norm.weight
+    spec.beta = norm.bias
+
+
+def _attention(spec: Any, attn: MultiHeadAttention, norm: nn.LayerNorm, self_attention: bool) -> None:
+    if self_attention:  # [3·d, d]: q, then kv_proj's k and v (the order kv_proj.chunk(2) splits)
+        _linear(spec.linear[0], attn.q_proj, attn.kv_proj)
+    else:  # queries from the decoder, keys and values (fused) from the encoder output
+        _linear(spec.linear[0], attn.q_proj)
+        _linear(spec.linear[1], attn.kv_proj)
+    _linear(spec.linear[-1], attn.out_proj)
+    _norm(spec.layer_norm, norm)
+
+
+def _feed_forward(spec: Any, ff: PositionwiseFeedForward, norm: nn.LayerNorm) -> None:
+    _linear(spec.linear_0, ff.w_1)
+    _linear(spec.linear_1, ff.w_2)
+    _norm(spec.layer_norm, norm)
+
+
+def _inputs(spec: Any, embeddings_spec: Any, stack: Encoder | Decoder, max_len: int) -> None:
+    """Token embeddings, their scale and the positional table [max_len, d_model]."""
+    embeddings_spec.weight = stack.embed.weight
+    spec.scale_embeddings = float(stack.embed.scale)
+    spec.position_encodings.encodings = stack.positions(0, max_len).detach().clone()
+    if not isinstance(stack.final_norm, nn.Identity):
+        _norm(spec.layer_norm, stack.final_norm)
+
+
+def _encoder(spec: Any, encoder: Encoder, max_len: int) -> None:
+    _inputs(spec, spec.embeddings[0], encoder, max_len)
+    for layer_spec, layer in zip(spec.layer, encoder.layers):
+        _attention(layer_spec.self_attention, layer.self_attn, layer.attn_block.norm, True)
+        _feed_forward(layer_spec.ffn, layer.feed_forward, layer.ff_block.norm)
+
+
+def _decoder(spec: Any, decoder: Decoder, generator: nn.Linear, max_len: int) -> None:
+    _inputs(spec, spec.embeddings, decoder, max_len)
+    for layer_spec, layer in zip(spec.layer, decoder.layers):
+        _attention(layer_spec.self_attention, layer.self_attn, layer.self_block.norm, True)
+        _attention(layer_spec.attention, layer.cross_attn, layer.cross_block.norm, False)
+        _feed_forward(layer_spec.ffn, layer.feed_forward, layer.ff_block.norm)
+    _linear(spec.projection, generator)
+
+
+def build_spec(model: Seq2SeqTransformer, tokenizers: TokenizerPair) -> Any:
+    """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights (not yet
+    quantized or saved). Raises UsageError with a one-line reason for what CT2 cannot express."""
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    cfg = model.config
+    reason = refusal(cfg)
+    if reason:
+        raise UsageError(f"cannot export: {reason}")
+    src_tokens = vocabulary(tokenizers.src, "source")
+    tgt_tokens = vocabulary(tokenizers.tgt, "target")
+    spec = transformer_spec.TransformerSpec.from_config(
+        (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads, pre_norm=cfg.norm == "pre",
+        activation=common_spec.Activation[_ACTIVATIONS[cfg.activation]],
+        alignment_layer=-1, alignment_heads=0)  # attention returned: last layer, all heads averaged
+    with torch.no_grad():
+        _encoder(spec.encoder, model.encoder, cfg.max_len)
+        _decoder(spec.decoder, model.decoder, model.generator, cfg.max_len)
+    spec.register_source_vocabulary(src_tokens)
+    spec.register_target_vocabulary(tgt_tokens)
+    c = spec.config
+    c.unk_token, c.bos_token, c.eos_token = SPECIALS[UNK], SPECIALS[SOS], SPECIALS[EOS]
+    c.decoder_start_token = SPECIALS[SOS]  # tfm's decoder starts from <sos>...
+    c.add_source_eos = True  # ...and reads the source followed by <eos>
+    c.layer_norm_epsilon = _layer_norm_eps(model)
+    spec.validate()
+    return spec
+
+
+def _layer_norm_eps(model: nn.Module) -> float:
+    """The epsilon every LayerNorm of the model uses (CTranslate2 takes one for all)."""
+    eps: Sequence[float] = sorted({m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)})
+    if len(eps) != 1:
+        raise UsageError(f"cannot export: the model's LayerNorms use several epsilons {eps}; "
+                         "CTranslate2 takes one")
+    return float(eps[0])

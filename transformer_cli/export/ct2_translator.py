@@ -1,0 +1,121 @@
+"""Decoding with a CTranslate2 export behind tfm's translator interface.
+
+`Ct2Translator` is a `TextTranslator`: tfm's own tokenization, truncation, batching and
+detokenization around `ctranslate2.Translator`, so its text is identical in form to the torch
+`Translator`'s. Ids cross the boundary as the vocabulary's token strings (the export's
+vocabulary is tfm's, id for id), and CTranslate2 appends the source's `<eos>` itself.
+
+Output lengths follow tfm's rule (at most a·src_len + b tokens including `<eos>`, capped at the
+model's positions), but CTranslate2 takes one limit per batch: a batch decodes up to its
+longest sentence's limit and any output longer than its own sentence's limit is cut there.
+For greedy search that is exactly tfm's result (greedy tokens do not depend on the limit);
+for beam search it can differ on outputs that run into their limit, and so can the score of
+a cut output. Scores are tfm's: log-probability / (tokens + <eos>)^length_penalty.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..checkpoint import CheckpointError
+from ..config import DecodeConfig, build_section
+from ..data.batching import EncodedSplit
+from ..data.vocab import EOS
+from ..errors import UsageError
+from ..inference.search import Hypothesis, output_limits
+from ..inference.translate import TextTranslator, Translation
+from .bundle import read_export
+from .engine import import_ctranslate2
+
+DEVICES = {"auto": "auto", "cpu": "cpu", "cuda": "cuda"}
+
+
+class Ct2Translator(TextTranslator):
+    """Translates lines of text with a CTranslate2 export of a tfm model (see `export.bundle`)."""
+
+    def __init__(self, folder: Path, device: str = "auto", decode: DecodeConfig | None = None,
+                 threads: int = 0):
+        """`threads`: CTranslate2's intra-op threads (0: its default)."""
+        ct2 = import_ctranslate2()
+        if device not in DEVICES:
+            raise UsageError(f"a CTranslate2 export runs on auto, cpu or cuda (got {device!r})")
+        manifest, tokenizers = read_export(folder)
+        try:
+            self.max_len = int(manifest["model"]["config"]["max_len"])
+            if decode is None:
+                decode = build_section(DecodeConfig, manifest["config"].get("decode", {}), "decode")
+        except (KeyError, TypeError, ValueError, UsageError) as e:
+            raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
+        super().__init__(tokenizers, decode, self.max_len)
+        self.manifest = manifest
+        self.payload = {"sha256": manifest["checkpoint_sha256"], "config": manifest["config"],
+                        "metrics": manifest["metrics"], "model": manifest["model"]}
+        self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
+        self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
+        self.tgt_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
+        try:
+            self.engine = ct2.Translator(str(folder), device=DEVICES[device], intra_threads=threads)
+        except (RuntimeError, ValueError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise CheckpointError(f"CTranslate2 cannot load the export {folder}: {first}") from None
+
+    def _source_tokens(self, ids: torch.Tensor) -> list[str]:
+        """Source ids ending in <eos> -> tokens without it (CTranslate2 appends <eos>)."""
+        return [self.src_tokens[i] for i in ids[:-1].tolist()]
+
+    def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
+        limits = output_limits(torch.tensor([len(s) for s in sources]), d.max_len_a, d.max_len_b,
+                               cap=self.max_len).tolist()
+        greedy = d.beam_size == 1
+        penalty = 1.0 if greedy else d.length_penalty  # tfm's greedy score is per token
+        results = self.engine.translate_batch(
+            [self._source_tokens(s) for s in sources], beam_size=d.beam_size,
+            num_hypotheses=1 if greedy else d.n_best, length_penalty=penalty,
+            max_decoding_length=max(1, max(limits) - 1), min_decoding_length=0,
+            max_input_length=0, return_scores=True, return_end_token=True)
+        return [[self._hypothesis(tokens, score, limit, penalty)
+                 for tokens, score in zip(r.hypotheses, r.scores)]
+                for r, limit in zip(results, limits)]
+
+    def _hypothesis(self, tokens: list[str], score: float, limit: int, penalty: float) -> Hypothesis:
+        """tfm's Hypothesis from CTranslate2's (tokens with their <eos>, normalised score)."""
+        ids = [self.tgt_ids[t] for t in tokens]
+        log_prob = score * len(ids) ** penalty  # CTranslate2 normalised by this length
+        if ids and ids[-1] == EOS:
+            ids.pop()
+        ids = ids[: limit - 1]
+        return Hypothesis(ids, log_prob, log_prob / (len(ids) + 1) ** penalty)
+
+    def cross_attention(self, line: str, translation: Translation
+                        ) -> tuple[list[str], list[str], torch.Tensor]:
+        """Source tokens, target tokens and the last decoder layer's attention averaged over
+        heads, [tgt_len, src_len], with the translation forced as the target."""
+        src = self.encode_sources([line])[0]
+        prefix = [self.tgt_tokens[i] for i in translation.tokens]
+        result = self.engine.translate_batch(
+            [self._source_tokens(src)], target_prefix=[prefix], beam_size=1,
+            max_decoding_length=len(prefix) + 1, max_input_length=0, return_attention=True,
+            return_end_token=True)[0]
+        weights = torch.tensor(result.attention[0])[: len(prefix) + 1]
+        # CTranslate2 leaves out the column of the <eos> it appended; each row sums to 1.
+        weights = torch.cat([weights, 1.0 - weights.sum(-1, keepdim=True)], dim=-1)
+        src_tokens = self.tokenizers.src.id_to_token(src.tolist())
+        tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, EOS])
+        return src_tokens, tgt_tokens, weights
+
+    def corpus_nll(self, split: EncodedSplit) -> tuple[float, int]:
+        """Summed negative log-likelihood of the targets given the sources (teacher forcing,
+        `<eos>` included) and the number of target tokens scored, by CTranslate2's
+        `score_batch`; both sides are cut to the model's positions as in tfm's evaluation."""
+        limit = self.max_len - 1
+        sources, targets = [], []
+        for i in range(len(split)):
+            src, tgt = split.pair(i)
+            sources.append([self.src_tokens[j] for j in src[:limit].tolist()])
+            targets.append([self.tgt_tokens[j] for j in tgt[:limit].tolist()])
+        results = self.engine.score_batch(sources, targets, max_batch_size=self.decode.batch_size,
+                                          max_input_length=0)
+        nll = -sum(sum(r.log_probs) for r in results)
+        return nll, sum(len(r.log_probs) for r in results)

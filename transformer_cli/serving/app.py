@@ -1,0 +1,153 @@
+"""The HTTP application: routes, the bearer-token check, metrics per request.
+
+    POST /translate   {"inputs": ..., "parameters": {...}} -> [{"translation_text": ...}, ...]
+    POST /attention   one sentence -> its translation and cross-attention weights (the page uses it)
+    GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config"}}
+    GET  /metrics     Prometheus text format
+    GET  /            a page to try the model in a browser
+
+Client mistakes are 4xx with {"error": "one line"}; nothing a client sends produces a 500
+or a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from ..api import Model, Output
+from ..config import ServeConfig
+from ..errors import UsageError
+from .batcher import Batcher
+from .metrics import Metrics
+from .reloader import ModelWatcher
+from .requests import ClientError, TranslateRequest, parse_attention, parse_json, parse_translate, read_body
+
+log = logging.getLogger("tfm")
+OPEN_PATHS = ("/health",)  # answered without the bearer token
+
+
+@dataclass
+class Server:
+    """Everything the routes share."""
+
+    limits: ServeConfig
+    watcher: ModelWatcher
+    batcher: Batcher
+    decode_thread: ThreadPoolExecutor
+    reload_thread: ThreadPoolExecutor
+    metrics: Metrics
+    token: str | None
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _items(out: Output, model: Model) -> list[dict[str, Any]]:
+    """One response item per input line."""
+    items: list[dict[str, Any]] = [{"translation_text": hyps[0].text} for hyps in out.translations]
+    for item, hyps in zip(items, out.translations):
+        if len(hyps) > 1:
+            item["alternatives"] = [{"translation_text": h.text, "score": round(h.score, 4)} for h in hyps]
+    for i, n in out.truncated:
+        items[i]["warning"] = (f"input has {n} tokens; truncated to {model.max_src_len} "
+                               "(the model's limit)")
+    return items
+
+
+def create_app(server: Server) -> FastAPI:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(server.batcher.run()), asyncio.create_task(server.watcher.run())]
+        yield  # uvicorn has drained the requests in flight when this resumes
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        server.decode_thread.shutdown(wait=True)
+        server.reload_thread.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+
+    @app.middleware("http")
+    async def guard_and_count(request: Request, call_next: Callable[[Request], Awaitable[Response]]
+                              ) -> Response:
+        started = time.perf_counter()
+        if server.token and request.url.path not in OPEN_PATHS and not _authorized(request, server.token):
+            response: Response = JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
+                                              headers={"WWW-Authenticate": "Bearer"})
+        else:
+            server.metrics.in_flight.inc()
+            try:
+                response = await call_next(request)
+            except Exception as e:  # a bug: one line to the client, the traceback to the log
+                log.exception("internal error answering %s", request.url.path)
+                response = _error(500, f"internal error ({type(e).__name__}); see the server log")
+            finally:
+                server.metrics.in_flight.dec()
+        server.metrics.answered(request.url.path, response.status_code, time.perf_counter() - started)
+        return response
+
+    @app.exception_handler(ClientError)
+    async def client_error(request: Request, e: ClientError) -> JSONResponse:
+        return _error(e.status, str(e))
+
+    @app.exception_handler(UsageError)
+    async def usage_error(request: Request, e: UsageError) -> JSONResponse:
+        return _error(422, str(e))
+
+    async def parsed(request: Request, parse: Callable[[Any, ServeConfig], TranslateRequest]
+                     ) -> tuple[TranslateRequest, Model]:
+        body = await read_body(request.headers.get("content-length"), request.stream(),
+                               server.limits.max_bytes)
+        req = parse(parse_json(body), server.limits)
+        return req, server.watcher.current
+
+    @app.post("/translate")
+    async def translate(request: Request) -> JSONResponse:
+        req, model = await parsed(request, parse_translate)
+        out, used = await server.batcher.translate(req.lines, model.options(**req.parameters))
+        server.metrics.truncated.inc(len(out.truncated))
+        return JSONResponse(_items(out, used), headers={"X-Model-Sha256": used.sha256})
+
+    @app.post("/attention")
+    async def attention(request: Request) -> JSONResponse:
+        req, model = await parsed(request, parse_attention)
+        options = model.options(**req.parameters)
+        loop = asyncio.get_running_loop()
+        att = await loop.run_in_executor(server.decode_thread, model.attention, req.lines[0], options)
+        return JSONResponse({"translation_text": att.translation, "source_tokens": att.source_tokens,
+                             "target_tokens": att.target_tokens, "weights": att.weights},
+                            headers={"X-Model-Sha256": model.sha256})
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": server.watcher.current.info()}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(server.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", response_class=HTMLResponse)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    return app
+
+
+def _authorized(request: Request, token: str) -> bool:
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())

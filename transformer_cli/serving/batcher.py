@@ -1,0 +1,122 @@
+"""Dynamic batching: concurrent requests share decoding batches.
+
+Requests wait in a queue. A batch starts with the oldest one and takes the next ones while
+their source tokens fit `batch_tokens` and less than `max_wait_s` has passed since it started
+(one request alone may exceed the budget). It is decoded on the decode thread, off the event
+loop, and each request gets its own lines back. While one batch decodes, the next one fills
+up, so batches grow with the load. Requests with different decoding options share a batch
+window and are decoded group by group. The model is read once per batch: a hot reload takes
+effect between batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from ..api import Model, Output
+from ..config import DecodeConfig
+from .metrics import Metrics
+
+log = logging.getLogger("tfm")
+
+
+@dataclass
+class Job:
+    lines: list[str]
+    options: DecodeConfig
+    tokens: int  # source tokens of all lines
+    done: asyncio.Future  # -> (Output, Model): the lines' translations and the model used
+
+
+class Batcher:
+    def __init__(self, current_model: Callable[[], Model], executor: Executor, batch_tokens: int,
+                 max_wait_s: float, metrics: Metrics):
+        self._model, self._executor, self._metrics = current_model, executor, metrics
+        self.batch_tokens, self.max_wait_s = batch_tokens, max_wait_s
+        self._queue: deque[Job] = deque()
+        self._arrived = asyncio.Event()
+
+    async def translate(self, lines: list[str], options: DecodeConfig) -> tuple[Output, Model]:
+        """Queue `lines` for the next batches; returns their Output and the model that made it."""
+        tokens = sum(self._model().source_lengths(lines))
+        job = Job(lines, options, tokens, asyncio.get_running_loop().create_future())
+        self._queue.append(job)
+        self._arrived.set()
+        return await job.done
+
+    def _take(self, batch: list[Job], tokens: int) -> tuple[int, bool]:
+        """Move queued jobs into `batch` while they fit; returns (tokens, whether it is full)."""
+        while self._queue:
+            job = self._queue[0]
+            if batch and tokens + job.tokens > self.batch_tokens:
+                return tokens, True
+            self._queue.popleft()
+            if job.done.done():  # its client went away
+                continue
+            batch.append(job)
+            tokens += job.tokens
+        return tokens, tokens >= self.batch_tokens
+
+    async def run(self) -> None:
+        """Form and decode batches forever (cancelled when the server stops)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            while not self._queue:
+                self._arrived.clear()
+                await self._arrived.wait()
+            batch: list[Job] = []
+            deadline = loop.time() + self.max_wait_s
+            tokens, full = self._take(batch, 0)
+            while not full and (left := deadline - loop.time()) > 0:
+                self._arrived.clear()
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), left)
+                except asyncio.TimeoutError:
+                    break
+                tokens, full = self._take(batch, tokens)
+            if batch:
+                await self._decode(batch)
+
+    async def _decode(self, batch: list[Job]) -> None:
+        model = self._model()
+        groups: dict[tuple, list[Job]] = {}
+        for job in batch:
+            groups.setdefault(dataclasses.astuple(job.options), []).append(job)
+        started = time.perf_counter()
+        loop = asyncio.get_running_loop()
+        for jobs in groups.values():
+            try:
+                outputs = await loop.run_in_executor(self._executor, _decode_group, model, jobs)
+            except Exception as e:  # a bug, not the client's doing: answer 500, keep serving
+                log.exception("decoding a batch failed")
+                for job in jobs:
+                    if not job.done.done():
+                        job.done.set_exception(e)
+                continue
+            for job, out in zip(jobs, outputs):
+                if not job.done.done():
+                    job.done.set_result((out, model))
+        n = sum(len(job.lines) for job in batch)
+        self._metrics.batch_sentences.observe(n)
+        self._metrics.batch_seconds.observe(time.perf_counter() - started)
+        self._metrics.sentences.inc(n)
+
+
+def _decode_group(model: Model, jobs: list[Job]) -> list[Output]:
+    """Runs on the decode thread: all lines of `jobs` (same options) in one call, split back."""
+    lines = [line for job in jobs for line in job.lines]
+    out = model.translate_n_best(lines, jobs[0].options)
+    outputs, start = [], 0
+    for job in jobs:
+        end = start + len(job.lines)
+        truncated = [(i - start, n) for i, n in out.truncated if start <= i < end]
+        outputs.append(Output(out.translations[start:end], truncated))
+        start = end
+    return outputs

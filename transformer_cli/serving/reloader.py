@@ -1,0 +1,78 @@
+"""Hot reload: keep the served model in step with the file it came from.
+
+The file's identity (inode, size, mtime) is polled every `poll_s` seconds. When it changes
+(`tfm train` promotes by an atomic rename, so the inode changes), the new file is loaded and
+verified (sha256, weights_only) on a thread of its own while the old model keeps serving; then
+`current` is replaced, which the batcher reads between batches. A damaged or unloadable file is
+logged and counted, and the old model stays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from pathlib import Path
+
+from ..api import Model
+from .metrics import Metrics
+
+log = logging.getLogger("tfm")
+FileIdentity = tuple[int, int, int]
+
+
+def file_identity(path: Path) -> FileIdentity | None:
+    """(inode, size, mtime in ns) of `path`, or None while it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class ModelWatcher:
+    def __init__(self, model: Model, open_model: Callable[[Path], Model], poll_s: float,
+                 executor: Executor, metrics: Metrics):
+        self.current = model
+        self.path = model.path
+        self._open, self._poll_s, self._executor, self._metrics = open_model, poll_s, executor, metrics
+        self._seen = file_identity(self.path)
+        self._published(model)
+
+    def _published(self, model: Model) -> None:
+        self._metrics.model.info({k: str(v) for k, v in model.info().items()})
+
+    async def run(self) -> None:
+        """Poll forever (cancelled when the server stops)."""
+        while True:
+            await asyncio.sleep(self._poll_s)
+            seen = file_identity(self.path)
+            if seen is not None and seen != self._seen:
+                self._seen = seen
+                await self.reload()
+
+    async def reload(self) -> None:
+        """Load the file again in the background and swap it in if it is a good model."""
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        try:
+            model = await loop.run_in_executor(self._executor, self._open, self.path)
+        except Exception as e:  # whatever is wrong with the file, the server keeps serving
+            self._metrics.reloads.labels("failed").inc()
+            log.warning("hot reload of %s failed, still serving %s: %s", self.path,
+                        self.current.sha256[:12], str(e).splitlines()[0] if str(e) else type(e).__name__)
+            return
+        seconds = time.monotonic() - started
+        if model.sha256 == self.current.sha256:
+            log.info("%s changed on disk but holds the model being served (%s)", self.path,
+                     model.sha256[:12])
+            return
+        old, self.current = self.current, model
+        self._metrics.reloads.labels("ok").inc()
+        self._metrics.reload_seconds.set(seconds)
+        self._published(model)
+        log.info("hot reload: now serving %s (was %s), loaded and verified in %.2f s",
+                 model.sha256[:12], old.sha256[:12], seconds)
