@@ -3,16 +3,22 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import torch
+from typer.testing import CliRunner
 
 import transformer_cli as tfm
 from reliability.cron_helpers import TFM
 from transformer_cli import __version__
 from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.cli import app
+from transformer_cli.evaluate import evaluate_texts
 from transformer_cli.export.bundle import MANIFEST, file_sha256, is_export
 
 LINES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.", "Zwei hunde."]
@@ -20,29 +26,33 @@ NO_CT2 = ("import sys, runpy; sys.modules['ctranslate2'] = None; "  # `import ct
           "sys.argv = ['tfm', *sys.argv[1:]]; runpy.run_module('transformer_cli', run_name='__main__')")
 
 
+def read_lines(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
 def run_side_by_side(*argvs: list[str]) -> list[subprocess.CompletedProcess]:
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for argv in argvs]
-    return [subprocess.CompletedProcess(p.args, p.returncode, *p.communicate(timeout=180))
-            for p in procs]
+    outputs = [p.communicate(timeout=180) for p in procs]
+    return [subprocess.CompletedProcess(p.args, p.returncode, *o) for p, o in zip(procs, outputs)]
 
 
-def test_export_then_translate_and_evaluate(models, tmp_path):
+def test_export_then_translate_and_evaluate(models, corpus_dir, tmp_path):
     m = models["subword-post"]
     out = tmp_path / "int8 export"
-    cfg, fp32, ckpt = str(m["config"]), str(m["fp32"]), str(m["checkpoint"])
-    export, tr_export, tr_ckpt, ev_export, ev_ckpt, no_ct2 = run_side_by_side(
+    cfg, fp32 = str(m["config"]), str(m["fp32"])
+    export, no_ct2 = run_side_by_side(  # as a user runs it
         [*TFM, "export", "-c", cfg, "--quantization", "int8", "--output", str(out)],
-        [*TFM, "translate", "--checkpoint", fp32, "--beam-size", "5", "--n-best", "2", *LINES],
-        [*TFM, "translate", "--checkpoint", ckpt, "--beam-size", "5", "--n-best", "2", *LINES],
-        [*TFM, "evaluate", "-c", cfg, "--checkpoint", fp32, "--json", "-q"],
-        [*TFM, "evaluate", "-c", cfg, "--checkpoint", ckpt, "--json", "-q"],
         [sys.executable, "-c", NO_CT2, "export", "-c", cfg, "--output", str(tmp_path / "never")])
+    cli = CliRunner()  # in this process: no second torch import
+    translated = cli.invoke(app, ["translate", "--checkpoint", fp32, "--beam-size", "5", "--n-best", "2", *LINES])
+    evaluated = cli.invoke(app, ["evaluate", "-c", cfg, "--checkpoint", fp32, "--json", "-q"])
 
-    assert export.returncode == 0, export.stderr
-    assert export.stdout.startswith(f"exported {m['run'] if 'run' in m else ''}") or "int8 weights" in export.stdout
-    manifest = json.loads((out / MANIFEST).read_text())
     published = m["checkpoint"].parent / "published.pt"  # the config's default model
+    assert export.returncode == 0, export.stderr
+    assert export.stdout.startswith(f"exported {published} -> {out} (ctranslate2, int8 weights, ")
+    manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["checkpoint"] == str(published) and manifest["quantization"] == "int8"
     assert manifest["checkpoint_sha256"] == load_checkpoint(published)["sha256"]
     assert manifest["checkpoint_file_sha256"] == file_sha256(published)
@@ -50,14 +60,18 @@ def test_export_then_translate_and_evaluate(models, tmp_path):
     assert {"model.bin", "shared_vocabulary.json", "tokenizer.json", "spm.shared.model"} <= set(manifest["files"])
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temp folder left
 
-    assert tr_export.returncode == 0 and tr_ckpt.returncode == 0, tr_export.stderr + tr_ckpt.stderr
-    assert tr_export.stdout == tr_ckpt.stdout and len(tr_export.stdout.splitlines()) == 6
+    native = tfm.load(m["checkpoint"], device="cpu")
+    assert translated.exit_code == 0, translated.output
+    rows = [line.split("\t") for line in translated.stdout.splitlines()]
+    assert [r[2] for r in rows] == [t for n_best in native.translate(LINES, 5, 2) for t in n_best]
 
-    assert ev_export.returncode == 0 and ev_ckpt.returncode == 0, ev_export.stderr + ev_ckpt.stderr
-    a, b = json.loads(ev_export.stdout), json.loads(ev_ckpt.stdout)
-    assert abs(a["loss"] - b["loss"]) < 1e-4 and (a["bleu"], a["chrf"]) == (b["bleu"], b["chrf"])
-    with open(a["hypotheses"]) as fa, open(b["hypotheses"]) as fb:
-        assert fa.read() == fb.read()
+    assert evaluated.exit_code == 0, evaluated.output
+    report = json.loads(evaluated.stdout)
+    sources, references = (read_lines(corpus_dir / f"test_2016_flickr.{lang}.gz") for lang in ("de", "en"))
+    ours = evaluate_texts(native.backend, sources, references, "test", "x", tmp_path / "hyps.txt")
+    assert report["loss"] == pytest.approx(ours.loss, abs=1e-4)
+    assert (report["bleu"], report["chrf"]) == (ours.bleu, ours.chrf)
+    assert Path(report["hypotheses"]).read_text() == (tmp_path / "hyps.txt").read_text()
 
     assert no_ct2.returncode == 2 and not (tmp_path / "never").exists()
     assert no_ct2.stderr == ("tfm: error: CTranslate2 is not installed; install it with: "

@@ -72,6 +72,11 @@ class GateRules:
         return cls(train.promote_margin_loss, train.promote_margin_bleu, train.promote_min_bleu,
                    train.keep_published)
 
+    def as_record(self) -> dict[str, Any]:
+        """The rules that decide (not how many models are kept), as logged with each decision."""
+        return {"margin_loss": self.margin_loss, "margin_bleu": self.margin_bleu,
+                "min_bleu": self.min_bleu}
+
     def better(self, metric: str, new: float, old: float) -> bool:
         if LOWER_IS_BETTER[metric]:
             return new <= old - self.margin_loss
@@ -158,10 +163,12 @@ def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
             return _repair_without_best(run)
         return "nothing promoted: best.pt is damaged"
     last = _last_decision(run)
+    rules_used = rules.as_record()
     if (published is not None and last and last.get("candidate_sha256") == candidate["sha256"]
-            and last.get("policy") == policy):
+            and last.get("policy") == policy and last.get("rules", rules_used) == rules_used):
         return f"already decided for this best.pt: {last['decision']}"
-    entry: dict[str, Any] = {"time": _now(), "policy": policy, "candidate_sha256": candidate["sha256"],
+    entry: dict[str, Any] = {"time": _now(), "policy": policy, "rules": rules_used,
+                             "candidate_sha256": candidate["sha256"],
                              "published_sha256": published["sha256"] if published else None}
     if published is not None and published["sha256"] == candidate["sha256"]:
         decision = "unchanged (published is this best.pt)"

@@ -1,0 +1,163 @@
+"""tfm's own decoder against its CTranslate2 exports (float32 and int8), side by side, as JSON.
+
+For each model given: export it twice (timed), then in a fresh process per engine (so peak
+RSS is that engine's alone) translate test2016 greedy and with beam 5 on the same number of
+threads and the same batch size, and report sentences/s, peak RSS, size on disk, sacreBLEU,
+and how many outputs are identical to tfm's own.
+
+    python benchmarks/export_speed.py --model base=checkpoints/base/best.pt \\
+        --model seed=checkpoints/seed/best.pt --data /path/to/multi30k
+    python benchmarks/export_speed.py --model tiny=checkpoints/tiny/best.pt --threads 2
+
+--data is a folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENGINES = ("native-fp32", "ct2-float32", "ct2-int8")
+BEAMS = (1, 5)
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process, MB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int | None, out: Path) -> None:
+    """Load one engine, translate test2016 greedy and beam 5, write the measurements as JSON."""
+    import torch
+
+    from transformer_cli.data.sources import read_parallel
+    from transformer_cli.evaluate import score_translations
+
+    torch.set_num_threads(threads)
+    sources, references = read_parallel(*(_test_file(data, lang) for lang in ("de", "en")))
+    before = rss_mb()
+    started = time.perf_counter()
+    if engine == "native-fp32":
+        from transformer_cli.inference.translate import Translator
+
+        translator = Translator.from_checkpoint(model, torch.device("cpu"))
+    else:
+        from transformer_cli.export.ct2_translator import Ct2Translator
+
+        translator = Ct2Translator(model, "cpu", threads=threads)
+    result = {"load_s": round(time.perf_counter() - started, 2), "rss_after_load_mb": round(rss_mb(), 1),
+              "rss_model_mb": round(rss_mb() - before, 1)}
+    d = translator.decode
+    d.batch_size = batch_size or d.batch_size
+    translator.translate(sources[: d.batch_size])  # warm-up: first-call allocations, thread pools
+    lowercase = translator.tokenizers.tgt.lowercase
+    for beam in BEAMS:
+        d.beam_size, d.n_best = beam, 1
+        started = time.perf_counter()
+        hyps = [n_best[0].text for n_best in translator.translate(sources)]
+        seconds = time.perf_counter() - started
+        scores = score_translations(hyps, references, lowercase)
+        result[f"beam{beam}"] = {"sentences_per_s": round(len(sources) / seconds, 1),
+                                 "bleu": scores.bleu, "hypotheses": hyps}
+    result["batch_size"] = d.batch_size
+    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3, 1)
+    result["bleu_signature"] = scores.signature
+    out.write_text(json.dumps(result))
+
+
+def _test_file(data: Path, lang: str) -> Path:
+    for name in (f"test_2016_flickr.{lang}", f"test_2016_flickr.{lang}.gz"):
+        if (data / name).is_file():
+            return data / name
+    raise SystemExit(f"{data} has no test_2016_flickr.{lang}[.gz]")
+
+
+def size_mb(path: Path) -> float:
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    return round(sum(p.stat().st_size for p in files) / 1e6, 2)
+
+
+def run_worker(engine: str, model: Path, args: argparse.Namespace, folder: Path) -> dict:
+    out = folder / f"{engine}.json"
+    cmd = [sys.executable, __file__, "--worker", engine, str(model), "--data", str(args.data),
+           "--threads", str(args.threads), "--result", str(out)]
+    if args.batch_size:
+        cmd += ["--batch-size", str(args.batch_size)]
+    subprocess.run(cmd, check=True)
+    return json.loads(out.read_text())
+
+
+def same(a: list[str], b: list[str]) -> float:
+    return round(100.0 * sum(x == y for x, y in zip(a, b)) / len(a), 2)
+
+
+def compare(name: str, checkpoint: Path, args: argparse.Namespace, folder: Path) -> dict:
+    """Export `checkpoint` (float32 and int8) and measure the three engines on it."""
+    from transformer_cli.export.bundle import export_checkpoint
+
+    paths = {"native-fp32": checkpoint}
+    report: dict = {"checkpoint": str(checkpoint), "export_s": {}}
+    for engine, quantization in (("ct2-float32", "none"), ("ct2-int8", "int8")):
+        paths[engine] = folder / f"{name}.{quantization}"
+        report["export_s"][quantization] = export_checkpoint(checkpoint, paths[engine], quantization)["seconds"]
+    runs = {engine: run_worker(engine, paths[engine], args, folder) for engine in ENGINES}
+    native = runs["native-fp32"]
+    hyps = {e: {beam: runs[e][f"beam{beam}"].pop("hypotheses") for beam in BEAMS} for e in ENGINES}
+    for engine, run in runs.items():
+        run["size_on_disk_mb"] = size_mb(paths[engine])
+        for beam in BEAMS:
+            key = f"beam{beam}"
+            run[key]["identical_to_native_pct"] = same(hyps[engine][beam], hyps["native-fp32"][beam])
+            run[key]["speedup_vs_native"] = round(run[key]["sentences_per_s"]
+                                                  / native[key]["sentences_per_s"], 2)
+            run[key]["bleu_minus_native"] = round(run[key]["bleu"] - native[key]["bleu"], 2)
+    report["model.bin_mb"] = {e: size_mb(paths[e] / "model.bin") for e in ENGINES[1:]}
+    report["engines"] = runs
+    return report
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
+                    help="a tfm checkpoint to compare (repeatable)")
+    ap.add_argument("--data", type=Path, default=os.environ.get("TFM_DATA_SOURCE"),
+                    help="folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE)")
+    ap.add_argument("--threads", type=int, default=2, help="torch and CTranslate2 threads")
+    ap.add_argument("--batch-size", type=int, help="sentences per batch (default: the model's decode.batch_size)")
+    ap.add_argument("--worker", nargs=2, metavar=("ENGINE", "MODEL"), help=argparse.SUPPRESS)
+    ap.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.data is None:
+        ap.error("--data (or $TFM_DATA_SOURCE) must name the Multi30k folder")
+    if args.worker:
+        worker(args.worker[0], Path(args.worker[1]), args.data, args.threads, args.batch_size, args.result)
+        return
+    if not args.model:
+        ap.error("give at least one --model NAME=CHECKPOINT")
+    import ctranslate2
+    import torch
+
+    result = {"threads": args.threads, "cpu": _cpu_name(), "torch": torch.__version__,
+              "ctranslate2": ctranslate2.__version__, "models": {}}
+    with tempfile.TemporaryDirectory(prefix="tfm-export-bench.") as tmp:
+        for spec in args.model:
+            name, _, path = spec.partition("=")
+            result["models"][name] = compare(name, Path(path), args, Path(tmp))
+    print(json.dumps(result, indent=2))
+
+
+def _cpu_name() -> str:
+    with open("/proc/cpuinfo") as f:
+        return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "?")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""`tfm serve` under load, printed as JSON.
+
+Starts the server on a copy of a config's published model, sends the test sentences as
+single-sentence POST /translate requests from 1, 4, 16 and 64 concurrent HTTP clients (httpx),
+and reports sentences/s, p50/p95/p99 latency and the mean batch size the server formed, next
+to the same sentences through `model.translate` in this process, one at a time and in one big
+batch (same thread count). Then, with 16 clients sending, it promotes a different checkpoint
+(atomically, as `tfm train` does) and reports failed requests and the reload time.
+
+    python benchmarks/serve_load.py --config base.yaml
+    python benchmarks/serve_load.py -c base.yaml --sentences 300 --threads 2 --set train.out_dir=/srv/ckpt
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import torch
+
+import transformer_cli as tfm
+from transformer_cli.api import published_model
+from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
+from transformer_cli.config import load_config
+from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.serving.server import default_threads
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def metric(url: str, name: str) -> float:
+    found = re.search(rf"^{re.escape(name)} (\S+)$", httpx.get(url + "/metrics").text, re.M)
+    return float(found.group(1)) if found else 0.0
+
+
+def percentiles(latencies: list[float]) -> dict[str, float]:
+    q = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {f"p{p}_ms": round(q[p - 1] * 1000, 1) for p in (50, 95, 99)}
+
+
+async def send(url: str, sentences: list[str], clients: int, beam_size: int,
+               on_progress=None) -> dict:
+    """Each sentence as its own request, `clients` at a time; latencies, statuses, model shas."""
+    todo = iter(sentences)
+    latencies: list[float] = []
+    failures: list[str] = []
+    shas: dict[str, int] = {}
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        for sentence in todo:
+            started = time.perf_counter()
+            try:
+                r = await client.post("/translate", json={"inputs": sentence,
+                                                          "parameters": {"beam_size": beam_size}})
+                if r.status_code != 200:
+                    failures.append(f"{r.status_code}: {r.text[:200]}")
+                sha = r.headers.get("x-model-sha256", "")
+                shas[sha] = shas.get(sha, 0) + 1
+            except httpx.HTTPError as e:
+                failures.append(f"{type(e).__name__}: {e}")
+            latencies.append(time.perf_counter() - started)
+            if on_progress is not None:
+                on_progress(len(latencies))
+
+    started = time.perf_counter()
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+    return {"seconds": time.perf_counter() - started, "latencies": latencies,
+            "failures": failures, "shas": shas}
+
+
+def level(url: str, sentences: list[str], clients: int, beam_size: int) -> dict:
+    batches, batched = metric(url, "tfm_batch_sentences_count"), metric(url, "tfm_batch_sentences_sum")
+    run = asyncio.run(send(url, sentences, clients, beam_size))
+    batches = metric(url, "tfm_batch_sentences_count") - batches
+    batched = metric(url, "tfm_batch_sentences_sum") - batched
+    return {"clients": clients, "sentences_per_s": round(len(sentences) / run["seconds"], 1),
+            **percentiles(run["latencies"]), "mean_batch_size": round(batched / max(batches, 1), 2),
+            "failed_requests": len(run["failures"])}
+
+
+def in_process(path: Path, sentences: list[str], threads: int, beam_size: int) -> dict:
+    torch.set_num_threads(threads)
+    model = tfm.load(path, device="cpu")
+    model.translate(sentences[:8], beam_size=beam_size)  # warm-up
+    started = time.perf_counter()
+    for sentence in sentences:
+        model.translate([sentence], beam_size=beam_size)
+    one_s = time.perf_counter() - started
+    started = time.perf_counter()
+    model.translate(sentences, beam_size=beam_size)
+    batch_s = time.perf_counter() - started
+    return {"one_at_a_time_sentences_per_s": round(len(sentences) / one_s, 1),
+            "one_batch_sentences_per_s": round(len(sentences) / batch_s, 1)}
+
+
+def hot_reload(url: str, sentences: list[str], published: Path, other: Path, beam_size: int) -> dict:
+    """16 clients send; a third of the way through, `other` is renamed over the served file
+    (the last step of a promotion)."""
+    new_sha = load_checkpoint(other)["sha256"]
+    swapped: dict[str, float] = {}
+
+    def progress(done: int) -> None:
+        if "written" not in swapped and done >= len(sentences) // 3:
+            swapped["written"] = time.perf_counter()
+            os.replace(other, published)
+
+    async def watch() -> None:
+        while "written" not in swapped:
+            await asyncio.sleep(0.01)
+        async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+            while (await client.get("/health")).json()["model"]["sha256"] != new_sha:
+                await asyncio.sleep(0.01)
+        swapped["serving"] = time.perf_counter()
+
+    async def both() -> dict:
+        watcher = asyncio.create_task(watch())
+        run = await send(url, sentences, 16, beam_size, progress)
+        await asyncio.wait_for(watcher, 60)
+        return run
+
+    run = asyncio.run(both())
+    return {"clients": 16, "requests": len(sentences), "failed_requests": len(run["failures"]),
+            "failures": run["failures"][:5], "answered_by_model": run["shas"],
+            "reload_s": round(metric(url, "tfm_model_reload_seconds"), 3),
+            "file_to_serving_s": round(swapped["serving"] - swapped["written"], 3),
+            **percentiles(run["latencies"])}
+
+
+def start_server(config: str, overrides: list[str], published: Path, port: int, threads: int,
+                 log: Path) -> tuple[subprocess.Popen, float]:
+    sets = [x for o in overrides for x in ("--set", o)]
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "serve", "-c", config, *sets,
+                             "--checkpoint", str(published), "--port", str(port), "--set",
+                             f"serve.threads={threads}", "--set", "serve.reload_poll_s=0.1"],
+                            stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited ({proc.returncode}):\n{log.read_text()}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc, time.perf_counter() - started
+        except httpx.TransportError:
+            time.sleep(0.02)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", "-c", default="base.yaml")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override")
+    ap.add_argument("--checkpoint", type=Path, help="default: the config's published model")
+    ap.add_argument("--other", type=Path, help="the checkpoint promoted mid-load (default: the "
+                    "same weights saved again, a different sha256)")
+    ap.add_argument("--sentences", type=int, default=1000, help="first N test sentences")
+    ap.add_argument("--clients", default="1,4,16,64")
+    ap.add_argument("--beam-size", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=default_threads())
+    args = ap.parse_args()
+
+    cfg = load_config(args.config, args.overrides)
+    source = args.checkpoint or published_model(cfg.run_dir, args.config)
+    sentences = load_prepared(cfg).text("test", cfg.data.src_lang)[: args.sentences]
+    baseline = in_process(source, sentences, args.threads, args.beam_size)
+    with tempfile.TemporaryDirectory() as tmp:
+        published, other = Path(tmp) / "published.pt", Path(tmp) / "other.pt"
+        published.write_bytes(source.read_bytes())
+        if args.other:
+            other.write_bytes(args.other.read_bytes())
+        else:
+            payload = load_checkpoint(source)
+            payload["metrics"] = {**payload.get("metrics", {}), "benchmark": "promoted mid-load"}
+            save_checkpoint(other, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
+        port = free_port()
+        proc, ready_s = start_server(args.config, args.overrides, published, port, args.threads,
+                                     Path(tmp) / "serve.log")
+        url = f"http://127.0.0.1:{port}"
+        try:
+            level(url, sentences[:16], 4, args.beam_size)  # warm-up
+            levels = [level(url, sentences, int(c), args.beam_size) for c in args.clients.split(",")]
+            reload = hot_reload(url, sentences, published, other, args.beam_size)
+        finally:
+            proc.terminate()
+            exit_code = proc.wait(60)
+    one = next((x for x in levels if x["clients"] == 1), None)
+    result = {
+        "checkpoint": str(source), "sentences": len(sentences), "beam_size": args.beam_size,
+        "threads": args.threads, "cpu_count": os.cpu_count(),
+        "torch": torch.__version__, "server_ready_s": round(ready_s, 2),
+        "server": levels,
+        "speedup_vs_one_client": {x["clients"]: round(x["sentences_per_s"] / one["sentences_per_s"], 2)
+                                  for x in levels} if one else None,
+        "in_process": baseline,
+        "hot_reload": reload,
+        "server_exit_code_on_sigterm": exit_code,
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
