@@ -1,4 +1,8 @@
-"""Wall time until greedy validation BLEU first reaches given levels, printed as JSON.
+"""Wall time until validation BLEU first reaches given levels, printed as JSON.
+
+The decoding behind the BLEU is reported as `valid_decode` (greedy unless the run set
+`train.valid_decode: beam`; runs logged before that key existed decoded with their config's
+`decode.beam_size`, reported as "not logged").
 
 Either trains a config with validation BLEU switched on (into its own output folder, so no
 real run is touched) or reads a run that already logged `valid_bleu`:
@@ -42,7 +46,8 @@ def main() -> None:
         raise SystemExit("give --config or --run-dir")
     run_dir = args.run_dir
     if args.config:
-        sets = [*args.overrides, "train.valid_bleu=true", f"train.out_dir={args.out_dir}"]
+        sets = ["train.valid_decode=greedy", *args.overrides, "train.valid_bleu=true",
+                f"train.out_dir={args.out_dir}"]
         if args.valid_every:
             sets.append(f"train.valid_every={args.valid_every}")
         cmd = [sys.executable, "-m", "transformer_cli", "train", "-c", args.config, "--quiet",
@@ -55,7 +60,9 @@ def main() -> None:
     if not any("valid_bleu" in r for r in records):
         raise SystemExit(f"{run_dir} logged no valid_bleu (train with --set train.valid_bleu=true)")
     best = max(records, key=lambda r: r.get("valid_bleu", -1))
-    print(json.dumps({"run": str(run_dir), "crossings": first_crossings(records, args.levels),
+    decodes = sorted({r.get("valid_decode", "not logged") for r in records if "valid_bleu" in r})
+    print(json.dumps({"run": str(run_dir), "valid_decode": ", ".join(decodes),
+                      "crossings": first_crossings(records, args.levels),
                       "best_valid_bleu": best["valid_bleu"], "at_minutes": round(best["elapsed_s"] / 60, 1),
                       "total_minutes": round(records[-1]["elapsed_s"] / 60, 1)}, indent=2))
 

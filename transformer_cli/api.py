@@ -2,7 +2,7 @@
 
     import transformer_cli as tfm
     model = tfm.load("base.yaml")                      # the run's published model, as `tfm translate` picks it
-    model.translate(["Ein Mann fährt Fahrrad."])       # ['A man rides a bike.']
+    model.translate(["Ein Mann fährt Fahrrad."])       # one string per line
     model.translate(lines, beam_size=5, n_best=3)      # [[best, second, third], ...]
     model.sha256, model.config_name, model.metrics     # what is loaded
 

@@ -225,8 +225,9 @@ PRECISION_HELP = "fp32 (default: exact), bf16, or auto (bf16 where the hardware 
 @_guarded
 def evaluate(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Model to score "
-                                              "(default: the config's run's best.pt)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="Model to score: a "
+                                              "checkpoint or a `tfm export` folder (default: the "
+                                              "config's run's best.pt)."),
     split: str = typer.Option("test", "--split", help="val or test (ignored with --src/--ref)."),
     src: Optional[Path] = typer.Option(None, "--src", help="Your own source file (one sentence per line)."),
     ref: Optional[Path] = typer.Option(None, "--ref", help="Its reference translations (aligned with --src)."),
@@ -406,7 +407,7 @@ def export(
                                               "export instead."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder to write (an earlier export "
                                 "there is replaced; any other existing folder must be empty)."),
-    format: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one)."),
+    fmt: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one)."),
     quantization: str = typer.Option("none", "--quantization", help="Weight type: none (float32), "
                                      "int8, int8_float32, int16 or float16."),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
@@ -424,8 +425,8 @@ def export(
     """
     from .errors import UsageError
 
-    if format != "ctranslate2":
-        raise UsageError(f"--format must be ctranslate2, the only export format (got {format!r})")
+    if fmt != "ctranslate2":
+        raise UsageError(f"--format must be ctranslate2, the only export format (got {fmt!r})")
     if checkpoint is None:
         from .api import published_model
         from .config import load_config

@@ -9,13 +9,13 @@ all five beam hypotheses included, so no ties are allowed for; scores agree to 1
 from __future__ import annotations
 
 import dataclasses
-import gzip
 
 import pytest
 import torch
 
 from conftest import VARIANTS
 from transformer_cli.data.batching import EncodedSplit
+from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import corpus_nll, score_translations
 from transformer_cli.export.ct2_translator import Ct2Translator
 from transformer_cli.inference.translate import Translator
@@ -25,13 +25,11 @@ HARD = ["Ein mädchen trägt zwei hunde am park.", "Xylophon Quatsch zzz 123 Ä�
 
 
 def evaluation_lines(corpus_dir) -> list[str]:
-    with gzip.open(corpus_dir / "test_2016_flickr.de.gz", "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f] + HARD
+    return read_lines(corpus_dir / "test_2016_flickr.de.gz") + HARD
 
 
 def references(corpus_dir) -> list[str]:
-    with gzip.open(corpus_dir / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+    return read_lines(corpus_dir / "test_2016_flickr.en.gz")
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -18,17 +17,13 @@ from reliability.cron_helpers import TFM
 from transformer_cli import __version__
 from transformer_cli.checkpoint import load_checkpoint
 from transformer_cli.cli import app
+from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import evaluate_texts
 from transformer_cli.export.bundle import MANIFEST, file_sha256, is_export
 
 LINES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.", "Zwei hunde."]
 NO_CT2 = ("import sys, runpy; sys.modules['ctranslate2'] = None; "  # `import ctranslate2` fails
           "sys.argv = ['tfm', *sys.argv[1:]]; runpy.run_module('transformer_cli', run_name='__main__')")
-
-
-def read_lines(path: Path) -> list[str]:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
 
 
 def run_side_by_side(*argvs: list[str]) -> list[subprocess.CompletedProcess]:
@@ -86,7 +81,8 @@ def test_python_api_loads_an_export_by_its_content(models, tmp_path):
         assert is_export(renamed)
         exported, native = tfm.load(renamed, device="cpu"), tfm.load(m["checkpoint"], device="cpu")
         assert exported.translate(LINES, beam_size=3, n_best=2) == native.translate(LINES, beam_size=3, n_best=2)
-        assert exported.sha256 == native.sha256 and exported.config_name == native.config_name
+        assert exported.backend.payload["checkpoint_sha256"] == native.sha256
+        assert exported.sha256 == file_sha256(renamed / MANIFEST) and exported.config_name == native.config_name
         att_a, att_b = exported.attention(LINES[0]), native.attention(LINES[0])
         assert att_a.target_tokens == att_b.target_tokens
         assert torch.allclose(torch.tensor(att_a.weights), torch.tensor(att_b.weights), atol=1e-5)

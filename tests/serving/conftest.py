@@ -18,6 +18,20 @@ def model(trained):
     return tfm.load(trained["run"] / "published.pt", device="cpu")
 
 
+@pytest.fixture
+def start_server(tmp_path):
+    """start_server(*args) -> Served: `tfm serve ARGS`; any still running at the end is stopped."""
+    started: list[Served] = []
+
+    def start(*args: str) -> Served:
+        started.append(Served(*args, log_to=tmp_path / f"serve-{len(started)}.log"))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def served(trained, tmp_path_factory):
     """`tfm serve` on the toy model with small limits (8 inputs, 4096 bytes, beam 6)."""

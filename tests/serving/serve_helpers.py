@@ -32,7 +32,12 @@ class Served:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.tfm = Tfm("serve", *args, "--port", str(self.port), log_to=log_to)
-        wait_until(self._healthy, timeout, "the server to answer /health", alive=self.tfm)
+        try:
+            wait_until(self._healthy, timeout, "the server to answer /health", alive=self.tfm)
+        except BaseException:
+            self.tfm.proc.kill()
+            self.tfm.wait()
+            raise
 
     def _healthy(self) -> bool:
         try:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from reliability.cron_helpers import run_all
-from serve_helpers import SENTENCES, Served
+from serve_helpers import SENTENCES
 from transformer_cli.config import ServeConfig
 from transformer_cli.serving.server import is_loopback, read_token
 
@@ -48,9 +48,10 @@ def test_concurrent_requests_answered_correctly_and_in_order(served, model):
                                           for lines in requests))
 
     replies = asyncio.run(send_all())
+    expected = dict(zip(SENTENCES, model.translate(SENTENCES)))
     for lines, r in zip(requests, replies):
         assert r.status_code == 200
-        assert [x["translation_text"] for x in r.json()] == model.translate(lines)
+        assert [x["translation_text"] for x in r.json()] == [expected[line] for line in lines]
     batches = served.metric("tfm_batch_sentences_count") - batches_before
     assert batches < len(requests), "concurrent requests were not batched together"
 
@@ -134,25 +135,22 @@ def test_page_loads_and_its_endpoint_works(served, model):
     assert all(abs(sum(row) - 1) < 1e-3 for row in data["weights"])
 
 
-def test_bearer_token(trained, tmp_path):
+def test_bearer_token(trained, tmp_path, start_server):
     token = tmp_path / "token"
     token.write_text("s3cret\n")
-    server = Served("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                    "--set", "serve.threads=1", "--set", f"serve.token_file={token}",
-                    log_to=tmp_path / "serve.log")
-    try:
-        assert server.get("/health").status_code == 200
-        body = {"inputs": "Ein mann sieht einen ball."}
-        for path in ("/", "/metrics"):
-            assert server.get(path).status_code == 401
-        assert server.post("/translate", json=body).status_code == 401
-        wrong = server.post("/translate", json=body, headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
-        right = server.post("/translate", json=body, headers={"Authorization": "Bearer s3cret"})
-        assert right.status_code == 200 and right.json()[0]["translation_text"] == "A man sees a ball."
-        assert server.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-    finally:
-        assert server.stop() == 0
+    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
+                          "--set", "serve.threads=1", "--set", f"serve.token_file={token}")
+    assert server.get("/health").status_code == 200
+    body = {"inputs": "Ein mann sieht einen ball."}
+    for path in ("/", "/metrics"):
+        assert server.get(path).status_code == 401
+    assert server.post("/translate", json=body).status_code == 401
+    wrong = server.post("/translate", json=body, headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+    right = server.post("/translate", json=body, headers={"Authorization": "Bearer s3cret"})
+    assert right.status_code == 200 and right.json()[0]["translation_text"] == "A man sees a ball."
+    assert server.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert server.stop() == 0
 
 
 def test_token_sources_and_the_open_address_warning(trained, tmp_path, monkeypatch):

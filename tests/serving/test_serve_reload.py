@@ -10,19 +10,18 @@ import httpx
 import pytest
 
 from reliability.cron_helpers import wait_until
-from serve_helpers import SENTENCES, Load, Served, republish
+from serve_helpers import SENTENCES, Load, republish
 from transformer_cli.fsutil import atomic_write_bytes
 
 
 @pytest.fixture
-def watched(trained, tmp_path):
+def watched(trained, tmp_path, start_server):
     """A server on its own copy of the toy model, checking the file every 50 ms."""
     published = tmp_path / "published.pt"
     shutil.copy(trained["run"] / "published.pt", published)
-    server = Served("-c", str(trained["config"]), "--checkpoint", str(published), "--set",
-                    "serve.threads=1", "--set", "serve.reload_poll_s=0.05", log_to=tmp_path / "serve.log")
-    yield server, published
-    assert server.stop() == 0, server.tfm.stderr
+    server = start_server("-c", str(trained["config"]), "--checkpoint", str(published), "--set",
+                          "serve.threads=1", "--set", "serve.reload_poll_s=0.05")
+    return server, published
 
 
 def test_hot_reload_under_load_fails_no_request(watched, trained, model):
@@ -54,12 +53,13 @@ def test_hot_reload_under_load_fails_no_request(watched, trained, model):
     assert load.shas() == {model.sha256, second, third}
     assert server.metric("tfm_model_reloads_total", result="ok") == 2
     assert server.tfm.stderr.count("failed, still serving") == 2
+    assert server.stop() == 0, server.tfm.stderr
 
 
-def test_sigterm_answers_requests_in_flight_then_exits_0(trained, tmp_path, model):
-    server = Served("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                    "--set", "serve.threads=1", "--set", "serve.max_wait_ms=1500",
-                    "--set", "serve.batch_tokens=100000", log_to=tmp_path / "serve.log")
+def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_server):
+    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
+                          "--set", "serve.threads=1", "--set", "serve.max_wait_ms=1500",
+                          "--set", "serve.batch_tokens=100000")
 
     async def scenario() -> tuple[list[httpx.Response], BaseException | None]:
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:

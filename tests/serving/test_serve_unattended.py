@@ -7,11 +7,11 @@ import json
 
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 from reliability.cron_helpers import wait_until
-from serve_helpers import Load, Served
+from serve_helpers import Load
 from transformer_cli.checkpoint import load_checkpoint
 
 
-def test_serve_retrain_promote_switch(tmp_path):
+def test_serve_retrain_promote_switch(tmp_path, start_server):
     corpus = write_corpus(tmp_path / "corpus", {"train": 100, "val": 40, "test_2016_flickr": 40}, gz=False)
     config = write_config(tmp_path / "loop.yaml", tmp_path, corpus,  # weak on 100 pairs, good on 500
                           model={"d_model": 64, "n_heads": 4, "d_ff": 128},
@@ -20,8 +20,7 @@ def test_serve_retrain_promote_switch(tmp_path):
     run = tmp_path / "checkpoints" / "loop"
     first = run_tfm("train", "-c", str(config), "--quiet")
     assert first.returncode == 0, first.stderr
-    server = Served("-c", str(config), "--set", "serve.threads=1", "--set", "serve.reload_poll_s=0.1",
-                    log_to=tmp_path / "serve.log")
+    server = start_server("-c", str(config), "--set", "serve.threads=1", "--set", "serve.reload_poll_s=0.1")
     old = server.sha256()
     assert old == load_checkpoint(run / "published.pt")["sha256"]
     with Load(server.url, clients=2) as load:

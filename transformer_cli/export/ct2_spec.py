@@ -7,7 +7,7 @@ Python API (`ctranslate2.specs`), weight by weight:
     positions(0, max_len), written out               {encoder,decoder}/position_encodings/encodings
     self_attn.q_proj ‖ self_attn.kv_proj (q, k, v)   layer_N/self_attention/linear_0 (fused QKV)
     cross_attn.q_proj, cross_attn.kv_proj (k, v)     layer_N/attention/linear_0, linear_1 (fused KV)
-    *.out_proj                                       layer_N/{self_attention,attention}/linear_2|1
+    self_attn.out_proj, cross_attn.out_proj          layer_N/self_attention/linear_1, attention/linear_2
     feed_forward.w_1, w_2                            layer_N/ffn/linear_0, linear_1
     ResidualNorm.norm of each sublayer               that sublayer's layer_norm (pre_norm flag:
                                                      before the sublayer, or after the residual)

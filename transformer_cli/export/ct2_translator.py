@@ -26,10 +26,10 @@ from ..data.vocab import EOS
 from ..errors import UsageError
 from ..inference.search import Hypothesis, output_limits
 from ..inference.translate import TextTranslator, Translation
-from .bundle import read_export
+from .bundle import MANIFEST, file_sha256, read_export
 from .engine import import_ctranslate2
 
-DEVICES = {"auto": "auto", "cpu": "cpu", "cuda": "cuda"}
+DEVICES = ("auto", "cpu", "cuda")  # CTranslate2's
 
 
 class Ct2Translator(TextTranslator):
@@ -46,17 +46,19 @@ class Ct2Translator(TextTranslator):
             self.max_len = int(manifest["model"]["config"]["max_len"])
             if decode is None:
                 decode = build_section(DecodeConfig, manifest["config"].get("decode", {}), "decode")
-        except (KeyError, TypeError, ValueError, UsageError) as e:
+            # "sha256" names what is loaded (the export: its manifest holds every file's sha256),
+            # "checkpoint_sha256" the checkpoint it was exported from.
+            payload = {"sha256": file_sha256(Path(folder) / MANIFEST),
+                       **{k: manifest[k] for k in ("checkpoint_sha256", "config", "metrics", "model")}}
+        except (KeyError, TypeError, ValueError, AttributeError, UsageError) as e:
             raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
         super().__init__(tokenizers, decode, self.max_len)
-        self.manifest = manifest
-        self.payload = {"sha256": manifest["checkpoint_sha256"], "config": manifest["config"],
-                        "metrics": manifest["metrics"], "model": manifest["model"]}
+        self.payload = payload
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
         try:
-            self.engine = ct2.Translator(str(folder), device=DEVICES[device], intra_threads=threads)
+            self.engine = ct2.Translator(str(folder), device=device, intra_threads=threads)
         except (RuntimeError, ValueError) as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise CheckpointError(f"CTranslate2 cannot load the export {folder}: {first}") from None

@@ -29,7 +29,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from ..api import Model, Output
 from ..config import ServeConfig
-from ..errors import UsageError
 from .batcher import Batcher
 from .metrics import Metrics
 from .reloader import ModelWatcher
@@ -104,10 +103,6 @@ def create_app(server: Server) -> FastAPI:
     @app.exception_handler(ClientError)
     async def client_error(request: Request, e: ClientError) -> JSONResponse:
         return _error(e.status, str(e))
-
-    @app.exception_handler(UsageError)
-    async def usage_error(request: Request, e: UsageError) -> JSONResponse:
-        return _error(422, str(e))
 
     async def parsed(request: Request, parse: Callable[[Any, ServeConfig], TranslateRequest]
                      ) -> tuple[TranslateRequest, Model]:

@@ -34,7 +34,6 @@ class ClientError(Exception):
 @dataclass
 class TranslateRequest:
     lines: list[str]
-    single: bool  # "inputs" was one string rather than a list
     parameters: dict[str, Any]  # keyword arguments of `Model.options`
 
 
@@ -110,8 +109,7 @@ def parse_translate(obj: Any, limits: ServeConfig) -> TranslateRequest:
     if extra:
         raise ClientError(422, f"unknown field(s): {', '.join(extra)} (known: inputs, parameters)")
     inputs = obj["inputs"]
-    single = isinstance(inputs, str)
-    lines = [inputs] if single else inputs
+    lines = [inputs] if isinstance(inputs, str) else inputs
     if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
         raise ClientError(422, '"inputs" must be a string or a list of strings')
     if not lines:
@@ -121,7 +119,7 @@ def parse_translate(obj: Any, limits: ServeConfig) -> TranslateRequest:
                                "(serve.max_inputs)")
     for i, line in enumerate(lines):
         _check_text(line, f"inputs[{i}]")
-    return TranslateRequest(lines, single, _parameters(obj.get("parameters"), limits))
+    return TranslateRequest(lines, _parameters(obj.get("parameters"), limits))
 
 
 def parse_attention(obj: Any, limits: ServeConfig) -> TranslateRequest:

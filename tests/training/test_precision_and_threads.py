@@ -1,0 +1,93 @@
+"""Precision choice per device, the fp16 + GradScaler path (run on the CPU), default threads,
+and what validation decoding reports (issue 13, build items 2, 3 and 5)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from test_train import small_config
+from transformer_cli.data.preprocess import prepare
+from transformer_cli.device import autocast_dtype
+from transformer_cli.errors import UsageError
+from transformer_cli.training.distributed import DistContext
+from transformer_cli.training.loop import Trainer, default_threads
+from transformer_cli.training.run_dir import RunDir
+from transformer_cli.training.session import run_training
+from transformer_cli.training.signals import GracefulStop
+
+
+def _trainer(cfg) -> Trainer:
+    prepared, _ = prepare(cfg)
+    run = RunDir(cfg.run_dir)
+    run.create()
+    return Trainer(cfg, prepared, run, torch.device("cpu"), DistContext(), GracefulStop(), False)
+
+
+def test_precision_choices_on_the_cpu():
+    cpu = torch.device("cpu")
+    assert autocast_dtype(cpu, "fp32") is None
+    assert autocast_dtype(cpu, "fp16") is torch.float16
+    assert autocast_dtype(cpu, "bf16") is torch.bfloat16
+    assert autocast_dtype(cpu, "auto") in (None, torch.bfloat16)  # bf16 only where it is native
+    with pytest.raises(UsageError, match="not supported on mps"):
+        autocast_dtype(torch.device("mps"), "bf16")
+
+
+def test_fp16_trains_with_a_grad_scaler_that_skips_overflowing_steps(tmp_path):
+    cfg = small_config(tmp_path, epochs=1, precision="fp16", threads=1)
+    trainer = _trainer(cfg)
+    assert trainer.scaler is not None and trainer.dtype is torch.float16
+    groups = trainer.epoch_groups(0)
+    trainer.net.train()
+    # A scale this large turns the fp16 gradients into inf: the step must be skipped.
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 120)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.train_step(groups[0])
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    assert trainer.scaler.get_scale() < 2.0 ** 120  # backed off
+    # With a sane scale the next steps update the weights and the loss falls.
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+    for group in groups[1:]:
+        trainer.train_step(group)
+    assert not all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+    assert all(torch.isfinite(v).all() for v in trainer.model.state_dict().values())
+
+
+def test_fp16_run_end_to_end_saves_and_resumes_the_scaler(tmp_path):
+    cfg = small_config(tmp_path, epochs=2, precision="fp16", threads=1)
+    outcome = run_training(cfg)
+    records = outcome.progress.history
+    assert records[-1]["valid_loss"] < records[0]["valid_loss"]
+    from transformer_cli.checkpoint import load_checkpoint
+
+    state = load_checkpoint(cfg.run_dir / "last.pt")["train_state"]
+    assert state["grad_scaler"]["scale"] > 0
+
+
+def test_threads_default_to_the_cpus_this_process_may_use(tmp_path):
+    cfg = small_config(tmp_path, epochs=1)
+    assert cfg.train.threads is None
+    previous = torch.get_num_threads()
+    try:
+        _trainer(cfg)
+        assert torch.get_num_threads() == default_threads() == len(os.sched_getaffinity(0))
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_validation_bleu_is_greedy_by_default_and_says_so(tmp_path):
+    cfg = small_config(tmp_path, epochs=1, valid_bleu=True, threads=1)
+    cfg.decode.beam_size = 4  # the decode section is for translate/evaluate, not validation
+    run_training(cfg)
+    [record] = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert record["valid_decode"] == "greedy" and "valid_bleu" in record
+    assert "Val. BLEU (greedy):" in (cfg.run_dir / "train.log").read_text()
+    beam = small_config(tmp_path / "beam", epochs=1, valid_bleu=True, valid_decode="beam", threads=1)
+    beam.decode.beam_size = 3
+    run_training(beam)
+    [record] = [json.loads(x) for x in (beam.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert record["valid_decode"] == "beam 3"
