@@ -17,6 +17,14 @@ from typing import Any, Callable
 from .errors import TfmError
 
 
+class WriteError(TfmError):
+    """A write that failed (disk full, read-only folder): `cannot write <path>: <reason>`."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"cannot write {path}: {reason}")
+        self.path, self.reason = path, reason
+
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -77,7 +85,7 @@ def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
         tmp_name = None
         fsync_dir(path.parent)
     except OSError as e:
-        raise TfmError(f"cannot write {path}: {e.strerror or e}") from None
+        raise WriteError(path, str(e.strerror or e)) from None
     finally:
         if tmp_name is not None:
             try:
@@ -170,7 +178,7 @@ def atomic_write_folder(final: Path, build: Callable[[Path], None]) -> None:
     except OSError as e:
         if old.exists() and not final.exists():
             os.replace(old, final)
-        raise TfmError(f"cannot write {final}: {e.strerror or e}") from None
+        raise WriteError(final, str(e.strerror or e)) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)

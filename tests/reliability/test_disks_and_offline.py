@@ -31,13 +31,14 @@ needs_namespaces = pytest.mark.skipif(shutil.which("unshare") is None or not _na
 def _tfm_on_small_disk(mount: str, size_kb: int, free_kb: int | None, setup: str,
                        *args: str, read_only: bool = False) -> subprocess.CompletedProcess:
     """Run `tfm ARGS` with a `size_kb` tmpfs at `mount`, `setup` run on it first, then filled
-    until `free_kb` remain (or remounted read-only)."""
+    until `free_kb` remain (or remounted read-only). Afterwards stdout gets `LEFT:` and the
+    names in `mount`/data (the tmpfs vanishes with the namespace)."""
     fill = "" if free_kb is None else (
         f"avail=$(df -k --output=avail {mount} | tail -1); "
         f"head -c $(( (avail - {free_kb}) * 1024 )) /dev/zero > {mount}/filler 2>/dev/null || true; ")
     script = (f"set -e; mount -t tmpfs -o size={size_kb}k tmpfs {mount}; {setup}; {fill}"
               + (f"mount -o remount,ro {mount}; " if read_only else "")
-              + 'exec "$@"')
+              + f'set +e; "$@"; code=$?; echo LEFT:; ls -A {mount}/data 2>/dev/null; exit $code')
     return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh",
                            sys.executable, "-m", "transformer_cli", *args],
                           capture_output=True, text=True, timeout=180)
@@ -70,6 +71,19 @@ def test_a_full_disk_gives_one_line_naming_the_file_and_no_logging_traceback(tmp
 
 
 @needs_namespaces
+def test_a_full_disk_while_preprocessing_leaves_no_work_folder(tmp_path, cron_data):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    cfg = write_cron_config(tmp_path, cron_data, epochs=1)
+    r = _tfm_on_small_disk(str(mount), 512, 16, "true", "preprocess", "-c", str(cfg), "--quiet",
+                           "--set", f"data.dir={mount}/data")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert error_lines(r.stderr) == [
+        f"tfm: error: cannot write preprocessed data to {mount}/data/cron: No space left on device"]
+    assert r.stdout.split("LEFT:")[-1].split() == []  # no work folder left on the full disk
+
+
+@needs_namespaces
 def test_a_full_disk_while_continuing_a_run_keeps_its_checkpoints(tmp_path, finished):
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -95,7 +109,7 @@ def test_a_read_only_run_folder_is_one_line_and_translate_still_works(tmp_path, 
     translate = _tfm_on_small_disk(str(mount), 2048, None, setup, "translate", "--checkpoint",
                                    f"{mount}/checkpoints/cron/published.pt", "Ein Mann sieht einen Ball.",
                                    read_only=True)
-    assert translate.returncode == 0 and translate.stdout.strip(), translate.stderr
+    assert translate.returncode == 0 and translate.stdout.split("LEFT:")[0].strip(), translate.stderr
 
 
 def test_offline_reruns_use_the_recorded_source_then_the_prepared_data(tmp_path, cron_data, tfm_fork):

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import TfmError, UsageError
+from ..fsutil import WriteError
 from ..provenance import package_versions
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, read_parallel,
                       resolve_source, sha256_file)
@@ -321,8 +322,9 @@ def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[lis
         shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not final.exists():
             os.replace(old, final)
-        if isinstance(e, OSError):
-            raise TfmError(f"cannot write preprocessed data to {final}: {e.strerror or e}") from None
+        if isinstance(e, (OSError, WriteError)):
+            reason = e.reason if isinstance(e, WriteError) else (e.strerror or str(e))
+            raise TfmError(f"cannot write preprocessed data to {final}: {reason}") from None
         raise
     shutil.rmtree(old, ignore_errors=True)
 
