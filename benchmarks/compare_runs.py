@@ -1,7 +1,8 @@
 """Learning curves of several runs against wall time: a JSON summary and optionally a PNG.
 
 Per-token perplexity depends on the tokenizer (words vs subwords), so runs are compared on
-`valid_word_ppl` (validation NLL per reference word) and, where logged, greedy `valid_bleu`.
+`valid_word_ppl` (validation NLL per reference word) and, where logged, `valid_bleu` (each
+run's `valid_decode` in the legend: greedy, beam N, or "not logged" for runs older than it).
 
     python benchmarks/compare_runs.py checkpoints/seed checkpoints/base --png docs/curves.png
 """
@@ -44,10 +45,12 @@ def plot(runs: dict[str, list[dict]], path: Path) -> None:
         if all("valid_word_ppl" in r for r in records):
             left.plot(minutes, [r["valid_word_ppl"] for r in records], marker="o", label=name)
         if any("valid_bleu" in r for r in records):
+            decode = next((r.get("valid_decode", "not logged") for r in records if "valid_bleu" in r))
             right.plot([m for m, r in zip(minutes, records) if "valid_bleu" in r],
-                       [r["valid_bleu"] for r in records if "valid_bleu" in r], marker="o", label=name)
+                       [r["valid_bleu"] for r in records if "valid_bleu" in r], marker="o",
+                       label=f"{name} ({decode})")
     left.set(xlabel="wall time (minutes)", ylabel="validation perplexity per word", yscale="log")
-    right.set(xlabel="wall time (minutes)", ylabel="validation BLEU (greedy)")
+    right.set(xlabel="wall time (minutes)", ylabel="validation BLEU")
     for ax in (left, right):
         ax.grid(alpha=0.3, which="both")
         ax.legend()
