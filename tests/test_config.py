@@ -100,3 +100,19 @@ def test_missing_config_names_where_it_looked():
 def test_defaults_are_a_valid_config():
     cfg = Config()
     assert config_from_dict(cfg.to_dict()) == cfg
+
+
+def test_extends_states_only_the_differences(tmp_path):
+    best, base = load_config("best.yaml"), load_config("base.yaml")
+    assert best.name == "best" and (best.train.epochs, best.train.average_last) == (20, 5)
+    assert best.model == base.model and best.tokenizer == base.tokenizer and best.decode == base.decode
+    parent = write(tmp_path, "model: {d_model: 64, n_heads: 2}\ntrain: {lr: 1.0e-3, epochs: 3}\n", "p.yaml")
+    child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\n", "c.yaml")
+    cfg = load_config(child)
+    assert (cfg.name, cfg.model.d_model, cfg.train.lr, cfg.train.epochs) == ("c", 64, 1e-3, 5)
+    loop_a = write(tmp_path, "extends: b.yaml\n", "a.yaml")
+    write(tmp_path, "extends: a.yaml\n", "b.yaml")
+    with pytest.raises(UsageError, match="extends a.yaml makes a cycle"):
+        load_config(loop_a)
+    with pytest.raises(UsageError, match="extends must be a config file name"):
+        load_config(write(tmp_path, "extends: [x]\n", "bad.yaml"))

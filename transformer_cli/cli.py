@@ -176,6 +176,28 @@ def _check_choice(option: str, value: Optional[str], choices: tuple[str, ...]) -
         raise UsageError(f"{option} must be {', '.join(choices[:-1])} or {choices[-1]} (got {value!r})")
 
 
+@app.command("config")
+@_guarded
+def show_config(
+    config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the whole schema as Markdown "
+                                  "(docs/config.md) instead."),
+) -> None:
+    """Print a config fully resolved: every key's value, help, type, bounds and default.
+
+    \b
+    Examples:
+      tfm config -c base.yaml
+      tfm config -c seed.yaml --set train.lr=1e-3 | grep -A1 train.lr
+      tfm config --markdown > docs/config.md
+    """
+    from .config import load_config
+    from .config_docs import describe, schema_markdown
+
+    typer.echo(schema_markdown() if markdown else describe(load_config(config, overrides)), nl=not markdown)
+
+
 @app.command()
 @_guarded
 def publish(

@@ -30,141 +30,203 @@ def _bounds(ge: float | None = None, le: float | None = None, gt: float | None =
     return {"ge": ge, "le": le, "gt": gt, "lt": lt}
 
 
-def _f(default: Any, **bounds: float) -> Any:
-    """A dataclass field with a default and optional numeric bounds (ge/le/gt/lt)."""
+def _f(default: Any, help: str, resumable: bool = False, **bounds: float) -> Any:
+    """A dataclass field: its default, help text, optional numeric bounds (ge/le/gt/lt), and for
+    train keys whether it may change between sessions of one run without starting it over."""
+    metadata = {**_bounds(**bounds), "help": help, "resumable": resumable}
     if isinstance(default, (dict, list)):
-        return field(default_factory=lambda: type(default)(default), metadata=_bounds(**bounds))
-    return field(default=default, metadata=_bounds(**bounds))
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _section(cls: type, help: str) -> Any:
+    """A nested section (a dataclass) as a field."""
+    return field(default_factory=cls, metadata={"help": help})
 
 
 @dataclass
 class SplitsConfig:
     """File stems of each split inside the source: `<stem>.<lang>` or `<stem>.<lang>.gz`."""
 
-    train: str = "train"
-    val: str = "val"
-    test: str = "test_2016_flickr"
+    train: str = _f("train", "File stem of the training split.")
+    val: str = _f("val", "File stem of the validation split (model selection, early stopping).")
+    test: str = _f("test_2016_flickr", "File stem of the test split (`tfm evaluate --split test`).")
 
 
 @dataclass
 class DataConfig:
-    corpus: Literal["multi30k", "files"] = "multi30k"
-    source: str | None = None
-    src_lang: str = "de"
-    tgt_lang: str = "en"
-    splits: SplitsConfig = field(default_factory=SplitsConfig)
-    sha256: dict[str, str] = _f({})
-    dir: str = "data"
-    cache_dir: str = "data/cache"
-    train_max_len: int = _f(100, ge=1, le=16384)
-    limit_train: int | None = _f(None, ge=1)
-    min_train_pairs: int = _f(100, ge=1)
+    """Where the parallel corpus comes from and which pairs are trained on."""
+
+    corpus: Literal["multi30k", "files"] = _f(
+        "multi30k", "multi30k: Multi30k task 1 with built-in checksums; files: your own corpus.")
+    source: str | None = _f(None, "Folder or URL holding the corpus files (else $TFM_DATA_SOURCE, "
+                            "else the source the last preprocess recorded, else Multi30k's URL).")
+    src_lang: str = _f("de", "Source language code (the file suffix).")
+    tgt_lang: str = _f("en", "Target language code (the file suffix).")
+    splits: SplitsConfig = _section(SplitsConfig, "File stems of the splits.")
+    sha256: dict[str, str] = _f({}, "Expected SHA-256 per file name, e.g. {train.de.gz: ...}.")
+    dir: str = _f("data", "Where preprocessed data goes (<dir>/<name>/).")
+    cache_dir: str = _f("data/cache", "Where downloads are cached.")
+    train_max_len: int = _f(100, "Training pairs with a side longer than this many tokens are "
+                            "dropped.", ge=1, le=16384)
+    limit_train: int | None = _f(None, "Keep only the first N training pairs (smoke tests).", ge=1)
+    min_train_pairs: int = _f(100, "Fewer training pairs than this after filtering is an error.",
+                              ge=1)
 
 
 @dataclass
 class TokenizerConfig:
-    kind: Literal["spacy", "sentencepiece"] = "sentencepiece"
-    lowercase: bool = False
-    min_freq: int = _f(2, ge=1)
-    max_vocab: int | None = _f(None, ge=5, le=2_000_000)
-    model_type: Literal["bpe", "unigram"] = "bpe"
-    vocab_size: int = _f(8000, ge=16, le=1_000_000)
-    joint: bool = True
-    character_coverage: float = _f(1.0, gt=0.9, le=1.0)
+    """How text becomes token ids (fitted on the training split only)."""
+
+    kind: Literal["spacy", "sentencepiece"] = _f(
+        "sentencepiece", "spacy: rule-based words (spacy.blank); sentencepiece: learned subwords.")
+    lowercase: bool = _f(False, "Lowercase all text (output is lowercase; BLEU is then "
+                         "case-insensitive).")
+    min_freq: int = _f(2, "spacy: words seen fewer times become <unk>.", ge=1)
+    max_vocab: int | None = _f(None, "spacy: keep at most this many words per language.", ge=5,
+                               le=2_000_000)
+    model_type: Literal["bpe", "unigram"] = _f("bpe", "sentencepiece: the subword algorithm.")
+    vocab_size: int = _f(8000, "sentencepiece: vocabulary size (per side, or shared when joint).",
+                         ge=16, le=1_000_000)
+    joint: bool = _f(True, "sentencepiece: one vocabulary for both languages (needed by "
+                     "model.share_embeddings).")
+    character_coverage: float = _f(1.0, "sentencepiece: share of characters covered by the "
+                                   "vocabulary.", gt=0.9, le=1.0)
 
 
 @dataclass
 class ModelConfig:
-    d_model: int = _f(256, ge=8, le=16384)
-    n_heads: int = _f(8, ge=1, le=256)
-    n_encoder_layers: int = _f(3, ge=1, le=128)
-    n_decoder_layers: int = _f(3, ge=1, le=128)
-    d_ff: int = _f(512, ge=1, le=131072)
-    dropout: float = _f(0.1, ge=0.0, lt=1.0)
-    attention_dropout: float = _f(0.0, ge=0.0, lt=1.0)
-    activation_dropout: float = _f(0.0, ge=0.0, lt=1.0)
-    activation: Literal["relu", "gelu"] = "relu"
-    positional: Literal["learned", "sinusoidal"] = "sinusoidal"
-    max_len: int = _f(256, ge=4, le=16384)
-    norm: Literal["post", "pre"] = "post"
-    tie_output: bool = False
-    share_embeddings: bool = False
+    """The encoder-decoder Transformer (Vaswani et al. 2017); names follow the paper."""
+
+    d_model: int = _f(256, "Width of embeddings and every layer's output.", ge=8, le=16384)
+    n_heads: int = _f(8, "Attention heads (must divide d_model).", ge=1, le=256)
+    n_encoder_layers: int = _f(3, "Encoder layers (N in the paper).", ge=1, le=128)
+    n_decoder_layers: int = _f(3, "Decoder layers.", ge=1, le=128)
+    d_ff: int = _f(512, "Inner width of the position-wise feed-forward network.", ge=1, le=131072)
+    dropout: float = _f(0.1, "Dropout on embeddings and sub-layer outputs (P_drop).", ge=0.0, lt=1.0)
+    attention_dropout: float = _f(0.0, "Dropout on attention weights.", ge=0.0, lt=1.0)
+    activation_dropout: float = _f(0.0, "Dropout inside the feed-forward network.", ge=0.0, lt=1.0)
+    activation: Literal["relu", "gelu"] = _f("relu", "Feed-forward activation.")
+    positional: Literal["learned", "sinusoidal"] = _f(
+        "sinusoidal", "Positional encodings: the paper's sinusoids or a learned table.")
+    max_len: int = _f(256, "Longest sequence in tokens (positions); longer inputs are truncated.",
+                      ge=4, le=16384)
+    norm: Literal["post", "pre"] = _f("post", "LayerNorm after each residual (the paper) or before "
+                                      "each sub-layer (pre-LN, more stable at high rates).")
+    tie_output: bool = _f(False, "Output projection shares the target embedding matrix.")
+    share_embeddings: bool = _f(False, "Source and target share one embedding matrix (joint "
+                                "vocabulary).")
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = _f(10, ge=1)
-    max_steps: int | None = _f(None, ge=1)
-    batch_size: int | None = _f(128, ge=1, le=1_000_000)
-    batch_tokens: int | None = _f(None, ge=16, le=100_000_000)
-    accumulate: int = _f(1, ge=1, le=100_000)
-    optimizer: Literal["adam", "adamw"] = "adam"
-    lr: float = _f(5e-4, gt=0.0)
-    betas: list[float] = _f([0.9, 0.98])
-    eps: float = _f(1e-9, gt=0.0)
-    weight_decay: float = _f(0.0, ge=0.0)
-    clip_norm: float | None = _f(1.0, gt=0.0)
-    label_smoothing: float = _f(0.0, ge=0.0, lt=1.0)
-    schedule: Literal["constant", "inverse_sqrt"] = "constant"
-    warmup_steps: int = _f(0, ge=0)
-    seed: int = 1234
-    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    compile: bool = False
-    threads: int | None = _f(None, ge=1, le=4096)
-    valid_every: int | None = _f(None, ge=1)
-    valid_bleu: bool = False
-    valid_decode: Literal["greedy", "beam"] = "greedy"
-    patience: int | None = _f(None, ge=1)
-    checkpoint_every_steps: int | None = _f(None, ge=1)
-    checkpoint_every_minutes: float | None = _f(5.0, gt=0.0)
-    average_last: int = _f(1, ge=1)
-    promote: Literal["if-better", "always", "never"] = "if-better"
-    promote_metric: Literal["valid_loss", "valid_bleu"] = "valid_loss"
-    promote_margin_loss: float = _f(0.0, ge=0.0)
-    promote_margin_bleu: float = _f(0.2, ge=0.0, le=100.0)
-    promote_min_bleu: float | None = _f(None, ge=0.0, le=100.0)
-    keep_published: int = _f(3, ge=1, le=100)
-    out_dir: str = "checkpoints"
-    tensorboard: bool = False
+    """Optimization, validation, checkpoints and publication. Keys marked resumable may change
+    between sessions of a run without starting it over."""
+
+    epochs: int = _f(10, "Passes over the training data.", resumable=True, ge=1)
+    max_steps: int | None = _f(None, "Stop after this many optimizer steps.", resumable=True, ge=1)
+    batch_size: int | None = _f(128, "Sentences per batch (exclusive with batch_tokens).", ge=1,
+                                le=1_000_000)
+    batch_tokens: int | None = _f(None, "Token budget per batch, padded, longer side (exclusive "
+                                  "with batch_size).", ge=16, le=100_000_000)
+    accumulate: int = _f(1, "Batches per optimizer step (gradient accumulation).", ge=1, le=100_000)
+    optimizer: Literal["adam", "adamw"] = _f("adam", "Adam, or AdamW (decoupled weight decay).")
+    lr: float = _f(5e-4, "Learning rate (the peak, after warmup, with inverse_sqrt).", gt=0.0)
+    betas: list[float] = _f([0.9, 0.98], "Adam's beta1, beta2.")
+    eps: float = _f(1e-9, "Adam's epsilon.", gt=0.0)
+    weight_decay: float = _f(0.0, "Weight decay.", ge=0.0)
+    clip_norm: float | None = _f(1.0, "Clip the gradient norm to this (null: no clipping).", gt=0.0)
+    label_smoothing: float = _f(0.0, "Label smoothing (epsilon_ls; the paper uses 0.1).", ge=0.0,
+                                lt=1.0)
+    schedule: Literal["constant", "inverse_sqrt"] = _f(
+        "constant", "Learning-rate schedule: constant, or the paper's warmup then 1/sqrt(step).")
+    warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
+    seed: int = _f(1234, "Seed of weights, dropout and batch order (a run is reproducible).")
+    device: Literal["auto", "cpu", "cuda", "mps"] = _f(
+        "auto", "auto: cuda, then mps, then cpu.", resumable=True)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = _f(
+        "auto", "auto: bf16 where native (AVX512-BF16/AMX CPUs, Ampere+ GPUs), fp16 + GradScaler "
+        "on older GPUs, else fp32.", resumable=True)
+    compile: bool = _f(False, "torch.compile the model.", resumable=True)
+    threads: int | None = _f(None, "Intra-op CPU threads (null: the CPUs this process may use).",
+                             resumable=True, ge=1, le=4096)
+    valid_every: int | None = _f(None, "Also validate every N steps (null: once per epoch).",
+                                 resumable=True, ge=1)
+    valid_bleu: bool = _f(False, "Also decode the validation set and log sacreBLEU/chrF.",
+                          resumable=True)
+    valid_decode: Literal["greedy", "beam"] = _f(
+        "greedy", "Decoding for validation BLEU: greedy, or beam search with decode.beam_size.",
+        resumable=True)
+    patience: int | None = _f(None, "Stop after this many validations without improvement.",
+                              resumable=True, ge=1)
+    checkpoint_every_steps: int | None = _f(None, "Also save last.pt every N steps.",
+                                            resumable=True, ge=1)
+    checkpoint_every_minutes: float | None = _f(5.0, "Also save last.pt every N minutes.",
+                                                resumable=True, gt=0.0)
+    average_last: int = _f(1, "Average the last N epochs' weights at the end (kept if better).",
+                           resumable=True, ge=1)
+    promote: Literal["if-better", "always", "never"] = _f(
+        "if-better", "When best.pt replaces published.pt (also --promote).", resumable=True)
+    promote_metric: Literal["valid_loss", "valid_bleu"] = _f(
+        "valid_loss", "What the gate compares (valid_bleu is used anyway when tokenizers differ).",
+        resumable=True)
+    promote_margin_loss: float = _f(0.0, "Validation loss must drop by at least this to promote.",
+                                    resumable=True, ge=0.0)
+    promote_margin_bleu: float = _f(0.2, "Validation BLEU must rise by at least this to promote.",
+                                    resumable=True, ge=0.0, le=100.0)
+    promote_min_bleu: float | None = _f(None, "Greedy validation BLEU a model must reach to be "
+                                        "published at all.", resumable=True, ge=0.0, le=100.0)
+    keep_published: int = _f(3, "Replaced published models kept in published.history/.",
+                             resumable=True, ge=1, le=100)
+    out_dir: str = _f("checkpoints", "Where runs go (<out_dir>/<name>/).", resumable=True)
+    tensorboard: bool = _f(False, "Also write TensorBoard logs (needs the tensorboard extra).",
+                           resumable=True)
 
 
 @dataclass
 class DecodeConfig:
-    beam_size: int = _f(1, ge=1, le=256)
-    n_best: int = _f(1, ge=1, le=256)
-    length_penalty: float = _f(1.0, ge=0.0, le=100.0)
-    max_len_a: float = _f(1.5, ge=0.0, le=100.0)
-    max_len_b: int = _f(10, ge=1, le=16384)
-    batch_size: int = _f(128, ge=1, le=100_000)
+    """Translation by `tfm translate`, `tfm evaluate` and the Python API."""
+
+    beam_size: int = _f(1, "1: greedy search; more: beam search.", ge=1, le=256)
+    n_best: int = _f(1, "Hypotheses returned per input (<= beam_size).", ge=1, le=256)
+    length_penalty: float = _f(1.0, "Beam scores are divided by length^penalty (0: none).", ge=0.0,
+                               le=100.0)
+    max_len_a: float = _f(1.5, "Longest output: max_len_a * source length + max_len_b tokens.",
+                          ge=0.0, le=100.0)
+    max_len_b: int = _f(10, "See max_len_a.", ge=1, le=16384)
+    batch_size: int = _f(128, "Sentences decoded together.", ge=1, le=100_000)
 
 
 @dataclass
 class ServeConfig:
     """`tfm serve`: where it listens, how it batches, what it accepts (see serving/)."""
 
-    host: str = "127.0.0.1"
-    port: int = _f(8000, ge=0, le=65535)
-    threads: int | None = _f(None, ge=1, le=1024)  # torch intra-op threads; None: half the cores
-    batch_tokens: int = _f(2048, ge=1, le=1_000_000)  # source tokens per batch (one input may exceed it)
-    max_wait_ms: float = _f(5.0, ge=0.0, le=10_000.0)  # how long a batch waits for company
-    max_inputs: int = _f(64, ge=1, le=100_000)  # sentences per request
-    max_bytes: int = _f(65536, ge=64, le=1 << 30)  # request body size
-    max_beam_size: int = _f(8, ge=1, le=256)
-    reload_poll_s: float = _f(2.0, ge=0.01, le=3600.0)  # how often the model file is checked
-    token_env: str = "TFM_SERVE_TOKEN"  # environment variable holding the bearer token
-    token_file: str | None = None  # or a file holding it (read at start)
+    host: str = _f("127.0.0.1", "Address to listen on (also --host).")
+    port: int = _f(8000, "Port (also --port; 0: any free port).", ge=0, le=65535)
+    threads: int | None = _f(None, "torch intra-op threads (null: half the cores, leaving the rest "
+                             "to a nightly retrain).", ge=1, le=1024)
+    batch_tokens: int = _f(2048, "Source tokens per batch (one input may exceed it).", ge=1,
+                           le=1_000_000)
+    max_wait_ms: float = _f(5.0, "How long a batch waits for company.", ge=0.0, le=10_000.0)
+    max_inputs: int = _f(64, "Sentences per request (more: 413).", ge=1, le=100_000)
+    max_bytes: int = _f(65536, "Request body size in bytes (more: 413).", ge=64, le=1 << 30)
+    max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)
+    reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.",
+                              ge=0.01, le=3600.0)
+    token_env: str = _f("TFM_SERVE_TOKEN", "Environment variable holding the bearer token.")
+    token_file: str | None = _f(None, "Or a file holding it (read at start).")
 
 
 @dataclass
 class Config:
-    name: str = "run"
-    data: DataConfig = field(default_factory=DataConfig)
-    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
-    serve: ServeConfig = field(default_factory=ServeConfig)
+    name: str = _f("run", "Run name: data/<name>/ and checkpoints/<name>/ (default: the file's "
+                   "stem).")
+    data: DataConfig = _section(DataConfig, "The corpus.")
+    tokenizer: TokenizerConfig = _section(TokenizerConfig, "Tokenization.")
+    model: ModelConfig = _section(ModelConfig, "The Transformer.")
+    train: TrainConfig = _section(TrainConfig, "Training and publication.")
+    decode: DecodeConfig = _section(DecodeConfig, "Translation.")
+    serve: ServeConfig = _section(ServeConfig, "The HTTP server.")
 
     @property
     def data_dir(self) -> Path:
@@ -198,7 +260,7 @@ def _type_name(tp: Any) -> str:
         tp, getattr(tp, "__name__", str(tp)))
 
 
-def _is_optional(tp: Any) -> tuple[bool, Any]:
+def split_optional(tp: Any) -> tuple[bool, Any]:
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         args = [a for a in get_args(tp) if a is not type(None)]
@@ -209,7 +271,7 @@ def _is_optional(tp: Any) -> tuple[bool, Any]:
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Return `value` converted to type `tp`, or raise UsageError naming `key`."""
-    optional, inner = _is_optional(tp)
+    optional, inner = split_optional(tp)
     if optional:
         if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
             return None
@@ -402,9 +464,8 @@ def resolve_config_path(spec: str) -> Path:
                      f"configs shipped with tfm: {shipped_names})")
 
 
-def load_config(spec: str, overrides: list[str] | None = None) -> Config:
-    """Load, override and validate a config; `spec` is a path or a bare name like base.yaml."""
-    path = resolve_config_path(spec)
+def _read_mapping(path: Path) -> dict[str, Any]:
+    """A config file's YAML mapping, or a UsageError naming the file (and line)."""
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
     except yaml.YAMLError as e:
@@ -419,7 +480,43 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
                          "the shipped configs, e.g. base.yaml, to start from its values)")
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: the config must be a YAML mapping of sections")
-    raw.setdefault("name", Path(path).stem)
+    return raw
+
+
+def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """`child` over `parent`, section by section (a child's section updates the parent's)."""
+    merged = dict(parent)
+    for key, value in child.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "sha256":
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's mapping with its `extends:` parents merged in (the parent is found beside the
+    file first, then like any config name)."""
+    raw = _read_mapping(path)
+    parent = raw.pop("extends", None)
+    if parent is None:
+        return raw
+    if not isinstance(parent, str):
+        raise UsageError(f"{path}: extends must be a config file name (got {parent!r})")
+    beside = path.parent / parent
+    parent_path = beside if beside.is_file() else resolve_config_path(parent)
+    if parent_path.resolve() in {p.resolve() for p in (*chain, path)}:
+        raise UsageError(f"{path}: extends {parent} makes a cycle")
+    inherited = {k: v for k, v in _resolved_mapping(parent_path, (*chain, path)).items() if k != "name"}
+    return _merge(inherited, raw)
+
+
+def load_config(spec: str, overrides: list[str] | None = None) -> Config:
+    """Load, override and validate a config; `spec` is a path or a bare name like base.yaml.
+    A config may start from another with `extends: base.yaml` and state only what differs."""
+    path = resolve_config_path(spec)
+    raw = _resolved_mapping(path)
+    raw.setdefault("name", Path(path).stem)  # a name is never inherited
     try:
         cfg = build_section(Config, raw, "")
     except UsageError as e:

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from ..config import Config
+from ..config import Config, TrainConfig
 from ..data.batching import collate, plan_batches
 from ..data.preprocess import Prepared
 from ..data.vocab import PAD
@@ -43,12 +43,8 @@ from .signals import GracefulStop, StopRequested
 
 log = logging.getLogger("tfm")
 
-# Settings that may change between sessions of one run without starting it over.
-RESUMABLE_CHANGES = {"epochs", "max_steps", "patience", "device", "precision", "compile", "threads",
-                     "valid_every", "valid_bleu", "valid_decode", "checkpoint_every_steps",
-                     "checkpoint_every_minutes", "promote", "promote_metric", "promote_margin_loss",
-                     "promote_margin_bleu", "promote_min_bleu", "keep_published", "out_dir",
-                     "tensorboard", "average_last"}
+# Settings that may change between sessions of one run without starting it over (schema metadata).
+RESUMABLE_CHANGES = {f.name for f in fields(TrainConfig) if f.metadata.get("resumable")}
 VALID_BATCH_TOKENS = 8000
 
 
