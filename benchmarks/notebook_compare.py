@@ -30,7 +30,7 @@ from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.data.vocab import PAD
 from transformer_cli.evaluate import score_translations
 from transformer_cli.inference.translate import Translator
-from transformer_cli.training.loss import sequence_loss
+from transformer_cli.loss import sequence_loss
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from .data.batching import EncodedSplit, collate, plan_batches
 from .data.vocab import PAD
 from .device import autocast
 from .inference.translate import TextTranslator, Translator
-from .training.loss import sequence_loss
+from .loss import sequence_loss
 
 
 @dataclass

@@ -11,7 +11,7 @@ from transformer_cli.config import TrainConfig, load_config
 from transformer_cli.data.batching import plan_batches
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.inference.translate import Translator
-from transformer_cli.training.loss import sequence_loss
+from transformer_cli.loss import sequence_loss
 from transformer_cli.training.optim import lr_factor
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
@@ -125,3 +125,19 @@ def test_batch_plans():
 
     unsorted = [list(range(i, min(i + 64, 500))) for i in range(0, 500, 64)]
     assert padded(by_count) - int(tgt.sum()) < (padded(unsorted) - int(tgt.sum())) / 5
+
+
+def test_weight_decay_skips_biases_and_layer_norms():
+    from transformer_cli.config import ModelConfig
+    from transformer_cli.model.transformer import Seq2SeqTransformer
+    from transformer_cli.training.optim import build_optimizer
+
+    model = Seq2SeqTransformer(ModelConfig(d_model=16, n_heads=2, d_ff=32), 50, 50)
+    decayed, plain = build_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu")).param_groups
+    assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
+    assert all(p.dim() >= 2 for p in decayed["params"]) and all(p.dim() == 1 for p in plain["params"])
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all("norm" in names[id(p)] or names[id(p)].endswith("bias") for p in plain["params"])
+    assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
+    [single] = build_optimizer(model, TrainConfig(), torch.device("cpu")).param_groups
+    assert single["weight_decay"] == 0.0

@@ -37,6 +37,10 @@ MULTI30K_SHA256 = {
 }
 
 SPLITS = ("train", "val", "test")
+
+
+class NotOnServer(TfmError):
+    """The server answered 404 for a file (another name may still be there)."""
 DOWNLOAD_ATTEMPTS = 3
 _CHUNK = 1 << 16
 
@@ -130,7 +134,8 @@ def _download(url: str, dest: Path, expected: str | None) -> str:
             os.replace(tmp, dest)
             return actual
         except urllib.error.HTTPError as e:
-            raise TfmError(f"download failed: {url}: HTTP {e.code} {e.reason}") from None
+            error = NotOnServer if e.code == 404 else TfmError
+            raise error(f"download failed: {url}: HTTP {e.code} {e.reason}") from None
         except http.client.IncompleteRead as e:
             last_error = f"{url}: truncated ({len(e.partial)} bytes received, {e.expected} missing)"
         except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
@@ -188,8 +193,8 @@ def _fetch_url_first(base: str, names: list[str], cache: Path,
     for i, name in enumerate(names):
         try:
             return _fetch_url(base, name, cache, sums.get(name))
-        except TfmError as e:
-            if "HTTP 404" in str(e) and i + 1 < len(names):
+        except NotOnServer:
+            if i + 1 < len(names):
                 continue
             raise
     raise AssertionError("unreachable")

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -36,7 +36,7 @@ from ..inference.translate import Translator
 from ..model.transformer import Seq2SeqTransformer
 from .averaging import average_state_dicts
 from .distributed import DistContext
-from .loss import sequence_loss
+from ..loss import sequence_loss
 from .optim import build_optimizer, build_scheduler
 from .run_dir import RunDir
 from .signals import GracefulStop, StopRequested
@@ -63,7 +63,7 @@ class Progress:
     step: int = 0  # optimizer steps done
     epoch: int = 0  # epochs completed
     batch_in_epoch: int = 0  # optimizer steps done in the current epoch
-    pending_validation: str = ""  # "epoch" or "step" while a validation is due
+    pending_validation: Literal["", "epoch", "step"] = ""  # which validation is due, if any
     best_valid_loss: float = math.inf
     best_step: int = -1
     bad_validations: int = 0  # validations in a row without improvement

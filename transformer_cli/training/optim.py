@@ -15,8 +15,18 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
     on a CPU, benchmarks/optimizer_step.py), the multi-tensor one elsewhere."""
     cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
     fused = device.type in ("cpu", "cuda")
-    return cls(model.parameters(), lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
-               weight_decay=cfg.weight_decay, fused=fused, foreach=None if fused else True)
+    return cls(parameter_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas),
+               eps=cfg.eps, fused=fused, foreach=None if fused else True)
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay for matrices (projections, embeddings) only: biases and LayerNorm gains
+    (the 1-D parameters) are not decayed. Without decay, one group (as older runs saved it)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if weight_decay == 0.0:
+        return [{"params": params, "weight_decay": 0.0}]
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
 def lr_factor(cfg: TrainConfig, step: int) -> float:
