@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh) and run the test suite. Extra arguments go to pytest.
+# Set up (scripts/setup.sh), run ruff, then the test suite. Extra arguments go to pytest
+# (e.g. -m "not slow" for the fast tier).
 # Real-data tests run when TFM_DATA_SOURCE names a Multi30k folder (CI sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+.venv/bin/ruff check --quiet transformer_cli tests benchmarks
 exec .venv/bin/python -m pytest -q "$@"
