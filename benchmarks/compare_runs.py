@@ -45,7 +45,7 @@ def plot(runs: dict[str, list[dict]], path: Path) -> None:
         if all("valid_word_ppl" in r for r in records):
             left.plot(minutes, [r["valid_word_ppl"] for r in records], marker="o", label=name)
         if any("valid_bleu" in r for r in records):
-            decode = next((r.get("valid_decode", "not logged") for r in records if "valid_bleu" in r))
+            decode = next(r.get("valid_decode", "not logged") for r in records if "valid_bleu" in r)
             right.plot([m for m, r in zip(minutes, records) if "valid_bleu" in r],
                        [r["valid_bleu"] for r in records if "valid_bleu" in r], marker="o",
                        label=f"{name} ({decode})")

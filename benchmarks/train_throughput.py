@@ -93,7 +93,7 @@ def main() -> None:
                 raise SystemExit(out.stderr.strip().splitlines()[-1])
             runs[precision, compiled].append(json.loads(out.stdout))
     results = []
-    for variant, rs in runs.items():
+    for rs in runs.values():
         best = sorted(rs, key=lambda r: r["tokens_per_s"])[len(rs) // 2]  # the median run
         best["tokens_per_s_runs"] = [r["tokens_per_s"] for r in rs]
         results.append(best)

@@ -106,7 +106,7 @@ def test_extends_states_only_the_differences(tmp_path):
     best, base = load_config("best.yaml"), load_config("base.yaml")
     assert best.name == "best" and (best.train.epochs, best.train.average_last) == (20, 5)
     assert best.model == base.model and best.tokenizer == base.tokenizer and best.decode == base.decode
-    parent = write(tmp_path, "model: {d_model: 64, n_heads: 2}\ntrain: {lr: 1.0e-3, epochs: 3}\n", "p.yaml")
+    write(tmp_path, "model: {d_model: 64, n_heads: 2}\ntrain: {lr: 1.0e-3, epochs: 3}\n", "p.yaml")
     child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\n", "c.yaml")
     cfg = load_config(child)
     assert (cfg.name, cfg.model.d_model, cfg.train.lr, cfg.train.epochs) == ("c", 64, 1e-3, 5)

@@ -39,7 +39,7 @@ class CheckpointError(TfmError):
     """A checkpoint file that is missing, unreadable, damaged or not a tfm checkpoint."""
 
 
-def _feed(h: "hashlib._Hash", obj: Any) -> None:
+def _feed(h: hashlib._Hash, obj: Any) -> None:
     """Hash nested plain data deterministically (type tags keep 1 and "1" apart)."""
     if isinstance(obj, torch.Tensor):
         t = obj.detach().cpu().contiguous()

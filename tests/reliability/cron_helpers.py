@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 TFM = [sys.executable, "-m", "transformer_cli"]
 
@@ -64,7 +64,7 @@ def run_all(*commands: tuple[str, ...], timeout: float = 180) -> list[subprocess
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 60, what: str = "condition",
-               alive: "Tfm | None" = None) -> None:
+               alive: Tfm | None = None) -> None:
     """Poll `condition` every 20 ms; fail after `timeout` s or if `alive` exits first."""
     deadline = time.monotonic() + timeout
     while not condition():

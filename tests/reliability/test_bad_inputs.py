@@ -100,10 +100,13 @@ def test_a_diverging_run_stops_with_an_error_and_promotes_nothing(tmp_path, cron
     assert line.startswith("tfm: error: training diverged: train loss nan") and "train.lr=1000000.0" in line
     run = run_dir(cfg)
     assert not (run / "published.pt").exists() and not (run / "best.pt").exists()
+    def refuse(constant: str) -> None:
+        pytest.fail(f"{constant} in a JSON file")
+
     for text in (run / "metrics.jsonl", run / "promotions.log"):
         if text.exists():  # strict JSON only: no NaN or Infinity tokens
             for record in text.read_text().splitlines():
-                json.loads(record, parse_constant=lambda c: pytest.fail(f"{c} in {text}"))
+                json.loads(record, parse_constant=refuse)
 
 
 def test_unreadable_corpus_and_damaged_files_name_the_file(tmp_path, cron_data, finished, tfm_fork):

@@ -19,8 +19,8 @@ def test_sigterm_during_validation_decoding_exits_143_within_5_s_and_resumes(tmp
     corpus = write_corpus(tmp_path / "corpus", {"train": 300, "val": 600, "test_2016_flickr": 20})
     paths = {"corpus": corpus, "data": tmp_path / "data", "cache": tmp_path / "cache"}
     cfg = write_cron_config(tmp_path, paths, epochs=1, valid_bleu=True)
-    text = cfg.read_text().replace("max_len_b: 12", "max_len_b: 60").replace("beam_size: 1", "beam_size: 1\n  batch_size: 4")
-    cfg.write_text(text)
+    cfg.write_text(cfg.read_text().replace("max_len_b: 12", "max_len_b: 60")
+                   .replace("beam_size: 1", "beam_size: 1\n  batch_size: 4"))
     run = run_dir(cfg)
     tfm = Tfm("train", "-c", str(cfg), log_to=tmp_path / "first.err")
     wait_until(file_contains(run / "train.log", "validation BLEU: translating 600 sentences (greedy)"),

@@ -36,7 +36,7 @@ class EncodedSplit:
     tgt_offsets: torch.Tensor
 
     @classmethod
-    def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> "EncodedSplit":
+    def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> EncodedSplit:
         assert len(src) == len(tgt)
         return cls(*_flatten(src), *_flatten(tgt))
 
@@ -61,7 +61,7 @@ class EncodedSplit:
                                  "tgt": self.tgt, "tgt_offsets": self.tgt_offsets})
 
     @classmethod
-    def load(cls, path: Path) -> "EncodedSplit":
+    def load(cls, path: Path) -> EncodedSplit:
         d = torch.load(path, weights_only=True)
         return cls(d["src"], d["src_offsets"], d["tgt"], d["tgt_offsets"])
 
@@ -75,7 +75,7 @@ class Batch:
     tgt_out: torch.Tensor  # [batch, tgt_len]
     n_tokens: int  # non-pad target tokens, for loss normalisation and throughput
 
-    def to(self, device: torch.device) -> "Batch":
+    def to(self, device: torch.device) -> Batch:
         non_blocking = device.type == "cuda"
         return Batch(self.src.to(device, non_blocking=non_blocking),
                      self.tgt_in.to(device, non_blocking=non_blocking),

@@ -66,7 +66,7 @@ class Prepared:
                 raise damaged(self.folder / "tokenizer.json", e) from None
         return self._tokenizers
 
-    def split(self, name: str) -> "EncodedSplit":
+    def split(self, name: str) -> EncodedSplit:
         from .batching import EncodedSplit  # torch: imported only when data is used
 
         path = self.folder / f"{name}.pt"
@@ -235,7 +235,8 @@ def prepare(cfg: Config, force: bool = False,
             problem = verify_folder(folder, old)
             if problem is None:
                 return Prepared(folder, old), False
-            log.warning("warning: the preprocessed data in %s is damaged (%s): rebuilding it", folder, problem)
+            log.warning("warning: the preprocessed data in %s is damaged (%s): rebuilding it",
+                        folder, problem)
         else:
             log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
 

@@ -116,7 +116,7 @@ class WordTokenizer(Tokenizer):
 
     @classmethod
     def fit(cls, lang: str, lines: Sequence[str], cfg: TokenizerConfig,
-            progress: Progress | None = None) -> tuple["WordTokenizer", list[list[int]]]:
+            progress: Progress | None = None) -> tuple[WordTokenizer, list[list[int]]]:
         """Build the vocab (and the detokenization rules) from training text; encode it."""
         tok = cls(lang, Vocab(SPECIALS), cfg.lowercase, (), ())
         sentences: list[list[str]] = []
@@ -165,7 +165,7 @@ class WordTokenizer(Tokenizer):
                 "attach_right": sorted(self.attach_right)}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "WordTokenizer":
+    def from_state(cls, state: dict[str, Any]) -> WordTokenizer:
         return cls(state["lang"], Vocab(state["itos"]), state["lowercase"], state["attach_left"],
                    state["attach_right"])
 
@@ -190,7 +190,7 @@ class SubwordTokenizer(Tokenizer):
         return self.sp.get_piece_size()
 
     @classmethod
-    def train(cls, lines: Sequence[str], cfg: TokenizerConfig) -> "SubwordTokenizer":
+    def train(cls, lines: Sequence[str], cfg: TokenizerConfig) -> SubwordTokenizer:
         import sentencepiece as spm
 
         text = [line.lower() if cfg.lowercase else line for line in lines if line.strip()]
@@ -229,7 +229,7 @@ class SubwordTokenizer(Tokenizer):
         return {"kind": self.kind, "lowercase": self.lowercase, "model": self.model}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "SubwordTokenizer":
+    def from_state(cls, state: dict[str, Any]) -> SubwordTokenizer:
         return cls(state["model"], state["lowercase"])
 
 
@@ -252,7 +252,7 @@ class TokenizerPair:
         return {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> "TokenizerPair":
+    def from_state(cls, state: dict[str, Any]) -> TokenizerPair:
         """Rebuild from `state()`; anything malformed (a damaged or crafted file) is a ValueError."""
         try:
             if state["joint"]:
@@ -275,7 +275,7 @@ class TokenizerPair:
         (folder / "tokenizer.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
 
     @classmethod
-    def load(cls, folder: Path) -> "TokenizerPair":
+    def load(cls, folder: Path) -> TokenizerPair:
         meta = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
         for side in ("shared", "src", "tgt"):
             part = meta.get(side)

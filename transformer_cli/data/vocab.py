@@ -24,7 +24,7 @@ class Vocab:
 
     @classmethod
     def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1,
-              max_size: int | None = None) -> "Vocab":
+              max_size: int | None = None) -> Vocab:
         """Tokens seen at least `min_freq` times, most frequent first (ties alphabetical).
 
         `max_size` caps the total size, specials included.

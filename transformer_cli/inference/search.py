@@ -62,7 +62,7 @@ def greedy_search(model: IncrementalModel, src: Tensor, limits: Tensor) -> list[
         log_probs, state = model.step(tokens, state)
         log_probs = _force_eos(log_probs, limits[alive] <= t + 1)
         best, tokens = log_probs.max(dim=-1)
-        for row, (i, tok, lp) in enumerate(zip(alive.tolist(), tokens.tolist(), best.tolist())):
+        for i, tok, lp in zip(alive.tolist(), tokens.tolist(), best.tolist()):
             log_prob[i] += lp
             if tok != EOS:
                 out[i].append(tok)

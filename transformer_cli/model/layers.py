@@ -131,7 +131,7 @@ class LayerCache:
     cross_k: Tensor
     cross_v: Tensor
 
-    def reorder(self, index: Tensor) -> "LayerCache":
+    def reorder(self, index: Tensor) -> LayerCache:
         return LayerCache(*(t.index_select(0, index) for t in
                             (self.self_k, self.self_v, self.cross_k, self.cross_v)))
 

@@ -34,7 +34,7 @@ class DecoderState:
     layers: list[LayerCache]
     position: int  # index of the next target position
 
-    def reorder(self, index: Tensor) -> "DecoderState":
+    def reorder(self, index: Tensor) -> DecoderState:
         """Keep/duplicate batch rows (beam search): index is [new_batch] into the batch."""
         return DecoderState(self.src_mask.index_select(0, index),
                             [c.reorder(index) for c in self.layers], self.position)

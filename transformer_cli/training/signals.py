@@ -43,7 +43,7 @@ class GracefulStop:
         if self.signum is not None:
             raise StopRequested(self.signum)
 
-    def __enter__(self) -> "GracefulStop":
+    def __enter__(self) -> GracefulStop:
         for s in self.SIGNALS:
             self._previous[s] = signal.signal(s, self._handle)
         return self
