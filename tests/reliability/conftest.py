@@ -27,6 +27,19 @@ def cron_data(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
+@pytest.fixture(scope="session")
+def finished(tmp_path_factory, cron_data):
+    """A finished one-epoch run with a published model; tests that damage it work on copies."""
+    from cron_helpers import run_dir
+    from transformer_cli.config import load_config
+    from transformer_cli.training.session import run_training
+
+    root = tmp_path_factory.mktemp("finished")
+    cfg = write_cron_config(root, cron_data, epochs=1)
+    run_training(load_config(str(cfg)))
+    return {"config": cfg, "run": run_dir(cfg)}
+
+
 @pytest.fixture
 def make_config(tmp_path, cron_data):
     """make_config(sub, **train): writes `<tmp>/<sub>/cron.yaml` (run: `<sub>/checkpoints/cron`)."""

@@ -14,17 +14,6 @@ import pytest
 from cron_helpers import error_lines, run_dir, write_cron_config
 from helpers import write_corpus
 from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
-from transformer_cli.config import load_config
-from transformer_cli.training.session import run_training
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory, cron_data):
-    """A finished one-epoch run with a published model, copied by the tests that damage it."""
-    root = tmp_path_factory.mktemp("finished")
-    cfg = write_cron_config(root, cron_data, epochs=1)
-    run_training(load_config(str(cfg)))
-    return {"config": cfg, "run": run_dir(cfg)}
 
 
 def _snapshot(run) -> dict[str, bytes]:

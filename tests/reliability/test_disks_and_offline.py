@@ -15,8 +15,6 @@ import pytest
 
 from cron_helpers import error_lines, run_dir, write_cron_config
 from transformer_cli.checkpoint import load_checkpoint
-from transformer_cli.config import load_config
-from transformer_cli.training.session import run_training
 
 
 def _namespaces_work() -> bool:
@@ -42,14 +40,6 @@ def _tfm_on_small_disk(mount: str, size_kb: int, free_kb: int | None, setup: str
     return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh",
                            sys.executable, "-m", "transformer_cli", *args],
                           capture_output=True, text=True, timeout=180)
-
-
-@pytest.fixture(scope="module")
-def finished(tmp_path_factory, cron_data):
-    root = tmp_path_factory.mktemp("finished")
-    cfg = write_cron_config(root, cron_data, epochs=1)
-    run_training(load_config(str(cfg)))
-    return {"config": cfg, "run": run_dir(cfg)}
 
 
 @needs_namespaces
