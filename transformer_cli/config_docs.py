@@ -10,7 +10,8 @@ import dataclasses
 import json
 from typing import Any, Literal, get_args, get_origin, get_type_hints
 
-from .config import Config, split_optional
+from .config import Config
+from .config_values import split_optional
 
 MARKDOWN_BAR = " \\| "  # a | inside a Markdown table cell
 

@@ -1,0 +1,160 @@
+"""Turning YAML values into typed config fields: coercion, bounds, unknown keys, `--set`.
+
+Generic over the schema's dataclasses (config.py): every problem is one UsageError naming
+the key, e.g. ``train.lr must be a finite number (got 'inf')``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import operator
+import types
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from .errors import UsageError
+
+
+# --------------------------------------------------------------------------- coercion
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        tp, getattr(tp, "__name__", str(tp)))
+
+
+def split_optional(tp: Any) -> tuple[bool, Any]:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(get_args(tp)) == 2:
+            return True, args[0]
+    return False, tp
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Return `value` converted to type `tp`, or raise UsageError naming `key`."""
+    optional, inner = split_optional(tp)
+    if optional:
+        if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
+            return None
+        return _coerce(value, inner, key)
+    if dataclasses.is_dataclass(tp):
+        return build_section(tp, value, key)
+    origin = get_origin(tp)
+    if origin is Literal:
+        if value in get_args(tp):
+            return value
+        raise UsageError(f"{key} must be {_type_name(tp)} (got {value!r})")
+    if origin is list:
+        (item,) = get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise UsageError(f"{key} must be a list (got {value!r})")
+        return [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise UsageError(f"{key} must be a mapping (got {value!r})")
+        return {str(k): _coerce(v, str, f"{key}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+    elif tp is float:
+        number = None
+        if isinstance(value, (int, float, str)) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except (ValueError, OverflowError):
+                pass
+        if number is not None:
+            if not math.isfinite(number):
+                raise UsageError(f"{key} must be a finite number (got {value!r})")
+            return number
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise UsageError(f"{key} must be {_type_name(tp)} (got {value!r})")
+
+
+_BOUND_OPS = {"ge": (operator.ge, ">="), "le": (operator.le, "<="),
+              "gt": (operator.gt, ">"), "lt": (operator.lt, "<")}
+
+
+def _check_bounds(value: Any, meta: Any, key: str) -> None:
+    if value is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    for name, (op, sym) in _BOUND_OPS.items():
+        bound = meta.get(name)
+        if bound is not None and not op(value, bound):
+            raise UsageError(f"{key}={value} is out of range: must be {sym} {bound}")
+
+
+def _unknown_key(key: str, choices: list[str], prefix: str) -> UsageError:
+    close = difflib.get_close_matches(key, choices, n=1)
+    hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known: {', '.join(choices)})"
+    return UsageError(f"unknown key '{prefix}{key}'{hint}")
+
+
+def build_section(cls: type, raw: Any, key: str) -> Any:
+    """Instantiate dataclass `cls` from mapping `raw` with type and range checks."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise UsageError(f"{key or 'the config'} must be a mapping (got {raw!r})")
+    hints = get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    prefix = f"{key}." if key else ""
+    kwargs = {}
+    for k, v in raw.items():
+        if k not in known:
+            raise _unknown_key(str(k), list(known), prefix)
+        value = _coerce(v, hints[k], prefix + k)
+        _check_bounds(value, known[k].metadata, prefix + k)
+        kwargs[k] = value
+    return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------- overrides
+
+def apply_override(cfg: Any, assignment: str) -> None:
+    """Apply one `section.key=value` override in place, with the same checks as the file."""
+    if "=" not in assignment:
+        raise UsageError(f"--set {assignment!r}: expected KEY=VALUE, e.g. train.lr=3e-4")
+    path, _, text = assignment.partition("=")
+    parts = path.strip().split(".")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    obj: Any = cfg
+    for i, part in enumerate(parts):
+        prefix = ".".join(parts[:i])
+        prefix = f"{prefix}." if prefix else ""
+        if not dataclasses.is_dataclass(obj):
+            raise UsageError(f"--set {path}: '{prefix.rstrip('.')}' has no sub-keys")
+        known = {f.name: f for f in dataclasses.fields(obj)}
+        if part not in known:
+            raise UsageError(f"--set {path}: " + str(_unknown_key(part, list(known), prefix)))
+        if i == len(parts) - 1:
+            tp = get_type_hints(type(obj))[part]
+            try:
+                new = _coerce(value, tp, path)
+                _check_bounds(new, known[part].metadata, path)
+            except UsageError as e:
+                raise UsageError(f"--set {e}") from None
+            setattr(obj, part, new)
+        else:
+            obj = getattr(obj, part)
