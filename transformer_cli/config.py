@@ -89,6 +89,10 @@ class TokenizerConfig:
                      "model.share_embeddings).")
     character_coverage: float = _f(1.0, "sentencepiece: share of characters covered by the "
                                    "vocabulary.", gt=0.9, le=1.0)
+    sampling: float = _f(0.0, "sentencepiece: subword regularization of the training split, "
+                         "re-sampled every epoch: BPE-dropout probability (bpe) or sampling "
+                         "smoothing alpha (unigram); 0: off. Evaluation is always deterministic.",
+                         ge=0.0, lt=1.0)
 
 
 @dataclass
@@ -135,6 +139,13 @@ class TrainConfig:
     clip_norm: float | None = _f(1.0, "Clip the gradient norm to this (null: no clipping).", gt=0.0)
     label_smoothing: float = _f(0.0, "Label smoothing (epsilon_ls; the paper uses 0.1).", ge=0.0,
                                 lt=1.0)
+    source_lowercase: float = _f(0.0, "Share of training sources lowercased, re-drawn every epoch "
+                                 "(robustness to lowercase input; targets keep their case).",
+                                 ge=0.0, le=1.0)
+    source_uppercase: float = _f(0.0, "Share of training sources written in capitals, re-drawn "
+                                 "every epoch.", ge=0.0, le=1.0)
+    source_unpunctuated: float = _f(0.0, "Share of training sources without their final "
+                                    "punctuation, re-drawn every epoch.", ge=0.0, le=1.0)
     schedule: Literal["constant", "inverse_sqrt"] = _f(
         "constant", "Learning-rate schedule: constant, or the paper's warmup then 1/sqrt(step).")
     warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
@@ -257,6 +268,11 @@ def validate(cfg: Config) -> None:
         raise UsageError(f"model.n_heads={m.n_heads} must divide model.d_model={m.d_model}")
     if m.positional == "sinusoidal" and m.d_model % 2:
         raise UsageError(f"model.d_model={m.d_model} must be even for sinusoidal positions")
+    if t.sampling and t.kind != "sentencepiece":
+        raise UsageError("tokenizer.sampling needs tokenizer.kind: sentencepiece (spaCy words have "
+                         "one segmentation)")
+    if tr.source_lowercase + tr.source_uppercase > 1.0:
+        raise UsageError("train.source_lowercase + train.source_uppercase must be at most 1")
     if m.share_embeddings and not (t.kind == "sentencepiece" and t.joint):
         raise UsageError("model.share_embeddings needs a joint vocabulary "
                          "(tokenizer.kind: sentencepiece with tokenizer.joint: true)")

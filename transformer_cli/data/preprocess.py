@@ -7,7 +7,8 @@ renamed into place, so an interrupted run never leaves a half-written one:
     config.yaml          the fully resolved config
     tokenizer.json       tokenizer kind, options, vocabularies (+ spm.*.model files)
     {train,val,test}.pt  encoded ids (see `EncodedSplit`)
-    {val,test}.{lang}.txt  raw text, the references for BLEU
+    {train,val,test}.{lang}.txt  raw text: the kept training pairs (re-encoded per epoch by
+                         subword sampling or source noise) and the references for BLEU
 
 A folder whose fingerprint (config sections that shape the data + input checksums + format
 version) matches, and whose files still match the sizes and SHA-256 sums its manifest lists,
@@ -133,8 +134,9 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
 def verify_folder(folder: Path, manifest: dict[str, Any]) -> str | None:
     """Why the folder no longer holds what its manifest lists (size, sha256), or None if intact."""
     outputs = manifest.get("outputs")
-    if not isinstance(outputs, dict) or not outputs:
-        return "its manifest lists no file checksums (made by an older tfm)"
+    langs = (manifest.get("src_lang"), manifest.get("tgt_lang"))
+    if not isinstance(outputs, dict) or not {f"{s}.{lang}.txt" for s in SPLITS for lang in langs} <= set(outputs):
+        return "its manifest lists no checksums of some files (made by an older tfm)"
     for name, expected in outputs.items():
         path = folder / name
         try:
@@ -268,6 +270,7 @@ def prepare(cfg: Config, force: bool = False,
                          f"data.train_max_len={limit} tokens); at least data.min_train_pairs="
                          f"{cfg.data.min_train_pairs} are needed")
     encoded["train"] = ([src_ids[i] for i in short], [tgt_ids[i] for i in short])
+    text["train"] = ([train_src[i] for i in short], [train_tgt[i] for i in short])  # for re-encoding
 
     stats = {s: {"pairs": len(encoded[s][0]), "src_len": _length_stats(encoded[s][0]),
                  "tgt_len": _length_stats(encoded[s][1])} for s in SPLITS}
@@ -307,7 +310,7 @@ def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[lis
         tmp.mkdir(parents=True)
         for split, (src, tgt) in encoded.items():
             EncodedSplit.from_lists(src, tgt).save(tmp / f"{split}.pt")
-        for split in EVAL_SPLITS:
+        for split in SPLITS:
             for lang, lines in zip((cfg.data.src_lang, cfg.data.tgt_lang), text[split]):
                 (tmp / f"{split}.{lang}.txt").write_text("".join(f"{x}\n" for x in lines),
                                                          encoding="utf-8")

@@ -219,6 +219,16 @@ class SubwordTokenizer(Tokenizer):
             progress(len(lines))
         return ids
 
+    def encode_sampled(self, lines: Sequence[str], alpha: float, seed: int) -> list[list[int]]:
+        """One sampled segmentation per line (subword regularization): BPE-dropout with
+        probability `alpha` for BPE models, sampling with smoothing `alpha` over all
+        segmentations for unigram models. The same (lines, alpha, seed) give the same ids."""
+        import sentencepiece as spm
+
+        text = [line.lower() if self.lowercase else line for line in lines]
+        spm.set_random_generator_seed(seed)  # one thread below: the draws follow this seed
+        return self.sp.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
+
     def decode(self, ids: Sequence[int]) -> str:
         return self.sp.decode(_strip_specials(ids))
 
