@@ -8,6 +8,7 @@ import itertools
 import shutil
 from typing import Literal, get_args, get_origin, get_type_hints
 
+import ctranslate2
 import pytest
 
 from transformer_cli.checkpoint import CheckpointError, load_checkpoint
@@ -50,10 +51,12 @@ def test_what_ctranslate2_cannot_express_is_refused_in_one_line():
         "model.positional='rotary' has no CTranslate2 equivalent"
 
     @dataclasses.dataclass
-    class Later(ModelConfig):  # an option a later tfm adds: refused until the exporter knows it
-        qk_norm: bool = True
+    class Later(ModelConfig):  # an option a later tfm adds: refused until the exporter knows it,
+        qk_norm: bool = False  # unless it keeps its default (the behaviour before it existed)
 
-    assert refusal(Later()).startswith("model.qk_norm is not known to the CTranslate2 exporter")
+    assert refusal(Later()) is None
+    assert refusal(Later(qk_norm=True)).startswith("model.qk_norm=True is not known to the "
+                                                   "CTranslate2 exporter")
 
 
 def test_vocabularies_ctranslate2_cannot_map_are_refused():
@@ -81,6 +84,11 @@ def test_export_folders_are_replaced_whole_and_verified(models, tmp_path):
     with pytest.raises(UsageError, match="--quantization must be one of none, int8"):
         export_checkpoint(checkpoint, tmp_path / "new", "int4")
     assert (other / "keep.txt").read_text() == "mine" and not (tmp_path / "new").exists()
+    with pytest.raises(UsageError, match=r"runs on auto, cpu or cuda \(got 'mps'\)"):
+        Ct2Translator(target, "mps")
+    if ctranslate2.get_cuda_device_count() == 0:
+        with pytest.raises(UsageError, match="no CUDA GPU is visible to CTranslate2"):
+            Ct2Translator(target, "cuda")
 
     damaged = tmp_path / "damaged"
     shutil.copytree(target, damaged)

@@ -40,8 +40,9 @@ from ..model.transformer import Decoder, Encoder, Seq2SeqTransformer
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU"}
 _NORMS = ("pre", "post")
 _POSITIONALS = ("sinusoidal", "learned")  # absolute tables: both are written out row by row
-# ModelConfig fields that only matter in training. Any field outside these and the ones
-# checked in `refusal` is refused, so a model option added later is never silently dropped.
+# ModelConfig fields that only matter in training, and those the spec expresses. A field
+# outside both (a model option added later) is refused unless it has its default value, so
+# an option the exporter does not know is never silently dropped.
 _TRAINING_ONLY = {"dropout", "attention_dropout", "activation_dropout"}
 _EXPRESSED = {"d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "activation",
               "positional", "max_len", "norm", "tie_output", "share_embeddings"}
@@ -49,10 +50,11 @@ _EXPRESSED = {"d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_f
 
 def refusal(cfg: ModelConfig) -> str | None:
     """Why a model with this architecture cannot be exported to CTranslate2, or None."""
-    unknown = sorted(set(dataclasses.asdict(cfg)) - _TRAINING_ONLY - _EXPRESSED)
-    if unknown:
-        return (f"model.{unknown[0]} is not known to the CTranslate2 exporter of this tfm "
-                "version, so the export could not reproduce it")
+    for f in dataclasses.fields(cfg):
+        if f.name in _TRAINING_ONLY | _EXPRESSED or getattr(cfg, f.name) == _default(f):
+            continue
+        return (f"model.{f.name}={getattr(cfg, f.name)!r} is not known to the CTranslate2 "
+                "exporter of this tfm version, so the export could not reproduce it")
     if cfg.activation not in _ACTIVATIONS:
         return f"model.activation={cfg.activation!r} has no CTranslate2 equivalent"
     if cfg.norm not in _NORMS:
@@ -60,6 +62,12 @@ def refusal(cfg: ModelConfig) -> str | None:
     if cfg.positional not in _POSITIONALS:
         return f"model.positional={cfg.positional!r} has no CTranslate2 equivalent"
     return None
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:

@@ -41,6 +41,8 @@ class Ct2Translator(TextTranslator):
         ct2 = import_ctranslate2()
         if device not in DEVICES:
             raise UsageError(f"a CTranslate2 export runs on auto, cpu or cuda (got {device!r})")
+        if device == "cuda" and ct2.get_cuda_device_count() == 0:
+            raise UsageError("--device cuda: no CUDA GPU is visible to CTranslate2")
         manifest, tokenizers = read_export(folder)
         try:
             self.max_len = int(manifest["model"]["config"]["max_len"])
