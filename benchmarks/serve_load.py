@@ -55,32 +55,37 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
 
 async def send(url: str, sentences: list[str], clients: int, beam_size: int,
                on_progress=None) -> dict:
-    """Each sentence as its own request, `clients` at a time; latencies, statuses, model shas."""
+    """Each sentence as its own request from `clients` clients, each with its own connection
+    (opened before the clock starts); latencies, failures and the models that answered."""
     todo = iter(sentences)
     latencies: list[float] = []
     failures: list[str] = []
     shas: dict[str, int] = {}
-    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    connected = asyncio.Barrier(clients + 1)
 
-    async def client_loop(client: httpx.AsyncClient) -> None:
-        for sentence in todo:
-            started = time.perf_counter()
-            try:
-                r = await client.post("/translate", json={"inputs": sentence,
-                                                          "parameters": {"beam_size": beam_size}})
-                if r.status_code != 200:
-                    failures.append(f"{r.status_code}: {r.text[:200]}")
-                sha = r.headers.get("x-model-sha256", "")
-                shas[sha] = shas.get(sha, 0) + 1
-            except httpx.HTTPError as e:
-                failures.append(f"{type(e).__name__}: {e}")
-            latencies.append(time.perf_counter() - started)
-            if on_progress is not None:
-                on_progress(len(latencies))
+    async def client_loop() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+            await client.get("/health")
+            await connected.wait()
+            for sentence in todo:
+                started = time.perf_counter()
+                try:
+                    r = await client.post("/translate", json={"inputs": sentence,
+                                                              "parameters": {"beam_size": beam_size}})
+                    if r.status_code != 200:
+                        failures.append(f"{r.status_code}: {r.text[:200]}")
+                    sha = r.headers.get("x-model-sha256", "")
+                    shas[sha] = shas.get(sha, 0) + 1
+                except httpx.HTTPError as e:
+                    failures.append(f"{type(e).__name__}: {e}")
+                latencies.append(time.perf_counter() - started)
+                if on_progress is not None:
+                    on_progress(len(latencies))
 
+    tasks = [asyncio.create_task(client_loop()) for _ in range(clients)]
+    await connected.wait()
     started = time.perf_counter()
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
-        await asyncio.gather(*(client_loop(client) for _ in range(clients)))
+    await asyncio.gather(*tasks)
     return {"seconds": time.perf_counter() - started, "latencies": latencies,
             "failures": failures, "shas": shas}
 

@@ -44,3 +44,15 @@ def trained(tmp_path_factory, corpus_dir):
     r = run_tfm("train", "--config", str(cfg))
     assert r.returncode == 0, r.stderr
     return {"config": cfg, "run": work / "checkpoints" / "toy", "work": work, "stderr": r.stderr}
+
+
+# Fixtures that train models or start tfm processes: a test that uses one (directly or through
+# another fixture) is slow, wherever it lives. Tests that train without them carry
+# @pytest.mark.slow themselves. `-m "not slow"` runs the fast tier.
+SLOW_FIXTURES = {"trained", "models", "cron_data", "tfm_fork", "start_server", "multi30k_dir"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

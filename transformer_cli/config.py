@@ -215,7 +215,8 @@ class ServeConfig:
                              "to a nightly retrain).", ge=1, le=1024)
     batch_tokens: int = _f(2048, "Source tokens per batch (one input may exceed it).", ge=1,
                            le=1_000_000)
-    max_wait_ms: float = _f(5.0, "How long a batch waits for company.", ge=0.0, le=10_000.0)
+    max_wait_ms: float = _f(20.0, "Longest wait of a batch for the clients it just answered to "
+                            "send again (a lone client never waits).", ge=0.0, le=10_000.0)
     max_inputs: int = _f(64, "Sentences per request (more: 413).", ge=1, le=100_000)
     max_bytes: int = _f(65536, "Request body size in bytes (more: 413).", ge=64, le=1 << 30)
     max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)

@@ -1,8 +1,10 @@
-"""Choosing the device and the autocast precision."""
+"""Choosing the device, the autocast precision and the CPU threads; a device's RNG state."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+from typing import Any
 
 import torch
 
@@ -68,3 +70,26 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def default_threads() -> int:
+    """Intra-op threads when train.threads is unset: the CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def rng_state(device: torch.device) -> dict[str, Any]:
+    """The CPU generator's state, and the GPU's when `device` is one (plain tensors)."""
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
+    """Restore what `rng_state` returned (a GPU state only onto a GPU)."""
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)

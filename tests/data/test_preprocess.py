@@ -1,6 +1,7 @@
 import gzip
 import json
 
+import pytest
 import torch
 
 from helpers import run_tfm, write_config, write_corpus
@@ -29,6 +30,7 @@ def test_preprocess_end_to_end(tmp_path, corpus_dir):
     assert prepared.text("test", "en")[0] == first_test
 
 
+@pytest.mark.slow  # several tfm preprocess processes
 def test_rerun_is_a_no_op_and_changes_rebuild(tmp_path, corpus_dir):
     cfg_path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir)
     assert run_tfm("preprocess", "-c", str(cfg_path), "-q").returncode == 0
@@ -45,6 +47,7 @@ def test_rerun_is_a_no_op_and_changes_rebuild(tmp_path, corpus_dir):
     assert r.returncode == 0 and json.loads(manifest.read_text())["splits"]["train"]["pairs"] == 200
 
 
+@pytest.mark.slow
 def test_spacy_pipeline_and_length_filter(tmp_path, corpus_dir):
     cfg_path = write_config(tmp_path / "words.yaml", tmp_path, corpus_dir,
                             tokenizer={"kind": "spacy", "lowercase": True, "min_freq": 2},

@@ -12,7 +12,7 @@ from cron_helpers import run_dir, write_cron_config
 from transformer_cli.checkpoint import load_checkpoint
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import prepare
-from transformer_cli.training.promotion import Scorer, promote
+from transformer_cli.training.promotion import Decision, Outcome, Scorer, promote
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 
@@ -51,29 +51,29 @@ def _decisions(run: RunDir) -> list[dict]:
 def test_worse_best_is_kept_out_and_the_decision_is_not_repeated(tmp_path, models):
     run = _run_with(tmp_path, published=models["good"], best=models["weak"])
     decision = promote(run, "if-better", "valid_loss", models["scorer"])
-    assert decision == "kept published (it is better)"
+    assert decision == Decision(Outcome.KEPT, "kept published (it is better)")
     assert run.published.read_bytes() == models["good"].read_bytes()
     [entry] = _decisions(run)
-    assert entry["decision"] == decision and entry["policy"] == "if-better"
+    assert entry["decision"] == decision.text and entry["policy"] == "if-better"
     assert entry["metric"] == "valid_loss" and entry["candidate"] > entry["published"]
     assert entry["candidate_sha256"] == load_checkpoint(models["weak"])["sha256"]
     assert entry["published_sha256"] == load_checkpoint(models["good"])["sha256"]
     # The next nightly run with the same best.pt does not score or log it again.
     again = promote(run, "if-better", "valid_loss", models["scorer"])
-    assert again == f"already decided for this best.pt: {decision}"
+    assert again == Decision(Outcome.ALREADY_DECIDED, f"already decided for this best.pt: {decision}")
     assert len(_decisions(run)) == 1 and run.published.read_bytes() == models["good"].read_bytes()
 
 
 def test_better_best_replaces_published(tmp_path, models):
     run = _run_with(tmp_path, published=models["weak"], best=models["good"])
     decision = promote(run, "if-better", "valid_loss", models["scorer"])
-    assert decision == "promoted (at least as good)"
+    assert decision == Decision(Outcome.PROMOTED, "promoted (at least as good)")
     assert run.published.read_bytes() == models["good"].read_bytes()
     [entry] = _decisions(run)
-    assert entry["decision"] == decision and entry["candidate"] < entry["published"]
-    assert promote(run, "if-better", "valid_loss", models["scorer"]).startswith("already decided")
+    assert entry["decision"] == decision.text and entry["candidate"] < entry["published"]
+    assert promote(run, "if-better", "valid_loss", models["scorer"]).outcome is Outcome.ALREADY_DECIDED
     unchanged = promote(run, "always", "valid_loss", models["scorer"])
-    assert unchanged == "unchanged (published is this best.pt)"
+    assert unchanged == Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
     assert len(_decisions(run)) == 2  # a new policy is a new decision
 
 
@@ -106,5 +106,6 @@ def test_damaged_best_keeps_published_and_does_not_fail(tmp_path, models):
     data = bytearray(run.best.read_bytes())
     data[len(data) // 2 : len(data) // 2 + 64] = b"\0" * 64
     run.best.write_bytes(bytes(data))
-    assert promote(run, "always", "valid_loss", models["scorer"]) == "nothing promoted: best.pt is damaged"
+    assert promote(run, "always", "valid_loss", models["scorer"]) == Decision(
+        Outcome.NOTHING, "nothing promoted: best.pt is damaged")
     assert run.published.read_bytes() == models["good"].read_bytes()

@@ -9,8 +9,12 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 from cron_helpers import Tfm, epoch_ends, file_contains, run_dir, wait_until, write_cron_config
 from helpers import write_corpus
+
+pytestmark = pytest.mark.slow  # real tfm processes on their own corpora
 
 
 def test_sigterm_during_validation_decoding_exits_143_within_5_s_and_resumes(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
+import time
 
 import httpx
 import pytest
@@ -58,16 +59,23 @@ def test_hot_reload_under_load_fails_no_request(watched, trained, model):
 
 def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_server):
     server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                          "--set", "serve.threads=1", "--set", "serve.max_wait_ms=1500",
-                          "--set", "serve.batch_tokens=100000")
+                          "--set", "serve.threads=1")
+    long = " ".join(["ein mann sieht einen ball"] * 20)  # truncated to the model's 63 tokens
+    heavy = {"inputs": [long] * 8, "parameters": {"beam_size": 6, "max_len": 64}}  # ~0.1-1 s each
 
     async def scenario() -> tuple[list[httpx.Response], BaseException | None]:
-        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
-            sent = [asyncio.create_task(client.post("/translate", json={"inputs": s})) for s in SENTENCES]
-            while server.metric("tfm_requests_in_flight") < len(SENTENCES):  # all waiting for a batch
-                await asyncio.sleep(0.02)
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
+            sent = [asyncio.create_task(client.post("/translate", json=heavy)) for _ in range(4)]
+            deadline = time.monotonic() + 30
+            while True:  # all four received (+1: the /metrics request asking)
+                text = (await client.get("/metrics")).text
+                if f"tfm_requests_in_flight {len(sent) + 1:.1f}" in text:
+                    break
+                assert time.monotonic() < deadline and not any(t.done() for t in sent), \
+                    "the requests were never all in flight at once"
+                await asyncio.sleep(0.005)
             server.tfm.kill(signal.SIGTERM)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.1)
             try:
                 await httpx.AsyncClient(timeout=5).post(server.url + "/translate", json={"inputs": "x"})
                 refused = None
@@ -76,8 +84,9 @@ def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_s
             return await asyncio.gather(*sent), refused
 
     replies, refused = asyncio.run(scenario())
-    assert [r.status_code for r in replies] == [200] * len(SENTENCES)
-    assert [r.json()[0]["translation_text"] for r in replies] == model.translate(SENTENCES)
+    expected = model.translate([long], beam_size=6, max_len=64)[0]
+    assert [r.status_code for r in replies] == [200] * 4
+    assert all(x["translation_text"] == expected for r in replies for x in r.json())
     assert isinstance(refused, httpx.ConnectError), "a new connection was accepted while draining"
     assert server.tfm.wait(30) == 0, server.tfm.stderr
     assert "SIGTERM: stopped after answering the requests in flight" in server.tfm.stderr

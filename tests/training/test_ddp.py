@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import run_tfm, write_config
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+pytestmark = pytest.mark.slow  # two processes train
 
 
 def test_two_processes_stay_in_sync(tmp_path, corpus_dir):

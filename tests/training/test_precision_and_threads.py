@@ -1,5 +1,5 @@
-"""Precision choice per device, the fp16 + GradScaler path (run on the CPU), default threads,
-and what validation decoding reports (issue 13, build items 2, 3 and 5)."""
+"""The fp16 + GradScaler path (run on the CPU), default threads, and what validation decoding
+reports (issue 13, build items 2, 3 and 5). The precision choice itself: tests/test_device.py."""
 
 from __future__ import annotations
 
@@ -9,37 +9,14 @@ import os
 import pytest
 import torch
 
-from test_train import small_config
-from transformer_cli.data.preprocess import prepare
-from transformer_cli.device import autocast_dtype
-from transformer_cli.errors import UsageError
-from transformer_cli.training.distributed import DistContext
-from transformer_cli.training.loop import Trainer, default_threads
-from transformer_cli.training.run_dir import RunDir
+from test_train import make_trainer, small_config
+from transformer_cli.device import default_threads
 from transformer_cli.training.session import run_training
-from transformer_cli.training.signals import GracefulStop
-
-
-def _trainer(cfg) -> Trainer:
-    prepared, _ = prepare(cfg)
-    run = RunDir(cfg.run_dir)
-    run.create()
-    return Trainer(cfg, prepared, run, torch.device("cpu"), DistContext(), GracefulStop(), False)
-
-
-def test_precision_choices_on_the_cpu():
-    cpu = torch.device("cpu")
-    assert autocast_dtype(cpu, "fp32") is None
-    assert autocast_dtype(cpu, "fp16") is torch.float16
-    assert autocast_dtype(cpu, "bf16") is torch.bfloat16
-    assert autocast_dtype(cpu, "auto") in (None, torch.bfloat16)  # bf16 only where it is native
-    with pytest.raises(UsageError, match="not supported on mps"):
-        autocast_dtype(torch.device("mps"), "bf16")
 
 
 def test_fp16_trains_with_a_grad_scaler_that_skips_overflowing_steps(tmp_path):
     cfg = small_config(tmp_path, epochs=1, precision="fp16", threads=1)
-    trainer = _trainer(cfg)
+    trainer = make_trainer(cfg)
     assert trainer.scaler is not None and trainer.dtype is torch.float16
     groups = trainer.epoch_groups(0)
     trainer.net.train()
@@ -57,6 +34,7 @@ def test_fp16_trains_with_a_grad_scaler_that_skips_overflowing_steps(tmp_path):
     assert all(torch.isfinite(v).all() for v in trainer.model.state_dict().values())
 
 
+@pytest.mark.slow
 def test_fp16_run_end_to_end_saves_and_resumes_the_scaler(tmp_path):
     cfg = small_config(tmp_path, epochs=2, precision="fp16", threads=1)
     outcome = run_training(cfg)
@@ -73,12 +51,13 @@ def test_threads_default_to_the_cpus_this_process_may_use(tmp_path):
     assert cfg.train.threads is None
     previous = torch.get_num_threads()
     try:
-        _trainer(cfg)
+        make_trainer(cfg)
         assert torch.get_num_threads() == default_threads() == len(os.sched_getaffinity(0))
     finally:
         torch.set_num_threads(previous)
 
 
+@pytest.mark.slow
 def test_validation_bleu_is_greedy_by_default_and_says_so(tmp_path):
     cfg = small_config(tmp_path, epochs=1, valid_bleu=True, threads=1)
     cfg.decode.beam_size = 4  # the decode section is for translate/evaluate, not validation

@@ -8,13 +8,15 @@ import torch.nn.functional as F
 from helpers import sentence_pairs, write_config, write_corpus
 from transformer_cli.checkpoint import load_checkpoint
 from transformer_cli.config import TrainConfig, load_config
-from transformer_cli.data.batching import plan_batches
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.inference.translate import Translator
 from transformer_cli.loss import sequence_loss
+from transformer_cli.training.distributed import DistContext
+from transformer_cli.training.loop import Trainer
 from transformer_cli.training.optim import lr_factor
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
+from transformer_cli.training.signals import GracefulStop
 
 
 def test_train_cli_writes_a_complete_run(trained):
@@ -50,6 +52,38 @@ def small_config(tmp_path, pairs: int = 200, **train):
     return load_config(str(path))
 
 
+def make_trainer(cfg) -> Trainer:
+    """A Trainer on `cfg`'s prepared data, on the CPU, in one process (not started)."""
+    prepared, _ = prepare(cfg)
+    run = RunDir(cfg.run_dir)
+    run.create()
+    return Trainer(cfg, prepared, run, torch.device("cpu"), DistContext(), GracefulStop(), False)
+
+
+def test_accumulated_batches_make_the_step_of_one_batch_of_all_their_pairs(tmp_path):
+    """accumulate=2: one optimizer step over two batches equals one step over their pairs
+    collated as one batch (the same gradient, so the same Adam moments and weights)."""
+    # eps well above the rounding noise of gradients that are zero in exact arithmetic (the key
+    # biases: softmax ignores them), which Adam's first step would otherwise blow up to ±lr.
+    cfg = small_config(tmp_path, accumulate=2, threads=1, clip_norm=None, eps=1e-6)
+    cfg.model.dropout = 0.0
+    accumulating = make_trainer(cfg)
+    [first, second] = accumulating.epoch_groups(0)[0]
+    cfg.train.accumulate = 1
+    whole = make_trainer(cfg)  # the same seed: the same initial weights
+    tokens = [t.train_step(group) for t, group in ((accumulating, [first, second]),
+                                                   (whole, [first + second]))]
+    assert tokens[0] == tokens[1]
+    assert torch.allclose(accumulating._epoch_nll, whole._epoch_nll, rtol=1e-5)
+    moments = [[s["exp_avg"] for s in t.optimizer.state.values()] for t in (accumulating, whole)]
+    assert len(moments[0]) == len(moments[1]) > 0
+    for a, b in zip(*moments):  # exp_avg after one step = (1 - beta1) * gradient
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-8)
+    for a, b in zip(accumulating.model.parameters(), whole.model.parameters()):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.slow
 def test_tiny_model_overfits_a_handful_of_pairs(tmp_path):
     cfg = small_config(tmp_path, pairs=8, epochs=80, batch_size=8, lr=3e-3)
     cfg.model.dropout = 0.0
@@ -62,6 +96,7 @@ def test_tiny_model_overfits_a_handful_of_pairs(tmp_path):
     assert outputs == [en for _, en in pairs]
 
 
+@pytest.mark.slow
 def test_resume_continues_the_same_curve(tmp_path):
     straight = small_config(tmp_path / "a")
     run_training(straight)
@@ -76,6 +111,7 @@ def test_resume_continues_the_same_curve(tmp_path):
     assert len(ends_a) == 3 and ends_a == ends_b
 
 
+@pytest.mark.slow
 def test_finished_run_is_a_no_op_and_more_epochs_continue(tmp_path):
     cfg = small_config(tmp_path, epochs=1)
     assert run_training(cfg).trained
@@ -85,6 +121,7 @@ def test_finished_run_is_a_no_op_and_more_epochs_continue(tmp_path):
     assert outcome.trained and outcome.progress.epoch == 2
 
 
+@pytest.mark.slow
 def test_early_stopping(tmp_path):
     cfg = small_config(tmp_path, epochs=30, patience=1, lr=0.5, clip_norm=None)  # diverges
     outcome = run_training(cfg)
@@ -107,24 +144,6 @@ def test_lr_schedules():
     factors = [lr_factor(cfg, s) for s in range(400)]
     assert factors[99] == 1.0 and factors[0] == 0.01 and math.isclose(factors[399], 0.5)
     assert lr_factor(TrainConfig(), 12345) == 1.0
-
-
-def test_batch_plans():
-    g = torch.Generator().manual_seed(0)
-    src, tgt = torch.randint(1, 40, (500,), generator=g), torch.randint(1, 40, (500,), generator=g)
-    plan = plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=0)
-    assert sorted(i for b in plan for i in b) == list(range(500))
-    for b in plan:
-        assert len(b) * int(max(max(src[i], tgt[i]) for i in b) + 2) <= 400 or len(b) == 1
-    assert plan == plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=0)
-    assert plan != plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=1)
-    by_count = plan_batches(src, tgt, batch_size=64, batch_tokens=None, shuffle=False)
-    assert [len(b) for b in by_count] == [64] * 7 + [52]
-    def padded(plan):
-        return sum(len(b) * max(int(tgt[i]) for i in b) for b in plan)
-
-    unsorted = [list(range(i, min(i + 64, 500))) for i in range(0, 500, 64)]
-    assert padded(by_count) - int(tgt.sum()) < (padded(unsorted) - int(tgt.sum())) / 5
 
 
 def test_weight_decay_skips_biases_and_layer_norms():

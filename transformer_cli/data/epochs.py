@@ -59,6 +59,7 @@ class TrainingEpochs:
         self.prepared, self.src_lang, self.tgt_lang = prepared, cfg.data.src_lang, cfg.data.tgt_lang
         self._fixed: EncodedSplit | None = None
         self._text: tuple[list[str], list[str]] | None = None
+        self._last: tuple[int, EncodedSplit] | None = None  # the epoch asked for last, kept
 
     @property
     def varies(self) -> bool:
@@ -70,6 +71,11 @@ class TrainingEpochs:
             if self._fixed is None:
                 self._fixed = self.prepared.split("train")
             return self._fixed
+        if self._last is None or self._last[0] != epoch:
+            self._last = epoch, self._draw(epoch)
+        return self._last[1]
+
+    def _draw(self, epoch: int) -> EncodedSplit:
         if self._text is None:
             self._text = (self.prepared.text("train", self.src_lang),
                           self.prepared.text("train", self.tgt_lang))

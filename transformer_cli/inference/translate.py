@@ -113,7 +113,7 @@ class Translator(TextTranslator):
 
     @classmethod
     def from_checkpoint(cls, path: Path, device: torch.device, decode: DecodeConfig | None = None,
-                        dtype: torch.dtype | None = None) -> "Translator":
+                        dtype: torch.dtype | None = None) -> Translator:
         payload = load_checkpoint(path)
         model, tokenizers = model_from_payload(payload)
         if decode is None:

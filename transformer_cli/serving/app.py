@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
-import logging
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -30,12 +27,11 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from ..api import Model, Output
 from ..config import ServeConfig
 from .batcher import Batcher
+from .guard import Guard
 from .metrics import Metrics
 from .reloader import ModelWatcher
 from .requests import ClientError, TranslateRequest, parse_attention, parse_json, parse_translate, read_body
 
-log = logging.getLogger("tfm")
-OPEN_PATHS = ("/health",)  # answered without the bearer token
 
 
 @dataclass
@@ -79,30 +75,17 @@ def create_app(server: Server) -> FastAPI:
         server.reload_thread.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(Guard, metrics=server.metrics, token=server.token)
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
-
-    @app.middleware("http")
-    async def guard_and_count(request: Request, call_next: Callable[[Request], Awaitable[Response]]
-                              ) -> Response:
-        started = time.perf_counter()
-        if server.token and request.url.path not in OPEN_PATHS and not _authorized(request, server.token):
-            response: Response = JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                              headers={"WWW-Authenticate": "Bearer"})
-        else:
-            server.metrics.in_flight.inc()
-            try:
-                response = await call_next(request)
-            except Exception as e:  # a bug: one line to the client, the traceback to the log
-                log.exception("internal error answering %s", request.url.path)
-                response = _error(500, f"internal error ({type(e).__name__}); see the server log")
-            finally:
-                server.metrics.in_flight.dec()
-        server.metrics.answered(request.url.path, response.status_code, time.perf_counter() - started)
-        return response
 
     @app.exception_handler(ClientError)
     async def client_error(request: Request, e: ClientError) -> JSONResponse:
         return _error(e.status, str(e))
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, e: Exception) -> JSONResponse:
+        """A bug: one line to the client; uvicorn logs the traceback."""
+        return _error(500, f"internal error ({type(e).__name__}); see the server log")
 
     async def parsed(request: Request, parse: Callable[[Any, ServeConfig], TranslateRequest]
                      ) -> tuple[TranslateRequest, Model]:
@@ -141,8 +124,3 @@ def create_app(server: Server) -> FastAPI:
         return HTMLResponse(page)
 
     return app
-
-
-def _authorized(request: Request, token: str) -> bool:
-    scheme, _, given = request.headers.get("authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode())

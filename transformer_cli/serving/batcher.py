@@ -1,12 +1,17 @@
 """Dynamic batching: concurrent requests share decoding batches.
 
-Requests wait in a queue. A batch starts with the oldest one and takes the next ones while
-their source tokens fit `batch_tokens` and less than `max_wait_s` has passed since it started
-(one request alone may exceed the budget). It is decoded on the decode thread, off the event
-loop, and each request gets its own lines back. While one batch decodes, the next one fills
-up, so batches grow with the load. Requests with different decoding options share a batch
-window and are decoded group by group. The model is read once per batch: a hot reload takes
-effect between batches.
+Requests wait in a queue. A batch takes the waiting requests while their source tokens fit
+`batch_tokens` (one request alone may exceed it), is decoded on the decode thread, off the
+event loop, and each request gets its own lines back. While one batch decodes, the next one
+fills up, so batches grow with the load.
+
+Before decoding, a batch waits for company, at most `max_wait_s`, and only while requests are
+"owed": the clients answered by the previous batch that have not sent anything since. A lone
+client therefore never waits, and clients that send again as soon as they are answered end up
+in one batch instead of splitting into two groups that take turns.
+
+Requests with different decoding options share a batch window and are decoded group by group.
+The model is read once per batch: a hot reload takes effect between batches.
 """
 
 from __future__ import annotations
@@ -42,12 +47,14 @@ class Batcher:
         self.batch_tokens, self.max_wait_s = batch_tokens, max_wait_s
         self._queue: deque[Job] = deque()
         self._arrived = asyncio.Event()
+        self._owed = 0  # requests answered by the last batch whose clients have not sent again
 
     async def translate(self, lines: list[str], options: DecodeConfig) -> tuple[Output, Model]:
         """Queue `lines` for the next batches; returns their Output and the model that made it."""
         tokens = sum(self._model().source_lengths(lines))
         job = Job(lines, options, tokens, asyncio.get_running_loop().create_future())
         self._queue.append(job)
+        self._owed = max(0, self._owed - 1)
         self._arrived.set()
         return await job.done
 
@@ -74,7 +81,7 @@ class Batcher:
             batch: list[Job] = []
             deadline = loop.time() + self.max_wait_s
             tokens, full = self._take(batch, 0)
-            while not full and (left := deadline - loop.time()) > 0:
+            while not full and self._owed and (left := deadline - loop.time()) > 0:
                 self._arrived.clear()
                 try:
                     await asyncio.wait_for(self._arrived.wait(), left)
@@ -83,6 +90,7 @@ class Batcher:
                 tokens, full = self._take(batch, tokens)
             if batch:
                 await self._decode(batch)
+                self._owed = len(batch)
 
     async def _decode(self, batch: list[Job]) -> None:
         model = self._model()

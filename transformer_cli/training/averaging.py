@@ -1,8 +1,23 @@
-"""Checkpoint averaging: the element-wise mean of several checkpoints' weights."""
+"""Checkpoint averaging: the element-wise mean of the last epochs' weights.
+
+`Snapshots` owns `<run>/snapshots/`: the weights of the last `keep` epochs, saved at each
+epoch end, and their average at the end of the run. `trying_weights` lends a model other
+weights (the average, while it is validated and perhaps saved) and gives its own back.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import torch
+
+from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+log = logging.getLogger("tfm")
 
 
 def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -14,3 +29,51 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torc
         else:
             averaged[key] = last
     return averaged
+
+
+class Snapshots:
+    """The checkpoints of the last `keep` epochs, `<folder>/epoch_NNN.pt`, to be averaged."""
+
+    def __init__(self, folder: Path, keep: int):
+        self.folder, self.keep = Path(folder), keep
+
+    @property
+    def enabled(self) -> bool:
+        """Averaging takes at least two epochs (train.average_last > 1)."""
+        return self.keep > 1
+
+    def paths(self) -> list[Path]:
+        """The kept snapshots, oldest first."""
+        return sorted(self.folder.glob("epoch_*.pt"))
+
+    def add(self, epoch: int, payload: dict[str, Any]) -> None:
+        """Save `payload` (a checkpoint of `epoch`'s weights) and drop all but the last `keep`."""
+        self.folder.mkdir(exist_ok=True)
+        save_checkpoint(self.folder / f"epoch_{epoch:03}.pt", payload)
+        for old in self.paths()[: -self.keep]:
+            old.unlink()
+
+    def average(self) -> tuple[dict[str, torch.Tensor], int] | None:
+        """The kept weights' average and how many were averaged; None with fewer than two
+        snapshots or a damaged one (logged: the run then keeps its best single epoch)."""
+        paths = self.paths()
+        if len(paths) < 2:
+            return None
+        try:
+            states = [load_checkpoint(p)["state_dict"] for p in paths]
+        except CheckpointError as e:
+            log.warning("checkpoint averaging skipped: %s", e)
+            return None
+        return average_state_dicts(states), len(paths)
+
+
+@contextlib.contextmanager
+def trying_weights(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> Iterator[None]:
+    """Load `state` into `model` for the block; the model's own weights come back afterwards,
+    also when the block raises (a stop request: last.pt must hold the trained weights)."""
+    own = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
+    try:
+        yield
+    finally:
+        model.load_state_dict(own)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -30,6 +31,14 @@ class DistContext:
         if self.enabled:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """`obj` from every rank, in rank order (`[obj]` in one process)."""
+        if not self.enabled:
+            return [obj]
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
 
     def barrier(self) -> None:
         if self.enabled:

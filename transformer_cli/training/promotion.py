@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,28 @@ from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
 LOWER_IS_BETTER = {"valid_loss": True, "valid_bleu": False}
+
+
+class Outcome(Enum):
+    """What a promotion did to published.pt."""
+
+    PROMOTED = "promoted"  # best.pt became published.pt
+    KEPT = "kept"  # published.pt stays: not better, kept out, or --promote never
+    UNCHANGED = "unchanged"  # published.pt already is this best.pt
+    ALREADY_DECIDED = "already decided"  # this best.pt was judged before, under the same rules
+    NOTHING = "nothing"  # no usable best.pt (and nothing to repair published.pt from)
+    RESTORED = "restored"  # a damaged published.pt was restored from published.history/
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A promotion's outcome, to branch on, and its text, for train.log and promotions.log."""
+
+    outcome: Outcome
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
 
 
 class Scorer:
@@ -68,7 +91,7 @@ class GateRules:
     keep: int = 3  # replaced models kept in published.history/
 
     @classmethod
-    def from_config(cls, train: TrainConfig) -> "GateRules":
+    def from_config(cls, train: TrainConfig) -> GateRules:
         return cls(train.promote_margin_loss, train.promote_margin_bleu, train.promote_min_bleu,
                    train.keep_published)
 
@@ -150,54 +173,62 @@ def _restore_from_history(run: RunDir) -> str | None:
 
 
 def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
-            rules: GateRules = GateRules()) -> str:
+            rules: GateRules = GateRules()) -> Decision:
     """Apply the gate (`policy`: if-better, always, never); returns the decision."""
     published, was_damaged = _verified_published(run)
     if not run.best.is_file():
-        return _repair_without_best(run) if was_damaged else "no best.pt to promote"
+        return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING,
+                                                                      "no best.pt to promote")
     try:
         candidate = load_checkpoint(run.best)
     except CheckpointError as e:  # keep serving what is published; a retrain makes a new best
         log.warning("%s: nothing promoted (published.pt is unchanged)", e)
         if was_damaged:
             return _repair_without_best(run)
-        return "nothing promoted: best.pt is damaged"
+        return Decision(Outcome.NOTHING, "nothing promoted: best.pt is damaged")
     last = _last_decision(run)
     rules_used = rules.as_record()
     if (published is not None and last and last.get("candidate_sha256") == candidate["sha256"]
             and last.get("policy") == policy and last.get("rules", rules_used) == rules_used):
-        return f"already decided for this best.pt: {last['decision']}"
+        return Decision(Outcome.ALREADY_DECIDED,
+                        f"already decided for this best.pt: {last['decision']}")
     entry: dict[str, Any] = {"time": _now(), "policy": policy, "rules": rules_used,
                              "candidate_sha256": candidate["sha256"],
                              "published_sha256": published["sha256"] if published else None}
-    if published is not None and published["sha256"] == candidate["sha256"]:
-        decision = "unchanged (published is this best.pt)"
-    elif policy == "never" and not was_damaged:
-        decision = "kept published (--promote never)"
-    elif policy == "always" and published is not None:
-        decision = "promoted (--promote always)"
-    else:
-        decision = _judge(candidate, published, metric, scorer, rules, entry, was_damaged)
-    if decision.startswith("promoted"):
+    decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged)
+    if decision.outcome is Outcome.PROMOTED:
         if published is not None:
             _archive(run, published, rules.keep)
         atomic_write_bytes(run.published, run.best.read_bytes())
-    entry["decision"] = decision
+    entry["decision"] = decision.text
     _record(run, entry)
     return decision
 
 
+def _decide(candidate: dict[str, Any], published: dict[str, Any] | None, policy: str, metric: str,
+            scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
+    """The decision for a readable best.pt not decided before: by identity, policy, or judged."""
+    if published is not None and published["sha256"] == candidate["sha256"]:
+        return Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
+    if policy == "never" and not was_damaged:
+        return Decision(Outcome.KEPT, "kept published (--promote never)")
+    if policy == "always" and published is not None:
+        return Decision(Outcome.PROMOTED, "promoted (--promote always)")
+    return _judge(candidate, published, metric, scorer, rules, entry, was_damaged)
+
+
 def _judge(candidate: dict[str, Any], published: dict[str, Any] | None, metric: str,
-           scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> str:
+           scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
     """The if-better decision (also for a first or a repairing promotion: the minimum quality)."""
     if rules.min_bleu is not None:
         bleu = scorer(candidate, "valid_bleu")
         entry["candidate_bleu"] = round(bleu, 2)
         if bleu < rules.min_bleu:
-            return (f"kept out: greedy validation BLEU {bleu:.2f} is below "
-                    f"train.promote_min_bleu={rules.min_bleu}")
+            return Decision(Outcome.KEPT, f"kept out: greedy validation BLEU {bleu:.2f} is below "
+                                          f"train.promote_min_bleu={rules.min_bleu}")
     if published is None:
-        return "promoted (published.pt was damaged)" if was_damaged else "promoted (none published yet)"
+        return Decision(Outcome.PROMOTED, "promoted (published.pt was damaged)" if was_damaged
+                        else "promoted (none published yet)")
     same_tokenizer = (content_digest({"t": candidate["tokenizer"]})
                       == content_digest({"t": published["tokenizer"]}))
     used = metric if (metric != "valid_loss" or same_tokenizer) else "valid_bleu"
@@ -207,17 +238,20 @@ def _judge(candidate: dict[str, Any], published: dict[str, Any] | None, metric: 
     entry.update(metric=used, candidate=round(new, 5), published=round(old, 5))
     margin = rules.margin_loss if LOWER_IS_BETTER[used] else rules.margin_bleu
     if rules.better(used, new, old):
-        return f"promoted (better by at least {margin})" if margin else "promoted (at least as good)"
-    return f"kept published (not better by {margin} or more)" if margin else "kept published (it is better)"
+        return Decision(Outcome.PROMOTED, f"promoted (better by at least {margin})" if margin
+                        else "promoted (at least as good)")
+    return Decision(Outcome.KEPT, f"kept published (not better by {margin} or more)" if margin
+                    else "kept published (it is better)")
 
 
-def _repair_without_best(run: RunDir) -> str:
+def _repair_without_best(run: RunDir) -> Decision:
+    """A damaged published.pt and no usable best.pt: the newest archived model comes back."""
     restored = _restore_from_history(run)
     if restored is None:
         log.warning("published.pt was damaged and there is no model to restore it from")
-        return "published.pt was damaged; nothing to restore it from"
+        return Decision(Outcome.NOTHING, "published.pt was damaged; nothing to restore it from")
     _record(run, {"time": _now(), "decision": f"restored published.pt from {restored}"})
-    return f"restored published.pt from published.history/{restored}"
+    return Decision(Outcome.RESTORED, f"restored published.pt from published.history/{restored}")
 
 
 def rollback(run: RunDir, policy: str) -> str:

@@ -16,16 +16,19 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+import torch
+
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config import Config
-from ..data.preprocess import load_prepared, prepare
+from ..data.preprocess import Prepared, load_prepared, prepare
 from ..device import resolve_device
 from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..provenance import git_commit, package_versions
 from .distributed import init_distributed, shutdown_distributed
 from .loop import Trainer
-from .promotion import GateRules, Scorer, promote
+from .progress import Progress
+from .promotion import Decision, GateRules, Scorer, promote
 from .run_dir import RunDir
 from .signals import GracefulStop, StopRequested
 
@@ -35,8 +38,8 @@ log = logging.getLogger("tfm")
 @dataclass
 class TrainOutcome:
     trained: bool  # False when the run had already finished (a no-op)
-    progress: Any
-    promotion: str
+    progress: Progress
+    promotion: Decision | None  # None on the ranks other than the first
 
 
 def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
@@ -97,42 +100,19 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
         if not dist_ctx.is_main:
             prepared = load_prepared(cfg)
         trainer = Trainer(cfg, prepared, run, device, dist_ctx, stop, show_progress)
-        payload = None if restart else _resume_payload(run, trainer.identity)
-        if payload is None:
-            if dist_ctx.is_main:
-                _clear_run(run)
-            dist_ctx.barrier()
-        else:
-            trainer.restore(payload)
+        resumed = _resume_or_start(trainer, restart)
         trained = trainer.extend_if_asked()
         p = trainer.progress
         if not trained:
             log.info("run %s already finished (%s, step %d, best Val. Loss %.3f): nothing to do; "
                      "--restart trains it again", run.path, p.stop_reason, p.step, p.best_valid_loss)
         else:
-            if dist_ctx.is_main:
-                _write_run_files(cfg, run, trainer, device, dist_ctx.world_size)
-                what = f"resuming at epoch {p.epoch + 1}, step {p.step}" if payload else "starting"
-                log.info("%s: %s on %s (%s), %.2fM parameters, %d train pairs", run.path, what,
-                         device, trainer.dtype or "fp32", trainer.model.num_parameters() / 1e6,
-                         len(trainer.train_split))
             stage = "training"
-            trainer.run()
-            if dist_ctx.is_main:
-                from ..plots import plot_curves
-
-                plot_curves(p.history, run.curves, title=cfg.name)
-                log.info("finished (%s) after %d steps in %.0f s; best Val. Loss %.3f (PPL %.3f)",
-                         p.stop_reason, p.step, p.elapsed_s, p.best_valid_loss,
-                         math.exp(p.best_valid_loss))
-        decision = ""
+            _train(trainer, resumed)
+        decision = None
         if dist_ctx.is_main:
             stage = "deciding the promotion"
-            scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device,
-                            cfg.train.precision, stop.check)
-            decision = promote(run, cfg.train.promote, cfg.train.promote_metric, scorer,
-                               GateRules.from_config(cfg.train))
-            log.info("promotion: %s -> %s", decision, run.published)
+            decision = _promote(cfg, run, prepared, device, stop)
         return TrainOutcome(trained, p, decision)
     except StopRequested as e:  # outside the loop (which saves and raises StoppedBySignal itself)
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} while {stage}; nothing "
@@ -144,6 +124,48 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
             handler.close()
         run.unlock()
         shutdown_distributed()
+
+
+def _resume_or_start(trainer: Trainer, restart: bool) -> bool:
+    """Restore this run's newest readable checkpoint, or clear the run folder for a new start
+    (every rank waits for that); returns whether the run resumed."""
+    payload = None if restart else _resume_payload(trainer.run_dir, trainer.identity)
+    if payload is None:
+        if trainer.dist.is_main:
+            _clear_run(trainer.run_dir)
+        trainer.dist.barrier()
+        return False
+    trainer.restore(payload)
+    return True
+
+
+def _train(trainer: Trainer, resumed: bool) -> None:
+    """Write the run's files, train to the end, draw the curves (files and logs: rank 0)."""
+    cfg, run, p, main = trainer.cfg, trainer.run_dir, trainer.progress, trainer.dist.is_main
+    if main:
+        _write_run_files(cfg, run, trainer, trainer.device, trainer.dist.world_size)
+        what = f"resuming at epoch {p.epoch + 1}, step {p.step}" if resumed else "starting"
+        log.info("%s: %s on %s (%s), %.2fM parameters, %d train pairs", run.path, what,
+                 trainer.device, trainer.dtype or "fp32", trainer.model.num_parameters() / 1e6,
+                 len(trainer.train_split))
+    trainer.run()
+    if main:
+        from ..plots import plot_curves
+
+        plot_curves(p.history, run.curves, title=cfg.name)
+        log.info("finished (%s) after %d steps in %.0f s; best Val. Loss %.3f (PPL %.3f)",
+                 p.stop_reason, p.step, p.elapsed_s, p.best_valid_loss, math.exp(p.best_valid_loss))
+
+
+def _promote(cfg: Config, run: RunDir, prepared: Prepared, device: torch.device,
+             stop: GracefulStop) -> Decision:
+    """The promotion gate on best.pt, scored on the current validation data; logged."""
+    scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision,
+                    stop.check)
+    decision = promote(run, cfg.train.promote, cfg.train.promote_metric, scorer,
+                       GateRules.from_config(cfg.train))
+    log.info("promotion: %s -> %s", decision.text, run.published)
+    return decision
 
 
 def _write_run_files(cfg: Config, run: RunDir, trainer: Trainer, device: Any, world_size: int) -> None:

@@ -1,0 +1,92 @@
+"""checkpoint.py: plain-data checkpoints with a content sha256, verified on every load."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from transformer_cli.checkpoint import (FORMAT, CheckpointError, content_digest, load_checkpoint,
+                                        save_checkpoint)
+from transformer_cli.errors import UsageError
+
+
+def _payload() -> dict:
+    return {"state_dict": {"w": torch.arange(6.0).reshape(2, 3), "steps": torch.tensor([3])},
+            "metrics": {"valid_loss": 1.25, "epoch": 2, "end_of_epoch": True, "name": None},
+            "tokenizer": {"model": b"\x00\x01", "vocab": ["<unk>", "<pad>"]}}
+
+
+def test_save_then_load_returns_the_payload_with_format_and_digest(tmp_path):
+    save_checkpoint(tmp_path / "a.pt", _payload())
+    loaded = load_checkpoint(tmp_path / "a.pt")
+    assert loaded["format"] == FORMAT and loaded["sha256"] == content_digest(loaded)
+    assert torch.equal(loaded["state_dict"]["w"], _payload()["state_dict"]["w"])
+    assert loaded["metrics"] == _payload()["metrics"] and loaded["tokenizer"] == _payload()["tokenizer"]
+    torch.load(tmp_path / "a.pt", weights_only=True)  # plain data: the safe loader reads it
+
+
+def test_digest_tells_values_types_and_shapes_apart():
+    base = content_digest({"x": 1})
+    assert content_digest({"x": 1}) == base
+    for other in ({"x": "1"}, {"x": 1.0}, {"x": True}, {"x": [1]}, {"x": 2}):
+        assert content_digest(other) != base, other
+    t = torch.arange(6.0)
+    assert content_digest({"t": t}) != content_digest({"t": t.reshape(2, 3)})
+    assert content_digest({"t": t}) != content_digest({"t": t.double()})
+    assert content_digest({"a": 1, "b": 2}) == content_digest({"b": 2, "a": 1})  # key order
+    assert content_digest({"x": 1, "sha256": "anything"}) == base  # the digest is not hashed
+
+
+def test_only_plain_data_can_be_saved(tmp_path):
+    with pytest.raises(TypeError, match="plain data"):
+        save_checkpoint(tmp_path / "a.pt", {"x": object()})
+    assert not (tmp_path / "a.pt").exists()
+
+
+def test_changed_content_fails_the_digest(tmp_path):
+    payload = {**_payload(), "format": FORMAT}
+    payload["sha256"] = content_digest(payload)
+    payload["metrics"] = {**payload["metrics"], "valid_loss": 0.5}  # edited after hashing
+    torch.save(payload, tmp_path / "edited.pt")
+    with pytest.raises(CheckpointError, match="does not match its stored sha256"):
+        load_checkpoint(tmp_path / "edited.pt")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_damaged_files_are_checkpoint_errors_naming_the_file(tmp_path, damage):
+    path = tmp_path / "a.pt"
+    save_checkpoint(path, _payload())
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"not a checkpoint" * 10)
+    with pytest.raises(CheckpointError, match=str(path)):
+        load_checkpoint(path)
+
+
+def test_other_torch_files_are_not_checkpoints(tmp_path):
+    torch.save({"state_dict": {}}, tmp_path / "plain.pt")
+    with pytest.raises(CheckpointError, match="not a tfm checkpoint"):
+        load_checkpoint(tmp_path / "plain.pt")
+    with pytest.raises(UsageError, match="checkpoint not found"):
+        load_checkpoint(tmp_path / "missing.pt")
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (print, ("this must never run",))
+
+
+def test_pickles_that_would_run_code_are_refused_unloaded(tmp_path, capsys):
+    path = tmp_path / "evil.pt"
+    path.write_bytes(pickle.dumps({"format": FORMAT, "x": _RunsCode()}))
+    with pytest.raises(UsageError, match="refusing to load"):
+        load_checkpoint(path)
+    assert "never run" not in capsys.readouterr().out
+
+
+def test_keep_previous_keeps_the_replaced_checkpoint(tmp_path):
+    last, prev = tmp_path / "last.pt", tmp_path / "last.prev.pt"
+    save_checkpoint(last, {"step": 1})
+    save_checkpoint(last, {"step": 2}, keep_previous=prev)
+    assert load_checkpoint(last)["step"] == 2 and load_checkpoint(prev)["step"] == 1

@@ -1,0 +1,101 @@
+"""fsutil.py: atomic writes of files and folders; failures leave the old content and one line."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from transformer_cli.fsutil import (WriteError, atomic_torch_save, atomic_write, atomic_write_bytes,
+                                    atomic_write_folder, atomic_write_json, remove_stale_temp_files)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _temp_files(folder):
+    return sorted(folder.glob(".*.tmp"))
+
+
+def test_atomic_write_creates_and_replaces_with_the_usual_permissions(tmp_path):
+    path = tmp_path / "sub" / "f.txt"
+    atomic_write_bytes(path, b"one")
+    atomic_write_bytes(path, b"two")
+    assert path.read_bytes() == b"two" and _temp_files(path.parent) == []
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask  # not mkstemp's 0600
+
+
+def test_a_failing_writer_leaves_the_old_file_and_no_temp_file(tmp_path):
+    path = tmp_path / "f.txt"
+    atomic_write_bytes(path, b"old")
+
+    def half_then_fail(f):
+        f.write(b"new, half writ")
+        raise _Interrupted
+
+    with pytest.raises(_Interrupted):
+        atomic_write(path, half_then_fail)
+    assert path.read_bytes() == b"old" and _temp_files(tmp_path) == []
+
+
+def test_an_os_error_becomes_one_line_naming_the_path(tmp_path):
+    path = tmp_path / "f.txt"
+
+    def disk_full(f):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(WriteError) as caught:
+        atomic_write(path, disk_full)
+    assert str(caught.value) == f"cannot write {path}: No space left on device"
+    assert not path.exists() and _temp_files(tmp_path) == []
+
+
+def test_keep_previous_moves_the_old_file_aside(tmp_path):
+    path, previous = tmp_path / "last.pt", tmp_path / "last.prev.pt"
+    atomic_write_bytes(path, b"1")
+    atomic_write(path, lambda f: f.write(b"2"), keep_previous=previous)
+    assert path.read_bytes() == b"2" and previous.read_bytes() == b"1"
+    atomic_write(tmp_path / "new.pt", lambda f: f.write(b"3"), keep_previous=tmp_path / "new.prev.pt")
+    assert not (tmp_path / "new.prev.pt").exists()  # nothing to keep the first time
+
+
+def test_json_and_torch_files(tmp_path):
+    import torch
+
+    atomic_write_json(tmp_path / "m.json", {"ü": 1})
+    assert (tmp_path / "m.json").read_text(encoding="utf-8") == '{\n  "ü": 1\n}\n'
+    atomic_torch_save(tmp_path / "t.pt", {"x": torch.ones(2)})
+    assert torch.equal(torch.load(tmp_path / "t.pt", weights_only=True)["x"], torch.ones(2))
+
+
+def test_stale_temp_files_are_removed_and_counted(tmp_path):
+    (tmp_path / ".last.pt.abc123.tmp").write_bytes(b"partial")
+    (tmp_path / "keep.pt").write_bytes(b"x")
+    assert remove_stale_temp_files(tmp_path) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.pt"]
+
+
+def test_folders_are_replaced_whole(tmp_path):
+    final = tmp_path / "prepared"
+    atomic_write_folder(final, lambda d: (d / "a.txt").write_text("first"))
+    atomic_write_folder(final, lambda d: (d / "b.txt").write_text("second"))
+    assert [p.name for p in final.iterdir()] == ["b.txt"]  # nothing of the old folder is left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prepared"]  # no temp or old folders
+
+
+def test_a_failing_folder_build_keeps_the_old_folder(tmp_path):
+    final = tmp_path / "prepared"
+    atomic_write_folder(final, lambda d: (d / "a.txt").write_text("first"))
+
+    def fail(d):
+        (d / "half.txt").write_text("half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(WriteError, match=f"cannot write {final}: No space left on device"):
+        atomic_write_folder(final, fail)
+    assert [p.name for p in final.iterdir()] == ["a.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prepared"]

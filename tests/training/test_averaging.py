@@ -1,0 +1,102 @@
+"""training/averaging.py: the mean of checkpoints, the snapshots kept for it, and a run that
+averages its last epochs and keeps the average only when it validates better (best.yaml)."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+import torch
+
+from test_train import make_trainer, small_config
+from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.training.averaging import Snapshots, average_state_dicts, trying_weights
+from transformer_cli.training.session import run_training
+
+
+def test_the_average_of_states_is_their_mean():
+    states = [{"w": torch.full((2, 3), float(i)), "h": torch.full((2,), float(i), dtype=torch.bfloat16),
+               "count": torch.tensor([i])} for i in (1, 2, 6)]
+    averaged = average_state_dicts(states)
+    assert torch.equal(averaged["w"], torch.full((2, 3), 3.0))
+    assert averaged["h"].dtype == torch.bfloat16 and torch.equal(averaged["h"].float(), torch.full((2,), 3.0))
+    assert torch.equal(averaged["count"], torch.tensor([6]))  # not floating point: the last one's
+
+
+def _snapshot(epoch: int) -> dict:
+    return {"state_dict": {"w": torch.full((3,), float(epoch))}, "metrics": {"epoch": epoch}}
+
+
+def test_snapshots_keep_the_last_epochs_and_average_them(tmp_path):
+    snapshots = Snapshots(tmp_path / "snapshots", keep=2)
+    assert snapshots.enabled and not Snapshots(tmp_path, keep=1).enabled
+    snapshots.add(1, _snapshot(1))
+    assert snapshots.average() is None  # one epoch: nothing to average
+    for epoch in (2, 3):
+        snapshots.add(epoch, _snapshot(epoch))
+    assert [p.name for p in snapshots.paths()] == ["epoch_002.pt", "epoch_003.pt"]
+    state, n = snapshots.average()
+    assert n == 2 and torch.equal(state["w"], torch.full((3,), 2.5))
+
+
+def test_a_damaged_snapshot_skips_averaging_with_a_warning(tmp_path, caplog):
+    snapshots = Snapshots(tmp_path, keep=3)
+    for epoch in (1, 2):
+        snapshots.add(epoch, _snapshot(epoch))
+    path = snapshots.paths()[0]
+    path.write_bytes(path.read_bytes()[:100])
+    with caplog.at_level(logging.WARNING, logger="tfm"):
+        assert snapshots.average() is None
+    assert "checkpoint averaging skipped" in caplog.text and path.name in caplog.text
+
+
+def test_trying_weights_gives_the_model_its_own_weights_back_even_after_an_error():
+    model = torch.nn.Linear(2, 2)
+    own = {k: v.clone() for k, v in model.state_dict().items()}
+    other = {k: torch.zeros_like(v) for k, v in own.items()}
+    with pytest.raises(KeyboardInterrupt), trying_weights(model, other):
+        assert all(torch.equal(v, other[k]) for k, v in model.state_dict().items())
+        raise KeyboardInterrupt
+    assert all(torch.equal(v, own[k]) for k, v in model.state_dict().items())
+
+
+def _weights_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_a_run_averages_its_last_epochs_and_keeps_the_average_only_if_it_is_better(tmp_path):
+    cfg = small_config(tmp_path, epochs=3, average_last=2, threads=1)
+    run_training(cfg)
+    run = cfg.run_dir
+    snapshots = Snapshots(run / "snapshots", keep=2)
+    assert [p.name for p in snapshots.paths()] == ["epoch_002.pt", "epoch_003.pt"]
+    averaged, _ = snapshots.average()
+    trained = load_checkpoint(snapshots.paths()[-1])["state_dict"]
+    assert _weights_equal(load_checkpoint(run / "last.pt")["state_dict"], trained)  # not the average
+    [line] = [x for x in (run / "train.log").read_text().splitlines()
+              if "average of the last 2 epochs: Val. Loss " in x]
+    average_loss = float(line.split("Val. Loss ")[1].split(" |")[0])
+    best_single = float(line.split("(best single: ")[1].rstrip(")"))
+    best = load_checkpoint(run / "best.pt")
+    assert _weights_equal(best["state_dict"], averaged) == (average_loss < best_single)
+    assert ("averaged_epochs" in best["metrics"]) == (average_loss < best_single)
+
+    # The same averaging again, once against a best single epoch it cannot beat, once against
+    # one it must: best.pt is left alone, then replaced by the average; last.pt keeps training.
+    for best_single, replaced in ((0.0, False), (math.inf, True)):
+        before = (run / "best.pt").read_bytes()
+        trainer = make_trainer(cfg)
+        trainer.restore(load_checkpoint(run / "last.pt"))
+        trainer.progress.pending_average, trainer.progress.best_valid_loss = True, best_single
+        trainer.run()
+        best = load_checkpoint(run / "best.pt")
+        assert ((run / "best.pt").read_bytes() != before) == replaced
+        if replaced:
+            assert _weights_equal(best["state_dict"], averaged)
+            assert best["metrics"]["averaged_epochs"] == 2
+            assert math.isclose(best["metrics"]["valid_loss"], trainer.progress.best_valid_loss,
+                                abs_tol=1e-5)
+        assert _weights_equal(load_checkpoint(run / "last.pt")["state_dict"], trained)
+        assert not trainer.progress.pending_average

@@ -1,0 +1,57 @@
+"""ASGI middleware around every request: the bearer-token check and the per-request metrics.
+
+A plain ASGI wrapper (not Starlette's BaseHTTPMiddleware, which runs each request in an extra
+task and costs measurably per request).
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from typing import Any, Awaitable, Callable
+
+from fastapi.responses import JSONResponse
+
+from .metrics import Metrics
+
+Message = dict[str, Any]
+ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
+                   Awaitable[None]]
+OPEN_PATHS = ("/health",)  # answered without the bearer token
+
+
+def authorized(headers: list[tuple[bytes, bytes]], token: str) -> bool:
+    given = dict(headers).get(b"authorization", b"")
+    scheme, _, value = given.partition(b" ")
+    return scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), token.encode())
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, metrics: Metrics, token: str | None):
+        self.app, self.metrics, self.token = app, metrics, token
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Message]],
+                       send: Callable[[Message], Awaitable[None]]) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.perf_counter(), 500
+
+        async def send_noting_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        path = scope["path"]
+        try:
+            if self.token and path not in OPEN_PATHS and not authorized(scope["headers"], self.token):
+                refused = JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
+                                       headers={"WWW-Authenticate": "Bearer"})
+                return await refused(scope, receive, send_noting_status)
+            self.metrics.in_flight.inc()
+            try:
+                await self.app(scope, receive, send_noting_status)
+            finally:
+                self.metrics.in_flight.dec()
+        finally:
+            self.metrics.answered(path, status, time.perf_counter() - started)

@@ -1,0 +1,101 @@
+"""What a validation reports: its metrics record, its log line, validation BLEU, TensorBoard."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..config import Config, DecodeConfig
+from ..data.preprocess import Prepared
+from ..evaluate import LossResult, translate_and_score
+from ..inference.translate import Translator
+from .progress import Progress
+
+log = logging.getLogger("tfm")
+
+
+def validation_record(p: Progress, end_of_epoch: bool, train: LossResult, valid: LossResult,
+                      valid_words: int, lr: float) -> dict[str, Any]:
+    """One metrics.jsonl line. `train.n_tokens`: the epoch's target tokens over all ranks;
+    `valid_words`: words (+1 per sentence end) of the validation references, for word PPL."""
+    return {
+        "epoch": p.epoch if end_of_epoch else p.epoch + 1, "end_of_epoch": end_of_epoch,
+        "step": p.step, "train_loss": round(train.loss, 5), "train_ppl": round(train.ppl, 4),
+        "valid_loss": round(valid.loss, 5), "valid_ppl": round(valid.ppl, 4),
+        "valid_word_ppl": round(math.exp(min(50.0, valid.loss * valid.n_tokens / valid_words)), 4),
+        "lr": lr,
+        "tokens_per_s": round(train.n_tokens / max(p.epoch_train_s, 1e-9), 1),  # all ranks
+        "elapsed_s": round(p.elapsed_s, 2),
+    }
+
+
+def record_line(r: dict[str, Any], improved: bool) -> str:
+    """The log line of a validation record (`*` marks a new best)."""
+    minutes, seconds = divmod(int(r["elapsed_s"]), 60)
+    head = f"Epoch: {r['epoch']:02}" if r["end_of_epoch"] else f"Step: {r['step']}"
+    bleu = (f" | Val. BLEU ({r.get('valid_decode', 'greedy')}): {r['valid_bleu']:.2f}"
+            if "valid_bleu" in r else "")
+    return (f"{head} | Time: {minutes}m {seconds:02d}s | Train Loss: {r['train_loss']:.3f} | "
+            f"Train PPL: {r['train_ppl']:7.3f} | Val. Loss: {r['valid_loss']:.3f} | "
+            f"Val. PPL: {r['valid_ppl']:7.3f}{bleu} | {r['tokens_per_s']:.0f} tok/s"
+            f"{' *' if improved else ''}")
+
+
+def valid_decode_settings(cfg: Config) -> DecodeConfig:
+    """train.valid_decode: greedy, or beam search with the decode section's beam size."""
+    beam = cfg.decode.beam_size if cfg.train.valid_decode == "beam" else 1
+    return dataclasses.replace(cfg.decode, beam_size=beam, n_best=1)
+
+
+def decode_label(settings: DecodeConfig) -> str:
+    """How validation decodes, as records and logs name it: "greedy" or "beam N"."""
+    return "greedy" if settings.beam_size == 1 else f"beam {settings.beam_size}"
+
+
+def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
+                    device: torch.device, dtype: torch.dtype | None,
+                    check_stop: Callable[[], object] | None) -> dict[str, Any]:
+    """Validation BLEU/chrF decoded with train.valid_decode, as record fields; the model's
+    train/eval mode is kept."""
+    settings = valid_decode_settings(cfg)
+    translator = Translator(model, prepared.tokenizers, device, settings, dtype)
+    sources = prepared.text("val", cfg.data.src_lang)
+    log.info("validation BLEU: translating %d sentences (%s)", len(sources), decode_label(settings))
+    was_training = model.training
+    try:
+        result = translate_and_score(translator, sources, prepared.text("val", cfg.data.tgt_lang),
+                                     check_stop)
+    finally:
+        model.train(was_training)
+    return {"valid_bleu": result.scores.bleu, "valid_chrf": result.scores.chrf,
+            "valid_decode": decode_label(settings)}
+
+
+class TensorBoard:
+    """Validation records as TensorBoard scalars in `<folder>` (train.tensorboard); the writer
+    is created on the first record."""
+
+    KEYS = ("train_loss", "train_ppl", "valid_loss", "valid_ppl", "lr", "tokens_per_s", "valid_bleu")
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._writer = None
+
+    def add(self, r: dict[str, Any]) -> None:
+        if self._writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(self.folder))
+        for key in self.KEYS:
+            if key in r:
+                self._writer.add_scalar(key, r[key], r["step"])
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
