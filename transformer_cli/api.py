@@ -106,13 +106,13 @@ def resolve_model(path_or_config: str | Path) -> Path:
     return published_model(load_config(str(path_or_config)).run_dir, str(path_or_config))
 
 
-def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32") -> "Model":
+def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32") -> Model:
     """Load a model: a checkpoint file, or a config name/file whose run's published model
     (else best.pt) is used, exactly as `tfm translate` chooses."""
     return open_model(resolve_model(path_or_config), device, precision)
 
 
-def open_model(path: Path, device: str = "auto", precision: str = "fp32") -> "Model":
+def open_model(path: Path, device: str = "auto", precision: str = "fp32") -> Model:
     """The model file at `path` (see `open_backend`) as a `Model`."""
     return Model(open_backend(path, device, precision), path)
 

@@ -54,7 +54,8 @@ def test_bad_inputs_are_one_line_errors(trained, tmp_path):
     bad = run_tfm_bytes(trained, b"Ein mann.\n\xff\xfe kaputt\n")
     assert bad.returncode == 2 and b"stdin line 2: not valid UTF-8" in bad.stderr
     missing = tr(trained, "--checkpoint", str(tmp_path / "nope.pt"), "hallo")
-    assert missing.returncode == 2 and missing.stderr.strip().endswith("checkpoint not found: " + str(tmp_path / "nope.pt"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().endswith("checkpoint not found: " + str(tmp_path / "nope.pt"))
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"not a checkpoint at all")
     r = tr(trained, "--checkpoint", str(junk), "hallo")

@@ -99,7 +99,7 @@ class Load:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         self._thread.start()
         wait_until(lambda: len(self.replies) >= self.clients, 30, "the first replies under load")
         return self

@@ -42,8 +42,8 @@ def test_hot_reload_under_load_fails_no_request(watched, trained, model):
         good = published.read_bytes()
         for n, damaged in enumerate((good[: len(good) // 2], b"not a checkpoint"), start=1):
             atomic_write_bytes(published, damaged)
-            wait_until(lambda: server.metric("tfm_model_reloads_total", result="failed") == failed + n,
-                       30, "the failed reload", alive=server.tfm)
+            wait_until(lambda target=failed + n: server.metric("tfm_model_reloads_total", result="failed")
+                       == target, 30, "the failed reload", alive=server.tfm)
             more_replies(load)
         assert server.sha256() == second
         third = republish(source, published, "third")  # the next good file is picked up

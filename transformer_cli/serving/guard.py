@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hmac
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from fastapi.responses import JSONResponse
 
