@@ -34,7 +34,7 @@ from transformer_cli.api import published_model
 from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared
-from transformer_cli.serving.server import default_threads
+from transformer_cli.serving.server import serve_threads
 
 
 def free_port() -> int:
@@ -176,7 +176,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=1000, help="first N test sentences")
     ap.add_argument("--clients", default="1,4,16,64")
     ap.add_argument("--beam-size", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=default_threads())
+    ap.add_argument("--threads", type=int, default=serve_threads())
     args = ap.parse_args()
 
     cfg = load_config(args.config, args.overrides)

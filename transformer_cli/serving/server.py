@@ -18,6 +18,7 @@ import uvicorn
 
 from ..api import Model, open_model
 from ..config import ServeConfig
+from ..device import default_threads
 from ..errors import UsageError
 from .app import Server, create_app
 from .batcher import Batcher
@@ -27,9 +28,9 @@ from .reloader import ModelWatcher
 log = logging.getLogger("tfm")
 
 
-def default_threads() -> int:
-    """Half the cores: the other half stays free for a nightly `tfm train` on the same machine."""
-    return max(1, (os.cpu_count() or 2) // 2)
+def serve_threads() -> int:
+    """Half the CPUs this process may use: the rest stays free for a nightly `tfm train`."""
+    return max(1, default_threads() // 2)
 
 
 def read_token(sc: ServeConfig) -> str | None:
@@ -91,7 +92,7 @@ def serve(sc: ServeConfig, path: Path, device: str, precision: str) -> None:
         log.warning("warning: listening on %s without a bearer token: anyone who can reach it can "
                     "use it (set $%s or serve.token_file, or put it behind a proxy)",
                     sc.host, sc.token_env)
-    threads = sc.threads or default_threads()
+    threads = sc.threads or serve_threads()
     torch.set_num_threads(threads)
     model = open_model(path, device, precision)
     app = create_app(build_server(model, sc, device, precision, threads, token))

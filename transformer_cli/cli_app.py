@@ -1,0 +1,93 @@
+"""What every `tfm` command shares: the Typer app, option help texts, logging, error mapping.
+
+The commands themselves are in cli_training.py and cli_models.py; cli.py puts them together.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+from typing import Any
+from collections.abc import Callable
+
+import typer
+
+from . import __version__
+from .errors import EXIT_FAILURE, TfmError
+
+app = typer.Typer(
+    name="tfm",
+    help="Train, evaluate and serve Transformer translation models.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+log = logging.getLogger("tfm")
+
+CONFIG_HELP = ("Config file, or a bare name found in ./configs/ or among the configs shipped "
+               "with tfm (base.yaml, seed.yaml, tiny.yaml, best.yaml).")
+SET_HELP = "Override one config value, e.g. --set train.lr=3e-4 (repeatable)."
+
+
+def setup_logging(quiet: bool) -> None:
+    """Timestamped lines on stderr; --quiet keeps warnings and errors only."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    log.handlers[:] = [handler]
+    log.setLevel(logging.INFO)
+    handler.setLevel(logging.WARNING if quiet else logging.INFO)
+    log.propagate = False
+
+
+def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn expected errors into one line on stderr and a documented exit code."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except TfmError as e:
+            typer.echo(f"tfm: error: {e}", err=True)
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            typer.echo("tfm: interrupted", err=True)
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as e:  # a bug: still one line, the traceback on request
+            if os.environ.get("TFM_DEBUG"):
+                raise
+            typer.echo(f"tfm: internal error: {type(e).__name__}: {e} "
+                       "(set TFM_DEBUG=1 for the traceback)", err=True)
+            raise typer.Exit(EXIT_FAILURE) from None
+
+    return run
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"tfm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Train, evaluate and serve Transformer translation models."""
+
+
+DEVICE_HELP = "auto, cpu, cuda or mps."
+PRECISION_HELP = "fp32 (default: exact), bf16, or auto (bf16 where the hardware is fast at it)."
+
+
+def check_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
+    """Refuse an option value outside `choices`, naming the option as the user typed it."""
+    if value is not None and value not in choices:
+        from .errors import UsageError
+
+        raise UsageError(f"{option} must be {', '.join(choices[:-1])} or {choices[-1]} (got {value!r})")

@@ -1,0 +1,252 @@
+"""`tfm evaluate`, `tfm translate`, `tfm serve`, `tfm export`: using a trained model."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .cli_app import (CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded,
+                      log, setup_logging)
+
+
+@app.command()
+@guarded
+def evaluate(
+    config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model to score: a "
+                                              "checkpoint or a `tfm export` folder (default: the "
+                                              "config's run's best.pt)."),
+    split: str = typer.Option("test", "--split", help="val or test (ignored with --src/--ref)."),
+    src: Path | None = typer.Option(None, "--src", help="Your own source file (one sentence per line)."),
+    ref: Path | None = typer.Option(None, "--ref", help="Its reference translations (aligned with --src)."),
+    beam_size: int | None = typer.Option(None, "--beam-size", min=1, help="1 = greedy (default: decode.beam_size)."),
+    length_penalty: float | None = typer.Option(None, "--length-penalty", min=0.0),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Score a checkpoint: loss, perplexity, sacreBLEU and chrF (with signatures).
+
+    Writes the hypotheses to hyps/<split>.beam<N>.txt beside the checkpoint (by default the
+    config's run directory).
+
+    \b
+    Examples:
+      tfm evaluate --config base.yaml
+      tfm evaluate -c seed.yaml --split val --beam-size 5 --json
+      tfm evaluate --checkpoint model.pt --src news.de --ref news.en
+    """
+    import json
+
+    from .config import load_config
+
+    setup_logging(quiet)
+    extra = [f"decode.beam_size={beam_size}"] if beam_size else []
+    extra += [f"decode.length_penalty={length_penalty}"] if length_penalty is not None else []
+    cfg = load_config(config, [*overrides, *extra])
+    if cfg.decode.n_best > cfg.decode.beam_size:
+        cfg.decode.n_best = cfg.decode.beam_size
+    sources, references, label = _evaluation_texts(cfg, split, src, ref)
+    from .api import open_backend
+    from .evaluate import evaluate_texts
+
+    path = checkpoint or cfg.run_dir / "best.pt"
+    translator = open_backend(path, device, precision, cfg.decode)
+    hyps = path.parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
+    report = evaluate_texts(translator, sources, references, label, str(path), hyps)
+    typer.echo(json.dumps(report.as_json()) if as_json else report.as_table())
+
+
+def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None
+                      ) -> tuple[list[str], list[str], str]:
+    from .errors import UsageError
+
+    if (src is None) != (ref is None):
+        raise UsageError("--src and --ref go together")
+    if src is not None and ref is not None:
+        from .data.sources import read_parallel
+
+        sources, references = read_parallel(src, ref)
+        return sources, references, src.name
+    if split not in ("val", "test"):
+        raise UsageError(f"--split must be val or test (got {split!r})")
+    from .data.preprocess import prepare
+
+    prepared, _ = prepare(cfg)
+    return (prepared.text(split, cfg.data.src_lang), prepared.text(split, cfg.data.tgt_lang), split)
+
+
+@app.command()
+@guarded
+def translate(
+    text: list[str] = typer.Argument(None, help="Sentences to translate; none or '-' reads stdin."),
+    config: str = typer.Option("base.yaml", "--config", "-c", help="Its run's published.pt "
+                               "(else best.pt) is the default model. " + CONFIG_HELP),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model file to use instead."),
+    beam_size: int | None = typer.Option(None, "--beam-size", min=1, help="1 = greedy "
+                                            "(default: as the model was configured)."),
+    n_best: int = typer.Option(1, "--n-best", min=1, help="Print the N best translations per input "
+                               "as INDEX<TAB>SCORE<TAB>TEXT lines."),
+    length_penalty: float | None = typer.Option(None, "--length-penalty", min=0.0),
+    max_len: int | None = typer.Option(None, "--max-len", min=1, help="Longest output in tokens "
+                                          "(default: 1.5 x source + 10)."),
+    batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Sentences per batch."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    attention: Path | None = typer.Option(None, "--attention", help="Write a PNG heatmap of the "
+                                             "cross-attention (one sentence only)."),
+) -> None:
+    """Translate sentences with a trained model; streams stdin line by line.
+
+    \b
+    Examples:
+      tfm translate "Ein Mann steht an einem Urinal mit einer Tasse Kaffee."
+      tfm translate --beam-size 5 --n-best 3 "Zwei Hunde spielen im Schnee."
+      tfm translate -c seed.yaml < input.de > output.en
+      tfm translate --attention attn.png "Eine Frau liest ein Buch."
+    """
+    from .api import load
+    from .errors import UsageError
+
+    setup_logging(quiet=False)
+    model = load(checkpoint or config, device, precision)
+    options = model.options(beam_size, n_best, max_len, length_penalty, batch_size)
+    lines = list(text or [])
+    from_stdin = not lines or lines == ["-"]
+    if attention is not None and (from_stdin or len(lines) != 1):
+        raise UsageError("--attention needs exactly one sentence as an argument")
+    stdin = _StdinLines()
+    source = iter(stdin) if from_stdin else iter(lines)
+    chunk = 1 if from_stdin and sys.stdin.isatty() else 256
+    offset = 0
+    for inputs, out in model.translate_stream(source, options, chunk):
+        for i, n in out.truncated:
+            log.warning("warning: line %d has %d tokens; truncated to %d (the model's limit)",
+                        offset + i + 1, n, model.max_src_len)
+        for i, n_best_list in enumerate(out.translations):
+            if n_best == 1:
+                typer.echo(n_best_list[0].text)
+            else:
+                for hyp in n_best_list:
+                    typer.echo(f"{offset + i}\t{hyp.score:.4f}\t{hyp.text}")
+        sys.stdout.flush()
+        offset += len(inputs)
+    if stdin.error is not None:
+        raise stdin.error
+    if attention is not None:
+        from .plots import plot_attention
+
+        att = model.attention(lines[0], options)
+        plot_attention(att.source_tokens, att.target_tokens, att.weights, attention)
+        log.info("attention heatmap written to %s", attention)
+
+
+@app.command()
+@guarded
+def serve(
+    config: str = typer.Option("base.yaml", "--config", "-c", help="Its serve: section configures "
+                               "the server; its run's published.pt (else best.pt) is the model. "
+                               + CONFIG_HELP),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model file to serve "
+                                              "(and watch for new versions) instead."),
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: "
+                                       "serve.host, 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", min=0, max=65535, help="Port (default: "
+                                       "serve.port, 8000)."),
+    device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
+    precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Serve a model over HTTP with dynamic batching; reloads it when `tfm train` promotes a new one.
+
+    POST /translate {"inputs": "..." | [...], "parameters": {"beam_size": 5}}, GET /health,
+    GET /metrics (Prometheus), GET / (a page to try it). The bearer token comes from
+    $TFM_SERVE_TOKEN or serve.token_file, never from the command line. SIGTERM finishes the
+    requests in flight, then exits 0.
+
+    \b
+    Examples:
+      tfm serve -c base.yaml
+      tfm serve --checkpoint model.pt --port 9000 --set serve.threads=2
+      curl -s localhost:8000/translate -d '{"inputs": "Ein Hund rennt."}'
+    """
+    from .api import published_model
+    from .config import load_config
+
+    setup_logging(quiet)
+    cfg = load_config(config, overrides)
+    cfg.serve.host = host or cfg.serve.host
+    cfg.serve.port = cfg.serve.port if port is None else port
+    path = checkpoint or published_model(cfg.run_dir, config)
+    from .serving.server import serve as run_server
+
+    run_server(cfg.serve, path, device, precision)
+
+
+@app.command()
+@guarded
+def export(
+    config: str = typer.Option("base.yaml", "--config", "-c", help="Its run's published.pt (else "
+                               "best.pt) is exported by default. " + CONFIG_HELP),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Checkpoint file to "
+                                              "export instead."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder to write (an earlier export "
+                                "there is replaced; any other existing folder must be empty)."),
+    fmt: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one)."),
+    quantization: str = typer.Option("none", "--quantization", help="Weight type: none (float32), "
+                                     "int8, int8_float32, int16 or float16."),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+) -> None:
+    """Export a model for CTranslate2: a self-contained folder (model, tokenizer, manifest).
+
+    `tfm translate`, `tfm evaluate`, `tfm serve` and `tfm.load` accept the folder wherever they
+    accept a checkpoint. Needs the extra: pip install 'tfm[ctranslate2]'.
+
+    \b
+    Examples:
+      tfm export -c base.yaml --output exports/base
+      tfm export --checkpoint checkpoints/base/best.pt --quantization int8 -o exports/base-int8
+      tfm translate --checkpoint exports/base-int8 "Ein Hund rennt."
+    """
+    from .errors import UsageError
+
+    if fmt != "ctranslate2":
+        raise UsageError(f"--format must be ctranslate2, the only export format (got {fmt!r})")
+    if checkpoint is None:
+        from .api import published_model
+        from .config import load_config
+
+        checkpoint = published_model(load_config(config, overrides).run_dir, config)
+    from .export.bundle import export_checkpoint, is_export
+
+    if is_export(checkpoint):
+        raise UsageError(f"{checkpoint} is already an export; export its source checkpoint")
+    manifest = export_checkpoint(checkpoint, output, quantization)
+    size = sum(p.stat().st_size for p in output.iterdir())
+    typer.echo(f"exported {checkpoint} -> {output} (ctranslate2, {manifest['weights']} weights, "
+               f"{size / 1e6:.1f} MB, {manifest['seconds']:.1f} s)")
+
+
+class _StdinLines:
+    """Lines of stdin as text. A line that is not UTF-8 ends the lines (those before it are
+    still translated and printed); `error` then names it, for the caller to raise."""
+
+    def __init__(self) -> None:
+        self.error: Exception | None = None
+
+    def __iter__(self):
+        from .errors import UsageError
+
+        for number, raw in enumerate(sys.stdin.buffer, start=1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as e:
+                self.error = UsageError(f"stdin line {number}: not valid UTF-8 (byte "
+                                        f"0x{raw[e.start]:02x} at column {e.start + 1})")
+                return

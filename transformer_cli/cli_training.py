@@ -1,0 +1,160 @@
+"""`tfm preprocess`, `tfm train`, `tfm config`, `tfm publish`: preparing data, training, publishing."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from .cli_app import (CONFIG_HELP, SET_HELP, app, check_choice, guarded,
+                      log, setup_logging)
+
+
+@app.command()
+@guarded
+def preprocess(
+    config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
+    source: str | None = typer.Option(
+        None, "--source", help="Folder or URL holding the corpus files (overrides data.source "
+        "and $TFM_DATA_SOURCE)."),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when nothing changed."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Fetch and verify the corpus, fit the tokenizer, encode all splits.
+
+    \b
+    Examples:
+      tfm preprocess --config base.yaml
+      tfm preprocess --config seed.yaml --source ../shared/data/multi30k
+      TFM_DATA_SOURCE=/data/multi30k tfm preprocess -c base.yaml --set tokenizer.vocab_size=10000
+    """
+    from .config import load_config
+
+    setup_logging(quiet)
+    cfg = load_config(config, overrides)
+    if source is not None:
+        cfg.data.source = source
+    from .data.preprocess import prepare, summary_table
+    from .errors import StoppedBySignal
+    from .training.signals import GracefulStop, StopRequested
+
+    try:
+        with GracefulStop() as stop:
+            prepared, rebuilt = prepare(cfg, force=force, check_stop=stop.check)
+    except StopRequested as e:
+        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
+                                        "(run the same command to start again)") from None
+    if rebuilt:
+        log.info("preprocessed in %.1f s -> %s", prepared.manifest["elapsed_s"], prepared.folder)
+    else:
+        log.info("up to date: %s (inputs unchanged; --force rebuilds)", prepared.folder)
+    if not quiet:
+        typer.echo(summary_table(prepared.manifest))
+
+
+@app.command()
+@guarded
+def train(
+    config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or mps "
+                                         "(overrides train.device)."),
+    restart: bool = typer.Option(False, "--restart", help="Start the run over instead of resuming it."),
+    promote: str | None = typer.Option(None, "--promote", help="if-better (default), always or "
+                                          "never: when best.pt replaces published.pt."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and "
+                               "errors on stderr (the run's train.log gets everything)."),
+) -> None:
+    """Train a model; preprocesses first if needed, resumes an interrupted run.
+
+    Re-running the same command continues where it stopped; a finished run is a no-op.
+    Exit codes: 0 done, 1 failure, 2 bad config/input, 75 run busy (locked),
+    130/143 stopped by SIGINT/SIGTERM after saving (run again to resume).
+
+    \b
+    Examples:
+      tfm train --config base.yaml
+      tfm train -c seed.yaml --set train.epochs=20 --device cpu
+      torchrun --nproc_per_node 2 -m transformer_cli train -c base.yaml
+      0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
+    """
+    from .config import load_config
+    from .training.run_dir import RunDir
+
+    setup_logging(quiet)
+    check_choice("--device", device, ("auto", "cpu", "cuda", "mps"))
+    check_choice("--promote", promote, ("if-better", "always", "never"))
+    extra = [f"train.device={device}"] if device else []
+    extra += [f"train.promote={promote}"] if promote else []
+    cfg = load_config(config, [*overrides, *extra])
+    run = RunDir(cfg.run_dir)
+    if int(os.environ.get("RANK", "0")) == 0:
+        run.lock()  # before importing torch: a busy newcomer exits 75 at once
+    from .training.session import run_training
+
+    run_training(cfg, restart=restart, show_progress=not quiet and sys.stderr.isatty(), run=run)
+
+
+@app.command("config")
+@guarded
+def show_config(
+    config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the whole schema as Markdown "
+                                  "(docs/config.md) instead."),
+) -> None:
+    """Print a config fully resolved: every key's value, help, type, bounds and default.
+
+    \b
+    Examples:
+      tfm config -c base.yaml
+      tfm config -c seed.yaml --set train.lr=1e-3 | grep -A1 train.lr
+      tfm config --markdown > docs/config.md
+    """
+    from .config import load_config
+    from .config_docs import describe, schema_markdown
+
+    typer.echo(schema_markdown() if markdown else describe(load_config(config, overrides)), nl=not markdown)
+
+
+@app.command()
+@guarded
+def publish(
+    config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
+    rollback: bool = typer.Option(False, "--rollback", help="Put the model that the last "
+                                  "promotion replaced back as published.pt."),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+) -> None:
+    """Show what a run publishes, or roll back the last promotion.
+
+    Without options, lists published.pt and the earlier published models kept in
+    published.history/ (train.keep_published of them). --rollback restores the newest of those
+    (repeat it to go further back) and records it in promotions.log, so the next `tfm train`
+    does not promote the same best.pt again. Exit 75 while a `tfm train` holds the run.
+
+    \b
+    Examples:
+      tfm publish -c base.yaml
+      tfm publish -c base.yaml --rollback
+    """
+    from .config import load_config
+    from .training.run_dir import RunDir
+
+    setup_logging(quiet=False)
+    cfg = load_config(config, overrides)
+    run = RunDir(cfg.run_dir)
+    if not run.path.is_dir():
+        from .errors import UsageError
+
+        raise UsageError(f"no run in {run.path}: train one with `tfm train -c {config}`")
+    run.lock()
+    try:
+        from .training.promotion import describe_published, rollback as roll_back
+
+        if rollback:
+            typer.echo(roll_back(run, cfg.train.promote))
+        typer.echo(describe_published(run))
+    finally:
+        run.unlock()
