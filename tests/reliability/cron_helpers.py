@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -160,8 +161,11 @@ class Zygote:
     """
 
     def __init__(self):
+        # Session-scoped, so it starts before the per-test fixture that hides CI's data folder:
+        # hide it here too (tests name their sources explicitly).
+        env = {k: v for k, v in os.environ.items() if k != "TFM_DATA_SOURCE"}
         self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+                                     stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
     def _ask(self, request: dict) -> int:
         self.proc.stdin.write(json.dumps(request) + "\n")
