@@ -3,12 +3,15 @@
 A nightly retrain often shares its machine with a server or another job. This runs the
 training-throughput measurement of `train_throughput.py` (real optimizer steps on the config's
 own batches) for each thread setting, once on an idle machine and once beside a neighbour: a
-`nice -n 19` process that keeps one core busy with single-threaded matrix products (what a
-translation server does between requests). Variants and conditions alternate over `--repeats`
+process that keeps one core busy with single-threaded matrix products (what a translation
+server does under load), at the niceness given by `--neighbour-nice` (19: a background job
+that yields to training; 0: a busy server with the same priority as the training, which is
+what a `nice`d cron retrain sees too). Variants and conditions alternate over `--repeats`
 rounds; the median of each is kept.
 
     python benchmarks/shared_machine.py --config base.yaml
     python benchmarks/shared_machine.py --config base.yaml --threads 1 2 --wait-policy passive active
+    python benchmarks/shared_machine.py --config base.yaml --neighbour-nice 0
 
 Data must be preprocessed (`tfm preprocess -c CONFIG`). Output: {"config", "cpus", "results":
 [{"threads", "omp_wait_policy", "alone_tokens_per_s", "beside_neighbour_tokens_per_s",
@@ -50,6 +53,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--wait-policy", nargs="+", default=["default", "passive"],
                     help="OMP_WAIT_POLICY values (default = unset)")
+    ap.add_argument("--neighbour-nice", type=int, default=19, help="the neighbour's niceness")
     ap.add_argument("--steps", type=int, default=25)
     ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
@@ -57,8 +61,8 @@ def main() -> None:
     runs: dict[tuple[int, str, bool], list[float]] = {}
     for _ in range(args.repeats):
         for busy in (False, True):
-            neighbour = (subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", NEIGHBOUR])
-                         if busy else None)
+            neighbour = (subprocess.Popen(["nice", "-n", str(args.neighbour_nice), sys.executable,
+                                           "-c", NEIGHBOUR]) if busy else None)
             try:
                 time.sleep(1.0 if busy else 0.0)
                 for threads, policy in variants:
@@ -83,7 +87,8 @@ def main() -> None:
                                  "beside_neighbour": runs[threads, policy, True]}})
     print(json.dumps({"config": args.config, "overrides": args.overrides,
                       "cpus": len(os.sched_getaffinity(0)), "steps": args.steps,
-                      "neighbour": "nice -n 19, one thread of 512x512 matmuls", "results": results},
+                      "neighbour": f"nice -n {args.neighbour_nice}, one thread of 512x512 matmuls",
+                      "results": results},
                      indent=2))
 
 
