@@ -223,25 +223,69 @@ def prepare(cfg: Config, force: bool = False,
     except UsageError:
         raise
     except TfmError as e:  # unreachable source: fall back on data built with the same settings
-        if old is None or old.get("settings_fingerprint") != settings_fingerprint(cfg) or force:
-            raise
-        problem = verify_folder(folder, old)
-        if problem is not None:
-            raise TfmError(f"{e}; the preprocessed data in {folder} cannot stand in: {problem}") from None
-        log.warning("warning: %s; using the preprocessed data in %s (built %s from %s)", e, folder,
-                    old.get("created"), old.get("source"))
-        return Prepared(folder, old), False
+        return _stand_in(cfg, old, e, force), False
     fingerprint = data_fingerprint(cfg, files)
-    if old is not None and not force:
-        if old.get("fingerprint") == fingerprint:
-            problem = verify_folder(folder, old)
-            if problem is None:
-                return Prepared(folder, old), False
-            log.warning("warning: the preprocessed data in %s is damaged (%s): rebuilding it",
-                        folder, problem)
-        else:
-            log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
+    if old is not None and not force and _still_current(folder, old, fingerprint):
+        return Prepared(folder, old), False
+    pair, encoded, text, dropped = _encode_corpus(cfg, files, check_stop)
+    stats = {s: {"pairs": len(encoded[s][0]), "src_len": _length_stats(encoded[s][0]),
+                 "tgt_len": _length_stats(encoded[s][1])} for s in SPLITS}
+    manifest = {
+        "format": FORMAT_VERSION,
+        "fingerprint": fingerprint,
+        "settings_fingerprint": settings_fingerprint(cfg),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "source": source,
+        "files": {f.path.name: f.sha256 for f in files},
+        "src_lang": cfg.data.src_lang,
+        "tgt_lang": cfg.data.tgt_lang,
+        "tokenizer": cfg.tokenizer.kind,
+        "vocab_size": {"src": pair.src.vocab_size, "tgt": pair.tgt.vocab_size},
+        "joint_vocab": pair.joint,
+        "splits": stats,
+        "dropped": dropped,
+        "oov_rate_val": {"src": round(_oov_rate(encoded["val"][0]), 5),
+                         "tgt": round(_oov_rate(encoded["val"][1]), 5)},
+        "versions": package_versions(),
+        "elapsed_s": round(time.monotonic() - started, 2),
+    }
+    _write_folder(cfg, pair, encoded, text, manifest)
+    return Prepared(folder, manifest, pair), True
 
+
+def _stand_in(cfg: Config, old: dict[str, Any] | None, error: TfmError, force: bool) -> Prepared:
+    """The existing folder in place of a source that cannot be reached, when it was built with
+    the same settings and is intact; else the error."""
+    folder = cfg.data_dir
+    if old is None or old.get("settings_fingerprint") != settings_fingerprint(cfg) or force:
+        raise error
+    problem = verify_folder(folder, old)
+    if problem is not None:
+        raise TfmError(f"{error}; the preprocessed data in {folder} cannot stand in: {problem}") from None
+    log.warning("warning: %s; using the preprocessed data in %s (built %s from %s)", error, folder,
+                old.get("created"), old.get("source"))
+    return Prepared(folder, old)
+
+
+def _still_current(folder: Path, old: dict[str, Any], fingerprint: str) -> bool:
+    """Whether the folder was built from these inputs and settings and is undamaged."""
+    if old.get("fingerprint") != fingerprint:
+        log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
+        return False
+    problem = verify_folder(folder, old)
+    if problem is not None:
+        log.warning("warning: the preprocessed data in %s is damaged (%s): rebuilding it", folder, problem)
+    return problem is None
+
+
+def _encode_corpus(cfg: Config, files: list[CorpusFile], check_stop: Callable[[], None] | None
+                   ) -> tuple[TokenizerPair, dict[str, tuple[list, list]],
+                              dict[str, tuple[list[str], list[str]]], dict[str, int]]:
+    """Read every split, fit the tokenizers on the training pairs, encode, filter by length.
+
+    Returns the tokenizers, the ids and the raw text per split (train: the kept pairs), and
+    how many training pairs were dropped (empty, too long).
+    """
     by_key = {(f.split, f.lang): f for f in files}
     src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
     text = {s: read_parallel(by_key[s, src_lang].path, by_key[s, tgt_lang].path) for s in SPLITS}
@@ -271,30 +315,8 @@ def prepare(cfg: Config, force: bool = False,
                          f"{cfg.data.min_train_pairs} are needed")
     encoded["train"] = ([src_ids[i] for i in short], [tgt_ids[i] for i in short])
     text["train"] = ([train_src[i] for i in short], [train_tgt[i] for i in short])  # for re-encoding
-
-    stats = {s: {"pairs": len(encoded[s][0]), "src_len": _length_stats(encoded[s][0]),
-                 "tgt_len": _length_stats(encoded[s][1])} for s in SPLITS}
-    manifest = {
-        "format": FORMAT_VERSION,
-        "fingerprint": fingerprint,
-        "settings_fingerprint": settings_fingerprint(cfg),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "source": source,
-        "files": {f.path.name: f.sha256 for f in files},
-        "src_lang": src_lang,
-        "tgt_lang": tgt_lang,
-        "tokenizer": cfg.tokenizer.kind,
-        "vocab_size": {"src": pair.src.vocab_size, "tgt": pair.tgt.vocab_size},
-        "joint_vocab": pair.joint,
-        "splits": stats,
-        "dropped": {"empty_train_pairs": dropped_empty, "too_long_train_pairs": len(src_ids) - len(short)},
-        "oov_rate_val": {"src": round(_oov_rate(encoded["val"][0]), 5),
-                         "tgt": round(_oov_rate(encoded["val"][1]), 5)},
-        "versions": package_versions(),
-        "elapsed_s": round(time.monotonic() - started, 2),
-    }
-    _write_folder(cfg, pair, encoded, text, manifest)
-    return Prepared(folder, manifest, pair), True
+    dropped = {"empty_train_pairs": dropped_empty, "too_long_train_pairs": len(src_ids) - len(short)}
+    return pair, encoded, text, dropped
 
 
 def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[list, list]],
