@@ -171,8 +171,12 @@ class TrainConfig:
                                             resumable=True, ge=1)
     checkpoint_every_minutes: float | None = _f(5.0, "Also save last.pt every N minutes.",
                                                 resumable=True, gt=0.0)
-    average_last: int = _f(1, "Average the last N epochs' weights at the end (kept if better).",
-                           resumable=True, ge=1)
+    average_last: int = _f(1, "Average the last N snapshots' weights at the end (kept if it "
+                           "validates better). A snapshot is taken at every epoch's end, and every "
+                           "snapshot_every_steps steps when that is set.", resumable=True, ge=1)
+    snapshot_every_steps: int | None = _f(None, "Also take a snapshot for averaging every N "
+                                          "optimizer steps (null: at epoch ends only).",
+                                          resumable=True, ge=1)
     promote: Literal["if-better", "always", "never"] = _f(
         "if-better", "When best.pt replaces published.pt (also --promote).", resumable=True)
     promote_metric: Literal["valid_loss", "valid_bleu"] = _f(

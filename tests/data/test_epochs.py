@@ -8,7 +8,7 @@ import pytest
 
 from helpers import write_config
 from transformer_cli.config import load_config
-from transformer_cli.data.epochs import SourceNoise, TrainingEpochs
+from transformer_cli.data.epochs import SOURCE_VARIANTS, SourceNoise, TrainingEpochs
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.errors import UsageError
 
@@ -33,6 +33,14 @@ def test_source_noise_is_seeded_and_keeps_its_shares():
     assert {x.rstrip(".").lower() for x in first} == {"ein mann sieht einen ball"}
 
 
+def test_source_variants_rewrite_whole_sentences_as_users_type_them():
+    line = "Ein Mann sieht einen Ball ?  "
+    assert {name: f(line) for name, f in SOURCE_VARIANTS.items()} == {
+        "as_given": line, "lowercased": "ein mann sieht einen ball ?  ",
+        "uppercased": "EIN MANN SIEHT EINEN BALL ?  ", "unpunctuated": "Ein Mann sieht einen Ball"}
+    assert SOURCE_VARIANTS["unpunctuated"]("Ja ... nein!") == "Ja ... nein"
+
+
 def test_without_sampling_or_noise_every_epoch_is_the_preprocessed_split(tmp_path, corpus_dir):
     cfg = _config(tmp_path, corpus_dir)
     prepared, _ = prepare(cfg)
@@ -55,6 +63,19 @@ def test_subword_sampling_differs_per_epoch_repeats_per_seed_and_keeps_the_text(
     sources = prepared.text("train", "de")
     for i in range(0, len(e0), 37):  # a sampled segmentation still spells the same sentence
         assert tok.src.decode(e0.pair(i)[0].tolist()) == sources[i]
+
+
+def test_sampling_leaves_validation_test_and_translation_deterministic(tmp_path, corpus_dir):
+    cfg = _config(tmp_path, corpus_dir, tokenizer={"sampling": 0.3}, source_lowercase=0.5)
+    prepared, _ = prepare(cfg)
+    TrainingEpochs(cfg, prepared).split(1)  # a sampled epoch has been drawn (and seeded sentencepiece)
+    tok = prepared.tokenizers
+    for split in ("val", "test"):
+        sources = prepared.text(split, "de")
+        encoded = [tok.src.encode(line) for line in sources]
+        assert encoded == [tok.src.encode(line) for line in sources]  # every call the same
+        assert prepared.split(split).src_lengths.tolist() == [len(ids) for ids in encoded]
+        assert [prepared.split(split).pair(i)[0].tolist() for i in range(3)] == encoded[:3]
 
 
 def test_source_noise_reaches_the_encoded_sources_only(tmp_path, corpus_dir):

@@ -3,6 +3,7 @@ averages its last epochs and keeps the average only when it validates better (be
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 
@@ -28,16 +29,17 @@ def _snapshot(epoch: int) -> dict:
     return {"state_dict": {"w": torch.full((3,), float(epoch))}, "metrics": {"epoch": epoch}}
 
 
-def test_snapshots_keep_the_last_epochs_and_average_them(tmp_path):
+def test_snapshots_keep_the_last_ones_by_step_and_average_them(tmp_path):
     snapshots = Snapshots(tmp_path / "snapshots", keep=2)
     assert snapshots.enabled and not Snapshots(tmp_path, keep=1).enabled
     snapshots.add(1, _snapshot(1))
     assert snapshots.average() is None  # one epoch: nothing to average
-    for epoch in (2, 3):
-        snapshots.add(epoch, _snapshot(epoch))
-    assert [p.name for p in snapshots.paths()] == ["epoch_002.pt", "epoch_003.pt"]
+    for step in (20, 3):  # ordered by step, not by when they were taken
+        snapshots.add(step, _snapshot(step))
+    snapshots.add(20, _snapshot(2))  # the same step again replaces it
+    assert [p.name for p in snapshots.paths()] == ["step_00000003.pt", "step_00000020.pt"]
     state, n = snapshots.average()
-    assert n == 2 and torch.equal(state["w"], torch.full((3,), 2.5))
+    assert n == 2 and torch.equal(state["w"], torch.full((3,), 2.5))  # mean of 3 and 2
 
 
 def test_a_damaged_snapshot_skips_averaging_with_a_warning(tmp_path, caplog):
@@ -71,17 +73,18 @@ def test_a_run_averages_its_last_epochs_and_keeps_the_average_only_if_it_is_bett
     run_training(cfg)
     run = cfg.run_dir
     snapshots = Snapshots(run / "snapshots", keep=2)
-    assert [p.name for p in snapshots.paths()] == ["epoch_002.pt", "epoch_003.pt"]
+    epoch_end_steps = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())]
+    assert [p.name for p in snapshots.paths()] == [f"step_{s:08}.pt" for s in epoch_end_steps[-2:]]
     averaged, _ = snapshots.average()
     trained = load_checkpoint(snapshots.paths()[-1])["state_dict"]
     assert _weights_equal(load_checkpoint(run / "last.pt")["state_dict"], trained)  # not the average
     [line] = [x for x in (run / "train.log").read_text().splitlines()
-              if "average of the last 2 epochs: Val. Loss " in x]
+              if "average of the last 2 snapshots: Val. Loss " in x]
     average_loss = float(line.split("Val. Loss ")[1].split(" |")[0])
     best_single = float(line.split("(best single: ")[1].rstrip(")"))
     best = load_checkpoint(run / "best.pt")
     assert _weights_equal(best["state_dict"], averaged) == (average_loss < best_single)
-    assert ("averaged_epochs" in best["metrics"]) == (average_loss < best_single)
+    assert ("averaged_snapshots" in best["metrics"]) == (average_loss < best_single)
 
     # The same averaging again, once against a best single epoch it cannot beat, once against
     # one it must: best.pt is left alone, then replaced by the average; last.pt keeps training.
@@ -95,8 +98,28 @@ def test_a_run_averages_its_last_epochs_and_keeps_the_average_only_if_it_is_bett
         assert ((run / "best.pt").read_bytes() != before) == replaced
         if replaced:
             assert _weights_equal(best["state_dict"], averaged)
-            assert best["metrics"]["averaged_epochs"] == 2
+            assert best["metrics"]["averaged_snapshots"] == 2
             assert math.isclose(best["metrics"]["valid_loss"], trainer.progress.best_valid_loss,
                                 abs_tol=1e-5)
         assert _weights_equal(load_checkpoint(run / "last.pt")["state_dict"], trained)
         assert not trainer.progress.pending_average
+
+
+@pytest.mark.slow
+def test_snapshots_every_n_steps_add_to_the_epoch_ends_and_survive_a_resume(tmp_path):
+    """snapshot_every_steps=5 over 3 epochs: snapshots at steps 5, 10, 15, ... and at each
+    epoch's end; the last 4 are kept. A run stopped at step 17 and resumed keeps the same
+    snapshots with the same weights as the uninterrupted run."""
+    straight = small_config(tmp_path / "a", average_last=4, snapshot_every_steps=5, threads=1)
+    run_training(straight)
+    interrupted = small_config(tmp_path / "b", average_last=4, snapshot_every_steps=5, threads=1,
+                               max_steps=17)
+    run_training(interrupted)
+    interrupted.train.max_steps = None
+    run_training(interrupted)
+    ends = [r["step"] for r in map(json.loads, (straight.run_dir / "metrics.jsonl").read_text().splitlines())]
+    expected = sorted({*range(5, ends[-1] + 1, 5), *ends})[-4:]
+    kept = [Snapshots(c.run_dir / "snapshots", keep=4).paths() for c in (straight, interrupted)]
+    assert [p.name for p in kept[0]] == [p.name for p in kept[1]] == [f"step_{s:08}.pt" for s in expected]
+    for a, b in zip(*kept):
+        assert _weights_equal(load_checkpoint(a)["state_dict"], load_checkpoint(b)["state_dict"])

@@ -25,6 +25,21 @@ from .tokenizers import SubwordTokenizer, Tokenizer
 FINAL_PUNCTUATION = ".!?;:,"
 
 
+def unpunctuated(line: str) -> str:
+    """`line` without its final punctuation (and the spaces around it)."""
+    return line.rstrip().rstrip(FINAL_PUNCTUATION).rstrip()
+
+
+# How users type, applied to whole sentences: used by the noise below and by
+# benchmarks/input_variants.py to score a model on each.
+SOURCE_VARIANTS = {
+    "as_given": lambda line: line,
+    "lowercased": str.lower,
+    "uppercased": str.upper,
+    "unpunctuated": unpunctuated,
+}
+
+
 @dataclass(frozen=True)
 class SourceNoise:
     """Shares of source sentences lowercased, capitalised, or stripped of final punctuation."""
@@ -45,7 +60,7 @@ class SourceNoise:
         elif case < self.lowercase + self.uppercase:
             line = line.upper()
         if rng.random() < self.unpunctuated:
-            line = line.rstrip().rstrip(FINAL_PUNCTUATION).rstrip()
+            line = unpunctuated(line)
         return line
 
 

@@ -1,7 +1,8 @@
-"""Checkpoint averaging: the element-wise mean of the last epochs' weights.
+"""Checkpoint averaging: the element-wise mean of the last snapshots' weights.
 
-`Snapshots` owns `<run>/snapshots/`: the weights of the last `keep` epochs, saved at each
-epoch end, and their average at the end of the run. `trying_weights` lends a model other
+`Snapshots` owns `<run>/snapshots/`: the weights of the last `keep` snapshots, taken at each
+epoch end (and every `train.snapshot_every_steps` steps), and their average at the end of the
+run. `trying_weights` lends a model other
 weights (the average, while it is validated and perhaps saved) and gives its own back.
 """
 
@@ -32,30 +33,31 @@ def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torc
 
 
 class Snapshots:
-    """The checkpoints of the last `keep` epochs, `<folder>/epoch_NNN.pt`, to be averaged."""
+    """The last `keep` snapshots, `<folder>/step_NNNNNNNN.pt` by optimizer step, to be averaged."""
 
     def __init__(self, folder: Path, keep: int):
         self.folder, self.keep = Path(folder), keep
 
     @property
     def enabled(self) -> bool:
-        """Averaging takes at least two epochs (train.average_last > 1)."""
+        """Averaging takes at least two snapshots (train.average_last > 1)."""
         return self.keep > 1
 
     def paths(self) -> list[Path]:
         """The kept snapshots, oldest first."""
-        return sorted(self.folder.glob("epoch_*.pt"))
+        return sorted(self.folder.glob("step_*.pt"))
 
-    def add(self, epoch: int, payload: dict[str, Any]) -> None:
-        """Save `payload` (a checkpoint of `epoch`'s weights) and drop all but the last `keep`."""
+    def add(self, step: int, payload: dict[str, Any]) -> None:
+        """Save `payload` (the weights after optimizer step `step`; taking the same step twice
+        replaces it) and drop all but the last `keep`."""
         self.folder.mkdir(exist_ok=True)
-        save_checkpoint(self.folder / f"epoch_{epoch:03}.pt", payload)
+        save_checkpoint(self.folder / f"step_{step:08}.pt", payload)
         for old in self.paths()[: -self.keep]:
             old.unlink()
 
     def average(self) -> tuple[dict[str, torch.Tensor], int] | None:
         """The kept weights' average and how many were averaged; None with fewer than two
-        snapshots or a damaged one (logged: the run then keeps its best single epoch)."""
+        snapshots or a damaged one (logged: the run then keeps its best single checkpoint)."""
         paths = self.paths()
         if len(paths) < 2:
             return None

@@ -291,6 +291,7 @@ class Trainer:
                 if validation_due_within_epoch(p, self.cfg.train):
                     p.pending_validation = "step"
                     return
+                self._snapshot_if_due()
                 if save_due:
                     self.save_last()
         p.epoch += 1
@@ -353,7 +354,13 @@ class Trainer:
         if improved:
             save_checkpoint(self.run_dir.best, self._model_payload(record))
         if end_of_epoch and self.snapshots.enabled:
-            self.snapshots.add(record["epoch"], self._model_payload(record))
+            self.snapshots.add(self.progress.step, self._model_payload(record))
+
+    def _snapshot_if_due(self) -> None:
+        """Within an epoch: a snapshot for averaging every train.snapshot_every_steps steps."""
+        every, p = self.cfg.train.snapshot_every_steps, self.progress
+        if every and self.snapshots.enabled and self.dist.is_main and p.step % every == 0:
+            self.snapshots.add(p.step, self._model_payload(p.history[-1] if p.history else {}))
 
     def _log_record(self, r: dict[str, Any], improved: bool) -> None:
         log.info("%s", record_line(r, improved))
@@ -362,7 +369,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ averaging
     def _average_snapshots(self) -> None:
-        """Average the kept epoch weights; the average becomes best.pt if it validates better.
+        """Average the kept snapshots; the average becomes best.pt if it validates better.
         last.pt keeps the trained weights either way."""
         averaged = self.snapshots.average()
         if averaged is None:
@@ -371,10 +378,10 @@ class Trainer:
         best = self.progress.best_valid_loss
         with trying_weights(self.model, state):
             valid = loss_result(*self._valid_nll())
-            log.info("average of the last %d epochs: Val. Loss %.3f | Val. PPL %.3f (best single: "
+            log.info("average of the last %d snapshots: Val. Loss %.3f | Val. PPL %.3f (best single: "
                      "%.3f)", n, valid.loss, valid.ppl, best)
             if valid.loss < best:
                 record = {**self.progress.history[-1], "valid_loss": round(valid.loss, 5),
-                          "valid_ppl": round(valid.ppl, 4), "averaged_epochs": n}
+                          "valid_ppl": round(valid.ppl, 4), "averaged_snapshots": n}
                 save_checkpoint(self.run_dir.best, self._model_payload(record))
                 self.progress.best_valid_loss = valid.loss

@@ -1,0 +1,75 @@
+"""Which snapshots to average: a finished run's kept snapshots scored on validation, as JSON.
+
+For a run trained with `train.average_last: N` (and perhaps `train.snapshot_every_steps`),
+scores on the validation split (loss, PPL, BLEU, chrF with the run's decode settings):
+the last snapshot alone, the average of every kept snapshot, and the average of only the
+epoch-end snapshots among them, so "average by steps" and "average by epochs" are compared
+on the same run.
+
+    python benchmarks/snapshot_averaging.py --config base.yaml --set name=drop
+    python benchmarks/snapshot_averaging.py --config best.yaml --beam 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
+from transformer_cli.config import load_config
+from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.evaluate import evaluate_texts
+from transformer_cli.inference.translate import Translator
+from transformer_cli.training.averaging import Snapshots, average_state_dicts
+from transformer_cli.training.run_dir import RunDir
+
+
+def score(payload: dict, sources: list[str], references: list[str], beam: int | None, work: Path) -> dict:
+    """Validation loss/PPL/BLEU/chrF of the weights in `payload`."""
+    path = work / "candidate.pt"
+    save_checkpoint(path, payload)
+    translator = Translator.from_checkpoint(path, torch.device("cpu"))
+    if beam is not None:
+        translator.decode.beam_size = beam
+    report = evaluate_texts(translator, sources, references, "val", str(path), work / "hyps.txt")
+    return {"valid_loss": report.loss, "valid_ppl": report.ppl, "bleu": report.bleu, "chrf": report.chrf,
+            "beam_size": report.beam_size}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="best.yaml")
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--beam", type=int, help="beam size (default: the run's decode.beam_size)")
+    args = ap.parse_args()
+    cfg = load_config(args.config, args.overrides)
+    run = RunDir(cfg.run_dir)
+    paths = Snapshots(run.snapshots, cfg.train.average_last).paths()
+    if len(paths) < 2:
+        raise SystemExit(f"{run.snapshots}: fewer than two snapshots (train with train.average_last > 1)")
+    epoch_end_steps = {r["step"] for r in run.read_metrics() if r.get("end_of_epoch")}
+    payloads = [load_checkpoint(p) for p in paths]
+    steps = [int(p.stem.split("_")[1]) for p in paths]
+    prepared = load_prepared(cfg)
+    sources, references = (prepared.text("val", lang) for lang in (cfg.data.src_lang, cfg.data.tgt_lang))
+    candidates = {"last_snapshot": [payloads[-1]], "all_kept": payloads,
+                  "epoch_ends_only": [p for p, s in zip(payloads, steps) if s in epoch_end_steps]}
+    out: dict = {"run": str(run.path), "snapshot_steps": steps,
+                 "epoch_end_steps": sorted(s for s in steps if s in epoch_end_steps), "scores": {}}
+    with tempfile.TemporaryDirectory() as work:
+        for name, chosen in candidates.items():
+            if not chosen:
+                continue
+            state = average_state_dicts([p["state_dict"] for p in chosen])
+            out["scores"][name] = {"averaged": len(chosen),
+                                   **score({**chosen[-1], "state_dict": state}, sources, references,
+                                           args.beam, Path(work))}
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()
