@@ -7,6 +7,8 @@ punctuation, side by side, as JSON (the references are always the cased original
 
 The model is the run's published model (else best.pt), as `tfm translate` picks it, unless
 --checkpoint names one. The split's text comes from the run's preprocessed folder.
+--recase off scores without the source truecaser (`decode.recase: false`); a model trained
+before tfm stored one gets the one its training sources give (what it would carry now).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     ap.add_argument("--checkpoint", type=Path, help="default: the run's published model")
     ap.add_argument("--split", choices=("val", "test"), default="test")
     ap.add_argument("--beam", type=int, help="beam size (default: the model's decode.beam_size)")
+    ap.add_argument("--recase", choices=("on", "off"), default="on")
     ap.add_argument("--limit", type=int, help="score only the first N sentences (a quick look)")
     ap.add_argument("--variants", nargs="+", choices=tuple(SOURCE_VARIANTS), default=list(SOURCE_VARIANTS))
     args = ap.parse_args()
@@ -40,9 +43,15 @@ def main() -> None:
     sources = prepared.text(args.split, cfg.data.src_lang)[: args.limit]
     references = prepared.text(args.split, cfg.data.tgt_lang)[: args.limit]
     options = model.options(beam_size=args.beam)
+    options.recase = args.recase == "on"
+    tokenizers = model.backend.tokenizers
+    recaser = "off" if not options.recase else "model" if tokenizers.recaser else "fitted"
+    if recaser == "fitted":
+        tokenizers.recaser = prepared.tokenizers.recaser
     lowercase_scoring = cfg.tokenizer.lowercase
     out: dict = {"checkpoint": str(checkpoint), "sha256": model.sha256, "split": args.split,
-                 "beam_size": options.beam_size, "n_sentences": len(sources), "variants": {}}
+                 "beam_size": options.beam_size, "recaser": recaser, "n_sentences": len(sources),
+                 "variants": {}}
     for name in args.variants:
         started = time.perf_counter()
         variant = [SOURCE_VARIANTS[name](line) for line in sources]

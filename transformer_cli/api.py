@@ -201,8 +201,11 @@ class Model:
             yield chunk, self.translate_n_best(chunk, options)
 
     def source_lengths(self, lines: list[str]) -> list[int]:
-        """Source tokens per line, as the model will see them (before truncation)."""
-        return [len(ids) for ids in self.backend.tokenizers.src.encode_batch(lines)]
+        """Source tokens per line, as the model will see them (recased, before truncation)."""
+        tokenizers = self.backend.tokenizers
+        if self.backend.decode.recase:
+            lines = tokenizers.recase_sources(lines)
+        return [len(ids) for ids in tokenizers.src.encode_batch(lines)]
 
     def attention(self, line: str, options: DecodeConfig | None = None) -> Attention:
         """The best translation of one line and the last decoder layer's cross-attention

@@ -207,6 +207,9 @@ class DecodeConfig:
                           ge=0.0, le=100.0)
     max_len_b: int = _f(10, "See max_len_a.", ge=1, le=16384)
     batch_size: int = _f(128, "Sentences decoded together.", ge=1, le=100_000)
+    recase: bool = _f(True, "Give sources typed all lowercase or all in capitals the casing of "
+                      "the training sources before translating (each word's most frequent "
+                      "spelling); sources with any casing are left as typed.")
 
 
 @dataclass

@@ -88,3 +88,12 @@ def test_python_api_loads_an_export_by_its_content(models, tmp_path):
         assert torch.allclose(torch.tensor(att_a.weights), torch.tensor(att_b.weights), atol=1e-5)
     finally:
         renamed.rename(m["fp32"])
+
+
+def test_the_source_truecaser_travels_into_the_export(models):
+    m = models["subword-post"]
+    exported, native = tfm.load(m["fp32"], device="cpu"), tfm.load(m["checkpoint"], device="cpu")
+    recasers = [x.backend.tokenizers.recaser for x in (exported, native)]
+    assert recasers[0] is not None and recasers[0].spellings == recasers[1].spellings
+    shouted = [line.upper() for line in LINES]
+    assert exported.translate(shouted) == native.translate(shouted) == native.translate(LINES)

@@ -28,6 +28,19 @@ def test_load_by_config_or_path_and_translate(trained, model):
     assert all(len(s) < len(f) and f.startswith(s) for s, f in zip(short, full))
 
 
+def test_sources_typed_without_casing_are_recased_unless_switched_off(trained, model):
+    """The toy corpus capitalizes only first words: its truecaser (stored in the checkpoint)
+    gives "ein mann ..." and "EIN MANN ..." the training sources' spelling back."""
+    assert "source_truecaser" in load_checkpoint(trained["run"] / "published.pt")["tokenizer"]
+    backend = model.backend
+    typed, trained_like = "ein mann sieht einen ball.", "Ein mann sieht einen ball."
+    ids = [backend.encode_sources([x])[0].tolist() for x in (typed, typed.upper(), trained_like)]
+    assert ids[0] == ids[1] == ids[2]
+    assert backend.encode_sources([typed], recase=False)[0].tolist() != ids[2]
+    assert model.translate([typed, typed.upper()]) == ["A man sees a ball."] * 2
+    assert model.source_lengths([typed]) == [len(ids[2]) - 1]  # what the server budgets: recased
+
+
 def test_metadata(trained, model):
     assert model.config_name == "toy" and len(model.sha256) == 64
     assert model.metrics["valid_loss"] > 0 and model.metrics["epoch"] >= 1

@@ -40,6 +40,7 @@ from ..provenance import package_versions
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, read_parallel,
                       resolve_source, sha256_file)
 from .tokenizers import TokenizerPair, fit_tokenizers
+from .truecase import Truecaser
 from .vocab import UNK
 
 if TYPE_CHECKING:
@@ -60,12 +61,17 @@ class Prepared:
 
     @property
     def tokenizers(self) -> TokenizerPair:
+        """The folder's tokenizers, with a source truecaser learned from the training sources
+        (unless the tokenizer lowercases): models trained on this folder carry it."""
         if self._tokenizers is None:
             try:
                 self._tokenizers = TokenizerPair.load(self.folder)
             except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
                 raise damaged(self.folder / "tokenizer.json", e) from None
-        return self._tokenizers
+        pair = self._tokenizers
+        if pair.recaser is None and not getattr(pair.src, "lowercase", False):
+            pair.recaser = Truecaser.fit(self.text("train", self.manifest["src_lang"]))
+        return pair
 
     def split(self, name: str) -> EncodedSplit:
         from .batching import EncodedSplit  # torch: imported only when data is used

@@ -7,7 +7,8 @@
 - `SubwordTokenizer`: SentencePiece BPE or unigram, which detokenizes exactly by design.
 
 `TokenizerPair` holds the source and target sides (one shared SentencePiece model when the
-vocabulary is joint) and serializes to a plain dict (for checkpoints) or a folder.
+vocabulary is joint) and the source truecaser (data/truecase.py), and serializes to a plain
+dict (for checkpoints) or a folder.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import UsageError
+from .truecase import Truecaser
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
 
 Progress = Callable[[int], None]
@@ -250,25 +252,34 @@ def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
 
 @dataclass
 class TokenizerPair:
-    """Source and target tokenizers; `joint` when both sides share one vocabulary."""
+    """Source and target tokenizers; `joint` when both sides share one vocabulary. `recaser`
+    restores the casing of sources typed without any (None: models trained before it existed,
+    or lowercasing tokenizers)."""
 
     src: Tokenizer
     tgt: Tokenizer
     joint: bool = False
+    recaser: Truecaser | None = None
 
     def state(self) -> dict[str, Any]:
-        if self.joint:
-            return {"joint": True, "shared": self.src.state()}
-        return {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()}
+        sides = ({"joint": True, "shared": self.src.state()} if self.joint
+                 else {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()})
+        return sides if self.recaser is None else {**sides, "source_truecaser": self.recaser.state()}
+
+    def recase_sources(self, lines: list[str]) -> list[str]:
+        """Sources with their casing restored where they have none (see data/truecase.py)."""
+        return lines if self.recaser is None else [self.recaser.recase(line) for line in lines]
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TokenizerPair:
         """Rebuild from `state()`; anything malformed (a damaged or crafted file) is a ValueError."""
         try:
+            recaser = Truecaser.from_state(state["source_truecaser"]) if "source_truecaser" in state else None
             if state["joint"]:
                 shared = tokenizer_from_state(state["shared"])
-                return cls(shared, shared, joint=True)
-            return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]))
+                return cls(shared, shared, joint=True, recaser=recaser)
+            return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]),
+                       recaser=recaser)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError, OSError) as e:
             first = str(e).splitlines()[0] if str(e) else ""
             raise ValueError(f"malformed tokenizer state ({type(e).__name__}: {first})") from None

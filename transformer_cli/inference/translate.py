@@ -65,8 +65,11 @@ class TextTranslator:
         self.truncated: list[tuple[int, int]] = []  # (line index in the last call, original length)
         self.payload: dict[str, Any] = {}  # checkpoint metadata (config, metrics) when loaded from one
 
-    def encode_sources(self, lines: list[str]) -> list[torch.Tensor]:
-        """Token ids + <eos> per line, truncated to the model's positions (noted in .truncated)."""
+    def encode_sources(self, lines: list[str], recase: bool | None = None) -> list[torch.Tensor]:
+        """Token ids + <eos> per line, truncated to the model's positions (noted in .truncated).
+        Lines without casing are recased first unless `recase` (default: decode.recase) is off."""
+        if self.decode.recase if recase is None else recase:
+            lines = self.tokenizers.recase_sources(lines)
         out = []
         for i, ids in enumerate(self.tokenizers.src.encode_batch(lines)):
             if len(ids) > self.max_src_len:
@@ -84,7 +87,7 @@ class TextTranslator:
         self.truncated = []
         results: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in lines]
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        sources = self.encode_sources([lines[i] for i in todo])
+        sources = self.encode_sources([lines[i] for i in todo], d.recase)
         order = sorted(range(len(todo)), key=lambda j: len(sources[j]))  # similar lengths together
         for start in range(0, len(order), d.batch_size):
             if check_stop is not None:
