@@ -44,7 +44,8 @@ class Backend(Protocol):
         """n-best `inference.translate.Translation`s (text, tokens, score) per line."""
         ...
 
-    def cross_attention(self, line: str, translation: Any) -> tuple[list[str], list[str], Any]:
+    def cross_attention(self, line: str, translation: Any, recase: bool | None = None
+                        ) -> tuple[list[str], list[str], Any]:
         """Source tokens, target tokens, weights [tgt_len, src_len] (a tensor or nested lists)."""
         ...
 
@@ -153,9 +154,11 @@ class Model:
                 "loaded_at": self.loaded_at.isoformat(timespec="seconds")}
 
     def options(self, beam_size: int | None = None, n_best: int = 1, max_len: int | None = None,
-                length_penalty: float | None = None, batch_size: int | None = None) -> DecodeConfig:
+                length_penalty: float | None = None, batch_size: int | None = None,
+                recase: bool | None = None) -> DecodeConfig:
         """The model's decoding defaults with these changes; the beam widens to `n_best`.
-        `max_len` caps every output at that many tokens (default: 1.5 x source + 10)."""
+        `max_len` caps every output at that many tokens (default: 1.5 x source + 10);
+        `recase` switches the source truecaser (decode.recase) on or off."""
         d = dataclasses.replace(self.backend.decode)
         n_best = _check_int("n_best", n_best, 1)
         d.beam_size = max(_check_int("beam_size", beam_size, 1) if beam_size is not None
@@ -169,6 +172,10 @@ class Model:
             d.length_penalty = float(length_penalty)
         if batch_size is not None:
             d.batch_size = _check_int("batch_size", batch_size, 1)
+        if recase is not None:
+            if not isinstance(recase, bool):
+                raise UsageError(f"recase must be true or false (got {recase!r})")
+            d.recase = recase
         return d
 
     def translate(self, lines: list[str], beam_size: int | None = None, n_best: int = 1,
@@ -211,6 +218,7 @@ class Model:
         """The best translation of one line and the last decoder layer's cross-attention
         (averaged over heads), the data `tfm translate --attention` plots."""
         best = self.backend.translate([line], options)[0][0]
-        src_tokens, tgt_tokens, weights = self.backend.cross_attention(line, best)
+        recase = (options or self.backend.decode).recase  # the source as it was translated
+        src_tokens, tgt_tokens, weights = self.backend.cross_attention(line, best, recase)
         rows = weights.tolist() if hasattr(weights, "tolist") else [list(r) for r in weights]
         return Attention(best.text, src_tokens, tgt_tokens, rows)

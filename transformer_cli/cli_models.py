@@ -100,6 +100,9 @@ def translate(
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     attention: Path | None = typer.Option(None, "--attention", help="Write a PNG heatmap of the "
                                              "cross-attention (one sentence only)."),
+    recase: bool | None = typer.Option(None, "--recase/--no-recase", help="Give lines typed all "
+                                       "lowercase or all in capitals the training sources' casing "
+                                       "(default: the model's decode.recase, normally on)."),
 ) -> None:
     """Translate sentences with a trained model; streams stdin line by line.
 
@@ -115,7 +118,7 @@ def translate(
 
     setup_logging(quiet=False)
     model = load(checkpoint or config, device, precision)
-    options = model.options(beam_size, n_best, max_len, length_penalty, batch_size)
+    options = model.options(beam_size, n_best, max_len, length_penalty, batch_size, recase)
     lines = list(text or [])
     from_stdin = not lines or lines == ["-"]
     if attention is not None and (from_stdin or len(lines) != 1):

@@ -25,6 +25,13 @@ def test_translate_arguments(trained):
     assert r.stdout.splitlines() == ["A man sees a ball.", "A woman paints a flower on the beach."]
 
 
+def test_translate_recases_lines_typed_without_casing_unless_told_not_to(trained):
+    shouted = tr(trained, "EIN MANN SIEHT EINEN BALL.")
+    assert shouted.returncode == 0 and shouted.stdout == "A man sees a ball.\n"
+    as_typed = tr(trained, "--no-recase", "EIN MANN SIEHT EINEN BALL.")
+    assert as_typed.returncode == 0 and as_typed.stdout.count("\n") == 1
+
+
 def test_translate_stdin_keeps_order_and_empty_lines(trained):
     lines = ["Ein kind hält einen hut.", "", "Zwei hunde sieht ein buch im park.", "Ein junge malt."]
     r = tr(trained, input="\n".join(lines) + "\n")

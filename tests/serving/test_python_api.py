@@ -39,6 +39,11 @@ def test_sources_typed_without_casing_are_recased_unless_switched_off(trained, m
     assert backend.encode_sources([typed], recase=False)[0].tolist() != ids[2]
     assert model.translate([typed, typed.upper()]) == ["A man sees a ball."] * 2
     assert model.source_lengths([typed]) == [len(ids[2]) - 1]  # what the server budgets: recased
+    as_typed = model.attention(typed, model.options(recase=False)).source_tokens
+    assert as_typed == backend.tokenizers.src.id_to_token(backend.encode_sources([typed], recase=False)[0].tolist())
+    assert model.attention(typed).source_tokens == backend.tokenizers.src.id_to_token(ids[2])
+    with pytest.raises(UsageError, match="recase must be true or false"):
+        model.options(recase="no")
 
 
 def test_metadata(trained, model):

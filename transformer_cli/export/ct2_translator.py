@@ -92,11 +92,12 @@ class Ct2Translator(TextTranslator):
         ids = ids[: limit - 1]
         return Hypothesis(ids, log_prob, log_prob / (len(ids) + 1) ** penalty)
 
-    def cross_attention(self, line: str, translation: Translation
+    def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
                         ) -> tuple[list[str], list[str], torch.Tensor]:
         """Source tokens, target tokens and the last decoder layer's attention averaged over
-        heads, [tgt_len, src_len], with the translation forced as the target."""
-        src = self.encode_sources([line])[0]
+        heads, [tgt_len, src_len], with the translation forced as the target (`recase`: see
+        encode_sources)."""
+        src = self.encode_sources([line], recase)[0]
         prefix = [self.tgt_tokens[i] for i in translation.tokens]
         result = self.engine.translate_batch(
             [self._source_tokens(src)], target_prefix=[prefix], beam_size=1,

@@ -134,10 +134,12 @@ class Translator(TextTranslator):
                 return [[h] for h in greedy_search(self.model, src, limits)]
             return beam_search(self.model, src, limits, d.beam_size, d.length_penalty, d.n_best)
 
-    def cross_attention(self, line: str, translation: Translation) -> tuple[list[str], list[str], torch.Tensor]:
+    def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
+                        ) -> tuple[list[str], list[str], torch.Tensor]:
         """Source tokens, target tokens and the last decoder layer's attention averaged over
-        heads, [tgt_len, src_len], for one sentence and its translation."""
-        src = self.encode_sources([line])[0]
+        heads, [tgt_len, src_len], for one sentence and its translation (`recase`: see
+        encode_sources)."""
+        src = self.encode_sources([line], recase)[0]
         tgt_in = torch.tensor([[SOS, *translation.tokens]])
         with torch.inference_mode(), eval_mode(self.model):
             weights = self.model.cross_attention(src[None].to(self.device), tgt_in.to(self.device))

@@ -2,8 +2,8 @@
 
 `Snapshots` owns `<run>/snapshots/`: the weights of the last `keep` snapshots, taken at each
 epoch end (and every `train.snapshot_every_steps` steps), and their average at the end of the
-run. `trying_weights` lends a model other
-weights (the average, while it is validated and perhaps saved) and gives its own back.
+run. `trying_weights` lends a model other weights (the average, while it is validated and
+perhaps saved) and gives its own back.
 """
 
 from __future__ import annotations
