@@ -42,16 +42,16 @@ def main() -> None:
     prepared = load_prepared(cfg)
     sources = prepared.text(args.split, cfg.data.src_lang)[: args.limit]
     references = prepared.text(args.split, cfg.data.tgt_lang)[: args.limit]
-    options = model.options(beam_size=args.beam)
-    options.recase = args.recase == "on"
+    options = model.options(beam_size=args.beam, recase=args.recase == "on")
     tokenizers = model.backend.tokenizers
     recaser = "off" if not options.recase else "model" if tokenizers.recaser else "fitted"
     if recaser == "fitted":
         tokenizers.recaser = prepared.tokenizers.recaser
     lowercase_scoring = cfg.tokenizer.lowercase
     out: dict = {"checkpoint": str(checkpoint), "sha256": model.sha256, "split": args.split,
-                 "beam_size": options.beam_size, "recaser": recaser, "n_sentences": len(sources),
-                 "variants": {}}
+                 "beam_size": options.beam_size, "recaser": recaser,
+                 "recaser_entries": len(tokenizers.recaser.spellings) if tokenizers.recaser else 0,
+                 "n_sentences": len(sources), "variants": {}}
     for name in args.variants:
         started = time.perf_counter()
         variant = [SOURCE_VARIANTS[name](line) for line in sources]

@@ -69,7 +69,7 @@ class Prepared:
             except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
                 raise damaged(self.folder / "tokenizer.json", e) from None
         pair = self._tokenizers
-        if pair.recaser is None and not getattr(pair.src, "lowercase", False):
+        if pair.recaser is None and not pair.src.lowercase:
             pair.recaser = Truecaser.fit(self.text("train", self.manifest["src_lang"]))
         return pair
 

@@ -50,6 +50,7 @@ class Tokenizer(ABC):
     """Text of one language to ids (without `<sos>`/`<eos>`) and back to natural text."""
 
     kind: str
+    lowercase: bool  # the text is lowercased before encoding
 
     @property
     @abstractmethod

@@ -287,11 +287,11 @@ class Trainer:
                 self._show_loss(bar)
                 save_due = self._check_stop(self._checkpoint_due())
                 if g + 1 == len(groups):
-                    break
+                    break  # the epoch's end takes its own snapshot
+                self._snapshot_if_due()
                 if validation_due_within_epoch(p, self.cfg.train):
                     p.pending_validation = "step"
                     return
-                self._snapshot_if_due()
                 if save_due:
                     self.save_last()
         p.epoch += 1
