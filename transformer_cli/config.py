@@ -139,6 +139,10 @@ class TrainConfig:
     clip_norm: float | None = _f(1.0, "Clip the gradient norm to this (null: no clipping).", gt=0.0)
     label_smoothing: float = _f(0.0, "Label smoothing (epsilon_ls; the paper uses 0.1).", ge=0.0,
                                 lt=1.0)
+    rdrop_alpha: float = _f(0.0, "R-Drop weight alpha (Liang et al. 2021): each batch goes through "
+                            "the model twice under different dropout, and alpha times the symmetric "
+                            "KL of the two outputs joins their mean loss. 0: off. Doubles the step "
+                            "cost.", ge=0.0, le=1000.0)
     source_lowercase: float = _f(0.0, "Share of training sources lowercased, re-drawn every epoch "
                                  "(robustness to lowercase input; targets keep their case).",
                                  ge=0.0, le=1.0)

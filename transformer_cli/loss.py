@@ -1,4 +1,5 @@
-"""Cross-entropy over target tokens that ignores padding, with optional label smoothing."""
+"""Cross-entropy over target tokens that ignores padding, with optional label smoothing, and the
+symmetric KL divergence of R-Drop (Liang et al. 2021)."""
 
 from __future__ import annotations
 
@@ -28,3 +29,17 @@ def sequence_loss(logits: Tensor, target: Tensor, pad_id: int, label_smoothing: 
     with torch.no_grad():
         nll = F.cross_entropy(logits, target, ignore_index=pad_id, reduction="none").float().sum()
     return loss, nll
+
+
+def symmetric_kl(logits_1: Tensor, logits_2: Tensor, target: Tensor, pad_id: int) -> Tensor:
+    """R-Drop's consistency term: ½·(KL(P₁‖P₂) + KL(P₂‖P₁)) summed over the non-pad positions.
+
+    logits_1, logits_2: [batch, len, vocab], the same batch through the model under two dropout
+    draws; target: [batch, len]. Returns a 0-dim float32 sum, with gradients through both.
+    Computed in fp32: the two distributions differ by little, and bf16 rounding would swamp it.
+    """
+    log_p1 = F.log_softmax(logits_1.float(), dim=-1)
+    log_p2 = F.log_softmax(logits_2.float(), dim=-1)
+    # KL(P1‖P2) + KL(P2‖P1) = Σ_v (p1 - p2)(log p1 - log p2)
+    per_token = ((log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)).sum(-1)  # [batch, len]
+    return 0.5 * per_token.masked_fill(target == pad_id, 0.0).sum()

@@ -31,7 +31,7 @@ from ..data.vocab import PAD
 from ..device import autocast, autocast_dtype, default_threads, rng_state, set_rng_state
 from ..errors import StoppedBySignal, TfmError
 from ..evaluate import LossResult, corpus_nll, loss_result
-from ..loss import sequence_loss
+from ..loss import sequence_loss, symmetric_kl
 from ..model.transformer import Seq2SeqTransformer
 from .averaging import Snapshots, trying_weights
 from .distributed import DistContext
@@ -222,18 +222,33 @@ class Trainer:
         batches = [collate(self.train_split, idx, self.cfg.model.max_len, pin).to(self.device)
                    for idx in group]
         n_tokens = sum(b.n_tokens for b in batches)
-        smoothing = self.cfg.train.label_smoothing
         for i, b in enumerate(batches):
             last = i == len(batches) - 1
             no_sync = self.net.no_sync() if self.dist.enabled and not last else contextlib.nullcontext()
             with no_sync:
-                with autocast(self.device, self.dtype):
-                    logits = self.net(b.src, b.tgt_in)  # [batch, tgt_len, vocab]
-                loss, nll = sequence_loss(logits, b.tgt_out, PAD, smoothing)
+                loss, nll = self._batch_loss(b.src, b.tgt_in, b.tgt_out)
                 loss = loss / n_tokens
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             self._epoch_nll += nll
         return n_tokens
+
+    def _batch_loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch's summed training loss and NLL (src: [batch, src_len], tgt_*: [batch, tgt_len]).
+
+        With R-Drop the batch is stacked on itself, so one forward pass draws two dropout masks
+        per pair; the loss is the two copies' mean plus alpha times their symmetric KL (Liang et
+        al. 2021, Eq. 3, halved), the NLL their mean."""
+        smoothing, alpha = self.cfg.train.label_smoothing, self.cfg.train.rdrop_alpha
+        if alpha == 0.0:
+            with autocast(self.device, self.dtype):
+                logits = self.net(src, tgt_in)  # [batch, tgt_len, vocab]
+            return sequence_loss(logits, tgt_out, PAD, smoothing)
+        with autocast(self.device, self.dtype):
+            logits = self.net(src.repeat(2, 1), tgt_in.repeat(2, 1))  # [2·batch, tgt_len, vocab]
+        loss, nll = sequence_loss(logits, tgt_out.repeat(2, 1), PAD, smoothing)
+        consistency = symmetric_kl(*logits.chunk(2), tgt_out, PAD)
+        return loss / 2 + alpha * consistency / 2, nll / 2
 
     def _optimizer_step(self) -> None:
         """Clip, step (skipped by the fp16 scaler on overflow), schedule, clear the gradients."""
