@@ -6,9 +6,10 @@ own process so its peak memory is its own; variants alternate over `--repeats` r
 
     python benchmarks/train_throughput.py --config seed.yaml --precision fp32 bf16
     python benchmarks/train_throughput.py --config base.yaml --steps 40 --repeats 3
+    python benchmarks/train_throughput.py --config base.yaml --rdrop-alpha 0 5   # R-Drop's cost
 
 Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` first).
-Output: {"config", "device", "threads", "results": [{"precision", "compile", "tokens_per_s",
+Output: {"config", "device", "threads", "results": [{"precision", "compile", "rdrop_alpha", "tokens_per_s",
 "steps_per_s", "sentences_per_s", "peak_rss_mb", "peak_gpu_mb"?}, ...], "ratios": {...}}
 """
 
@@ -55,7 +56,7 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
         seconds = time.perf_counter() - started
     sentences = sum(len(b) for g in groups[warmup : warmup + steps] for b in g)
     result = {"precision": str(trainer.dtype or "fp32").replace("torch.", ""),
-              "compile": cfg.train.compile, "steps": steps, "tokens": tokens,
+              "compile": cfg.train.compile, "rdrop_alpha": cfg.train.rdrop_alpha, "steps": steps, "tokens": tokens,
               "tokens_per_s": round(tokens / seconds, 1), "steps_per_s": round(steps / seconds, 3),
               "sentences_per_s": round(sentences / seconds, 1),
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -65,6 +66,12 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
     return result
 
 
+def label(result: dict) -> str:
+    """A variant's name in the ratios, e.g. "bfloat16", "bfloat16+compile", "bfloat16+rdrop5"."""
+    name = result["precision"] + ("+compile" if result["compile"] else "")
+    return name + (f"+rdrop{result['rdrop_alpha']:g}" if result["rdrop_alpha"] else "")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="base.yaml")
@@ -72,6 +79,7 @@ def main() -> None:
                     help="config override, e.g. train.batch_tokens=6000 (repeatable)")
     ap.add_argument("--precision", nargs="+", default=["auto"], help="fp32 / bf16 / auto, one run each")
     ap.add_argument("--compile", nargs="+", default=["false"], help="false / true, one run each")
+    ap.add_argument("--rdrop-alpha", nargs="+", default=["0"], help="train.rdrop_alpha, one run each")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=1, help="rounds over all variants (median kept)")
@@ -80,26 +88,26 @@ def main() -> None:
     if args.single:
         print(json.dumps(measure(args.config, args.overrides, args.steps, args.warmup)))
         return
-    variants = [(p, c) for p in args.precision for c in args.compile]
-    runs: dict[tuple[str, str], list[dict]] = {v: [] for v in variants}
+    variants = [(p, c, a) for p in args.precision for c in args.compile for a in args.rdrop_alpha]
+    runs: dict[tuple[str, str, str], list[dict]] = {v: [] for v in variants}
     for _ in range(args.repeats):
-        for precision, compiled in variants:
+        for precision, compiled, alpha in variants:
             cmd = [sys.executable, __file__, "--single", "--config", args.config,
                    "--steps", str(args.steps), "--warmup", str(args.warmup),
                    *[f"--set={o}" for o in args.overrides],
-                   f"--set=train.precision={precision}", f"--set=train.compile={compiled}"]
+                   f"--set=train.precision={precision}", f"--set=train.compile={compiled}",
+                   f"--set=train.rdrop_alpha={alpha}"]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(out.stderr.strip().splitlines()[-1])
-            runs[precision, compiled].append(json.loads(out.stdout))
+            runs[precision, compiled, alpha].append(json.loads(out.stdout))
     results = []
     for rs in runs.values():
         best = sorted(rs, key=lambda r: r["tokens_per_s"])[len(rs) // 2]  # the median run
         best["tokens_per_s_runs"] = [r["tokens_per_s"] for r in rs]
         results.append(best)
     base = results[0]["tokens_per_s"]
-    ratios = {f"{r['precision']}{'+compile' if r['compile'] else ''}": round(r["tokens_per_s"] / base, 2)
-              for r in results}
+    ratios = {label(r): round(r["tokens_per_s"] / base, 2) for r in results}
     print(json.dumps({"config": args.config, "overrides": args.overrides, "results": results,
                       "speedup_vs_first": ratios}, indent=2))
 

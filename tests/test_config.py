@@ -104,7 +104,8 @@ def test_defaults_are_a_valid_config():
 
 def test_extends_states_only_the_differences(tmp_path):
     best, base = load_config("best.yaml"), load_config("base.yaml")
-    assert best.name == "best" and (best.train.epochs, best.train.average_last) == (20, 12)
+    assert best.name == "best" and (best.train.epochs, best.train.average_last) == (18, 12)
+    assert best.train.lr == base.train.lr == 1e-3
     assert best.train.snapshot_every_steps == base.train.snapshot_every_steps == 130
     assert best.model == base.model and best.tokenizer == base.tokenizer and best.decode == base.decode
     write(tmp_path, "model: {d_model: 64, n_heads: 2}\ntrain: {lr: 1.0e-3, epochs: 3}\n", "p.yaml")
