@@ -28,7 +28,7 @@ def multi30k_dir() -> Path:
     """The real Multi30k folder named by TFM_DATA_SOURCE (CI sets it), else skip."""
     if not REAL_MULTI30K or not Path(REAL_MULTI30K).is_dir():
         pytest.skip("TFM_DATA_SOURCE does not name a Multi30k folder: real-data tests skipped")
-    return Path(REAL_MULTI30K)
+    return Path(REAL_MULTI30K).resolve()  # the tests run tfm from their own folders
 
 
 @pytest.fixture(scope="session")
