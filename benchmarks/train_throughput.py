@@ -10,7 +10,8 @@ own process so its peak memory is its own; variants alternate over `--repeats` r
 
 Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` first).
 Output: {"config", "device", "threads", "results": [{"precision", "compile", "rdrop_alpha", "tokens_per_s",
-"steps_per_s", "sentences_per_s", "peak_rss_mb", "peak_gpu_mb"?}, ...], "ratios": {...}}
+"steps_per_s", "sentences_per_s", "peak_rss_mb", "peak_gpu_mb"?}, ...],
+"speedup_vs_first": {variant: tokens/s ratio to the first}}
 """
 
 from __future__ import annotations
