@@ -209,10 +209,7 @@ class Model:
 
     def source_lengths(self, lines: list[str]) -> list[int]:
         """Source tokens per line, as the model will see them (recased, before truncation)."""
-        tokenizers = self.backend.tokenizers
-        if self.backend.decode.recase:
-            lines = tokenizers.recase_sources(lines)
-        return [len(ids) for ids in tokenizers.src.encode_batch(lines)]
+        return [len(ids) for ids in self.backend.tokenizers.encode_sources(lines, self.backend.decode.recase)]
 
     def attention(self, line: str, options: DecodeConfig | None = None) -> Attention:
         """The best translation of one line and the last decoder layer's cross-attention

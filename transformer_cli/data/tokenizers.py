@@ -271,6 +271,10 @@ class TokenizerPair:
         """Sources with their casing restored where they have none (see data/truecase.py)."""
         return lines if self.recaser is None else [self.recaser.recase(line) for line in lines]
 
+    def encode_sources(self, lines: list[str], recase: bool) -> list[list[int]]:
+        """Source ids per line (no `<eos>`, not truncated), recased first when `recase` is on."""
+        return self.src.encode_batch(self.recase_sources(lines) if recase else lines)
+
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TokenizerPair:
         """Rebuild from `state()`; anything malformed (a damaged or crafted file) is a ValueError."""

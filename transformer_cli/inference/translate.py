@@ -68,12 +68,9 @@ class TextTranslator:
     def encode_sources(self, lines: list[str], recase: bool | None = None) -> list[torch.Tensor]:
         """Token ids + <eos> per line, truncated to the model's positions (noted in .truncated).
         Lines without casing are recased first unless `recase` (default: decode.recase) is off."""
-        if recase is None:
-            recase = self.decode.recase
-        if recase:
-            lines = self.tokenizers.recase_sources(lines)
+        recase = self.decode.recase if recase is None else recase
         out = []
-        for i, ids in enumerate(self.tokenizers.src.encode_batch(lines)):
+        for i, ids in enumerate(self.tokenizers.encode_sources(lines, recase)):
             if len(ids) > self.max_src_len:
                 self.truncated.append((i, len(ids)))
                 ids = ids[: self.max_src_len]
