@@ -36,3 +36,35 @@ def test_train_cli_under_torchrun(tmp_path, corpus_dir):
     run = tmp_path / "checkpoints" / "ddpcli"
     assert json.loads((run / "manifest.json").read_text())["world_size"] == 2
     assert (run / "published.pt").is_file() and len((run / "metrics.jsonl").read_text().splitlines()) == 1
+    # One process finds the finished two-process run: nothing to do. Continuing it (more
+    # epochs) would re-split the batches, so it is refused with one line saying what to do.
+    assert run_tfm("train", "-c", str(cfg), "-q").returncode == 0
+    more = run_tfm("train", "-c", str(cfg), "--set", "train.epochs=2")
+    assert more.returncode == 2, more.stderr[-2000:]
+    assert more.stderr.strip().splitlines()[-1] == (
+        f"tfm: error: {run / 'last.pt'} was written by 2 training process(es), this is 1: resume "
+        "it with 2 (torchrun --nproc_per_node, times --nnodes), or start the run over with --restart")
+
+
+def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_batches(tmp_path, corpus_dir):
+    """Token-budget batches hold different numbers of target tokens on the two ranks; the loss is
+    normalised by the step's total, so 2 ranks x 1 batch equal 1 process x 2 batches."""
+    import torch
+
+    cfg = write_config(tmp_path / "norm.yaml", tmp_path, corpus_dir,
+                       train={"batch_size": None, "batch_tokens": 160, "clip_norm": None})
+    assert run_tfm("preprocess", "-c", str(cfg), "-q").returncode == 0
+    worker, steps = str(Path(__file__).with_name("step_worker.py")), "10"
+    two = subprocess.run([*TORCHRUN, worker, str(cfg), steps, str(tmp_path / "two.pt")],
+                         capture_output=True, text=True, timeout=300)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = subprocess.run([sys.executable, worker, str(cfg), steps, str(tmp_path / "one.pt"),
+                          "train.accumulate=2"], capture_output=True, text=True, timeout=300)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two_ranks, one_process = (torch.load(tmp_path / f"{n}.pt") for n in ("two", "one"))
+    # rank 0's token counts: its half of each step; the two ranks' batches differ in size
+    assert sum(two_ranks["tokens"]) < sum(one_process["tokens"])
+    assert 2 * sum(two_ranks["tokens"]) != sum(one_process["tokens"])
+    for name, weight in one_process["state_dict"].items():
+        torch.testing.assert_close(two_ranks["state_dict"][name], weight, rtol=0, atol=1e-5,
+                                   msg=lambda m, name=name: f"{name}: {m}")

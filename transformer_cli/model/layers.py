@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -101,11 +102,10 @@ class PositionwiseFeedForward(nn.Module):
 
 
 class ResidualNorm(nn.Module):
-    """The residual connection around a sublayer, with its LayerNorm.
+    """A sublayer wrapped in its residual connection and LayerNorm (§3.1, §5.4).
 
     Post-norm (the paper): LayerNorm(x + Dropout(Sublayer(x))).
     Pre-norm (more stable for deep stacks): x + Dropout(Sublayer(LayerNorm(x))).
-    Use as `residual(x, sublayer(sublayer_input(x)))`.
     """
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
@@ -114,12 +114,11 @@ class ResidualNorm(nn.Module):
         self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
-    def sublayer_input(self, x: Tensor) -> Tensor:
-        return self.norm(x) if self.pre_norm else x
-
-    def residual(self, x: Tensor, sublayer_output: Tensor) -> Tensor:
-        x = x + self.dropout(sublayer_output)
-        return x if self.pre_norm else self.norm(x)
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """x: [batch, len, d_model]; `sublayer` maps its input to an output of the same shape."""
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
 
 
 @dataclass
@@ -149,9 +148,8 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         """x: [batch, src_len, d_model]; src_mask: [batch, 1, 1, src_len]."""
-        h = self.attn_block.sublayer_input(x)
-        x = self.attn_block.residual(x, self.self_attn(h, self.self_attn.project_kv(h), src_mask)[0])
-        return self.ff_block.residual(x, self.feed_forward(self.ff_block.sublayer_input(x)))
+        x = self.attn_block(x, lambda h: self.self_attn(h, self.self_attn.project_kv(h), src_mask)[0])
+        return self.ff_block(x, self.feed_forward)
 
 
 class DecoderLayer(nn.Module):
@@ -174,13 +172,17 @@ class DecoderLayer(nn.Module):
         Returns the new x and, with `need_weights`, the cross-attention weights
         [batch, heads, tgt_len, src_len].
         """
-        h = self.self_block.sublayer_input(x)
-        x = self.self_block.residual(x, self.self_attn(h, self.self_attn.project_kv(h), causal=True)[0])
-        h = self.cross_block.sublayer_input(x)
-        out, weights = self.cross_attn(h, self.cross_attn.project_kv(memory), src_mask,
-                                       need_weights=need_weights)
-        x = self.cross_block.residual(x, out)
-        return self.ff_block.residual(x, self.feed_forward(self.ff_block.sublayer_input(x))), weights
+        memory_kv = self.cross_attn.project_kv(memory)
+        weights: Tensor | None = None
+
+        def cross_attention(h: Tensor) -> Tensor:
+            nonlocal weights
+            out, weights = self.cross_attn(h, memory_kv, src_mask, need_weights=need_weights)
+            return out
+
+        x = self.self_block(x, lambda h: self.self_attn(h, self.self_attn.project_kv(h), causal=True)[0])
+        x = self.cross_block(x, cross_attention)
+        return self.ff_block(x, self.feed_forward), weights
 
     def start_cache(self, memory: Tensor) -> LayerCache:
         """Project the encoder output once; the self-attention cache starts empty."""
@@ -195,12 +197,15 @@ class DecoderLayer(nn.Module):
         Equal to the last position of `forward` over the whole prefix: the prefix's keys and
         values come from the cache, so there is no future position to mask.
         """
-        h = self.self_block.sublayer_input(x)
-        k, v = self.self_attn.project_kv(h)
-        self_k = torch.cat([cache.self_k, k], dim=2)
-        self_v = torch.cat([cache.self_v, v], dim=2)
-        x = self.self_block.residual(x, self.self_attn(h, (self_k, self_v))[0])
-        h = self.cross_block.sublayer_input(x)
-        x = self.cross_block.residual(x, self.cross_attn(h, (cache.cross_k, cache.cross_v), src_mask)[0])
-        x = self.ff_block.residual(x, self.feed_forward(self.ff_block.sublayer_input(x)))
-        return x, LayerCache(self_k, self_v, cache.cross_k, cache.cross_v)
+        grown = cache
+
+        def self_attention(h: Tensor) -> Tensor:
+            nonlocal grown
+            k, v = self.self_attn.project_kv(h)  # the new position's, each [batch, heads, 1, d_head]
+            grown = LayerCache(torch.cat([cache.self_k, k], dim=2), torch.cat([cache.self_v, v], dim=2),
+                               cache.cross_k, cache.cross_v)
+            return self.self_attn(h, (grown.self_k, grown.self_v))[0]
+
+        x = self.self_block(x, self_attention)
+        x = self.cross_block(x, lambda h: self.cross_attn(h, (cache.cross_k, cache.cross_v), src_mask)[0])
+        return self.ff_block(x, self.feed_forward), grown

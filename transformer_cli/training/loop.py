@@ -29,7 +29,7 @@ from ..data.epochs import TrainingEpochs
 from ..data.preprocess import Prepared
 from ..data.vocab import PAD
 from ..device import autocast, autocast_dtype, default_threads, rng_state, set_rng_state
-from ..errors import StoppedBySignal, TfmError
+from ..errors import StoppedBySignal, TfmError, UsageError
 from ..evaluate import LossResult, corpus_nll, loss_result
 from ..loss import sequence_loss, symmetric_kl
 from ..model.transformer import Seq2SeqTransformer
@@ -83,6 +83,7 @@ class Trainer:
         # compares models whose tokenizers differ (per-token perplexity does not).
         self.valid_words = sum(len(x.split()) + 1 for x in prepared.text("val", cfg.data.tgt_lang))
         self.progress = Progress()
+        self.saved_world_size = dist_ctx.world_size  # that of the checkpoint `restore` resumes
         self.snapshots = Snapshots(run.snapshots, tc.average_last)
         self.net = self._wrapped_model()
         self._epoch_nll = torch.zeros((), device=device)
@@ -123,7 +124,8 @@ class Trainer:
             payload = self._model_payload(latest)
             payload["train_state"] = {"progress": asdict(self.progress),
                                       "optimizer": self.optimizer.state_dict(),
-                                      "scheduler": self.scheduler.state_dict(), "rng": rng}
+                                      "scheduler": self.scheduler.state_dict(), "rng": rng,
+                                      "world_size": self.dist.world_size}
             if self.scaler is not None:
                 payload["train_state"]["grad_scaler"] = self.scaler.state_dict()
             save_checkpoint(self.run_dir.last, payload, keep_previous=self.run_dir.last_prev)
@@ -140,8 +142,23 @@ class Trainer:
             self.scaler.load_state_dict(state["grad_scaler"])
         self.progress = Progress.from_dict(state["progress"])
         self._epoch_nll = torch.tensor(self.progress.epoch_nll, device=self.device)
-        rng = state["rng"][self.dist.rank] if self.dist.rank < len(state["rng"]) else state["rng"][0]
-        set_rng_state(rng, self.device)
+        # Every rank's RNG state is saved, so their count is the world size of a checkpoint
+        # written before it was recorded.
+        self.saved_world_size = int(state.get("world_size", len(state["rng"])))
+        if self.saved_world_size == self.dist.world_size:
+            set_rng_state(state["rng"][self.dist.rank], self.device)
+
+    def _check_world_size(self) -> None:
+        """Refuse to go on from a last.pt written under another number of processes: each
+        rank's share of an epoch's batches and its RNG stream depend on it, so the resumed run
+        would not be the one that was interrupted. (A finished run is left alone: it does not
+        train.)"""
+        if self.saved_world_size != self.dist.world_size:
+            raise UsageError(
+                f"{self.run_dir.last} was written by {self.saved_world_size} training "
+                f"process(es), this is {self.dist.world_size}: resume it with "
+                f"{self.saved_world_size} (torchrun --nproc_per_node, times --nnodes), or start "
+                "the run over with --restart")
 
     def extend_if_asked(self) -> bool:
         """A finished run continues when epochs/max_steps were raised; True if it will train."""
@@ -156,6 +173,7 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
         """Train until the epochs, max_steps or patience say stop; validate and save on the way."""
+        self._check_world_size()
         try:
             while not self.progress.finished:
                 if self.progress.pending_validation:
@@ -215,22 +233,36 @@ class Trainer:
         return n_tokens
 
     def _accumulate_gradients(self, group: list[list[int]]) -> int:
-        """Backward passes over each batch of `group`, each loss divided by the group's target
-        tokens (so the gradient is that of one batch of all its pairs); returns that count.
-        Under DDP only the last backward synchronises the gradients."""
+        """Backward passes over each batch of `group`, each summed loss divided by the target
+        tokens of the whole optimizer step, so the gradient is that of one batch holding every
+        pair of the step; returns this rank's target tokens. Under DDP only the last backward
+        synchronises the gradients."""
         pin = self.device.type == "cuda"
         batches = [collate(self.train_split, idx, self.cfg.model.max_len, pin).to(self.device)
                    for idx in group]
         n_tokens = sum(b.n_tokens for b in batches)
+        normaliser = self._loss_normaliser(n_tokens)
         for i, b in enumerate(batches):
             last = i == len(batches) - 1
             no_sync = self.net.no_sync() if self.dist.enabled and not last else contextlib.nullcontext()
             with no_sync:
                 loss, nll = self._batch_loss(b.src, b.tgt_in, b.tgt_out)
-                loss = loss / n_tokens
+                loss = loss / normaliser
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             self._epoch_nll += nll
         return n_tokens
+
+    def _loss_normaliser(self, n_tokens: int) -> int | torch.Tensor:
+        """What this rank divides its summed loss by. One process: its step's target tokens.
+        Under DDP the ranks' batches hold different token counts and DDP averages the ranks'
+        gradients, so each rank divides by (all ranks' tokens) / world_size: the mean of the
+        ranks' gradients is then the gradient of the step's total loss over its total tokens,
+        as one process accumulating every rank's batches computes it (fairseq normalises by
+        the all-reduced sample size likewise). The count stays on the device: no host sync."""
+        if not self.dist.enabled:
+            return n_tokens
+        total = self.dist.all_reduce_sum(torch.tensor(float(n_tokens), device=self.device))
+        return total / self.dist.world_size
 
     def _batch_loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,26 @@
+"""Takes the first STEPS optimizer steps of a config's first epoch and saves the weights to OUT.
+
+Run alone (one process) or under torchrun (rank 0 saves): python step_worker.py CFG STEPS OUT [KEY=VALUE ...]
+"""
+
+import sys
+
+import torch
+
+from transformer_cli.config import load_config
+from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.training.distributed import init_distributed, shutdown_distributed
+from transformer_cli.training.loop import Trainer
+from transformer_cli.training.run_dir import RunDir
+from transformer_cli.training.signals import GracefulStop
+
+config, steps, out, overrides = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+cfg = load_config(config, overrides)
+ctx, device = init_distributed(torch.device("cpu"))
+trainer = Trainer(cfg, load_prepared(cfg), RunDir(cfg.run_dir), device, ctx, GracefulStop(), False)
+trainer.net.train()
+groups = trainer.epoch_groups(0)[:steps]
+tokens = [trainer.train_step(group) for group in groups]
+if ctx.is_main:
+    torch.save({"state_dict": trainer.model.state_dict(), "tokens": tokens}, out)
+shutdown_distributed()
