@@ -52,10 +52,12 @@ def test_padding_is_ignored():
     longer_src[1:, 7:] = torch.randint(4, 50, (2, 4))  # other sentences get longer
     a, b = model(src, tgt), model(longer_src, tgt)
     assert torch.allclose(a[0], b[0], atol=1e-5)
-    # garbage behind the padding of sentence 0 changes nothing either
-    noisy = src.clone()
-    noisy_mask = padding_mask(noisy, PAD)
-    assert noisy_mask[0, 0, 0].tolist() == [True] * 5 + [False] * 2
+    assert padding_mask(src, PAD)[0, 0, 0].tolist() == [True] * 5 + [False] * 2
+    # garbage in the vectors behind sentence 0's padding (the <pad> embedding row, which
+    # those positions carry through every layer) changes nothing either: they are masked
+    with torch.no_grad():
+        model.encoder.embed.weight[PAD] = 100 * torch.randn(32)
+    assert torch.allclose(model(src, tgt)[0], a[0], atol=1e-5)
     # target padding: positions before it are unaffected
     padded_tgt = torch.cat([tgt, torch.full((3, 3), PAD)], dim=1)
     assert torch.allclose(model(src, padded_tgt)[:, :6], a, atol=1e-5)
