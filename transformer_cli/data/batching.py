@@ -110,6 +110,12 @@ def collate(split: EncodedSplit, indices: Sequence[int], max_len: int | None = N
     return Batch(src, tgt_in, tgt_out, n_tokens)
 
 
+def epoch_seed(seed: int, epoch: int) -> int:
+    """A seed of its own for each (run seed, epoch): every per-epoch random choice (the batch
+    plan, source noise, subword sampling) starts from it, so an epoch replays exactly."""
+    return seed * 100_003 + epoch
+
+
 def plan_batches(src_lengths: torch.Tensor, tgt_lengths: torch.Tensor, *,
                  batch_size: int | None, batch_tokens: int | None, shuffle: bool, seed: int = 0,
                  epoch: int = 0) -> list[list[int]]:
@@ -124,7 +130,7 @@ def plan_batches(src_lengths: torch.Tensor, tgt_lengths: torch.Tensor, *,
     n = len(src_lengths)
     if n == 0:
         return []
-    gen = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    gen = torch.Generator().manual_seed(epoch_seed(seed, epoch))
     order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
     key = tgt_lengths[order] * (int(src_lengths.max()) + 1) + src_lengths[order]
     order = order[torch.sort(key, stable=True).indices]

@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 
 from ..config import Config
-from .batching import EncodedSplit
+from .batching import EncodedSplit, epoch_seed
 from .preprocess import Prepared
 from .tokenizers import SubwordTokenizer, Tokenizer
 
@@ -95,7 +95,7 @@ class TrainingEpochs:
             self._text = (self.prepared.text("train", self.src_lang),
                           self.prepared.text("train", self.tgt_lang))
         sources, targets = self._text
-        seed = self.seed * 100_003 + epoch  # distinct streams per (seed, epoch)
+        seed = epoch_seed(self.seed, epoch)
         if self.noise.active:
             rng = random.Random(seed)
             sources = [self.noise.apply(line, rng) for line in sources]

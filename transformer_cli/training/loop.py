@@ -45,7 +45,6 @@ log = logging.getLogger("tfm")
 
 # Settings that may change between sessions of one run without starting it over (schema metadata).
 RESUMABLE_CHANGES = {f.name for f in fields(TrainConfig) if f.metadata.get("resumable")}
-VALID_BATCH_TOKENS = 8000
 
 StopCheck = Callable[[], object]
 
@@ -375,8 +374,9 @@ class Trainer:
 
     def _valid_nll(self, shard: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
         """Summed validation NLL and target tokens of `shard` (0-dim tensors on the device)."""
-        return corpus_nll(self.model, self.valid_split, self.device, self.dtype, VALID_BATCH_TOKENS,
-                          self.cfg.model.max_len, shard, self._stop_check_between_batches())
+        return corpus_nll(self.model, self.valid_split, self.device, self.dtype,
+                          max_len=self.cfg.model.max_len, shard=shard,
+                          check_stop=self._stop_check_between_batches())
 
     def _measure(self) -> tuple[LossResult, LossResult]:
         """The epoch's training loss so far and the validation loss, both over all ranks."""
