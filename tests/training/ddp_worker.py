@@ -1,4 +1,5 @@
-"""Run under torchrun: trains a config with DDP and writes this rank's weight digest to OUT/rank<N>.json."""
+"""Run under torchrun: trains a config with DDP and writes this rank's weight digest, and the
+validation BLEU decoded by all ranks and by this rank alone, to OUT/rank<N>.json."""
 
 import json
 import sys
@@ -9,10 +10,11 @@ import torch
 from transformer_cli.checkpoint import content_digest
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared
-from transformer_cli.training.distributed import init_distributed, shutdown_distributed
+from transformer_cli.training.distributed import DistContext, init_distributed, shutdown_distributed
 from transformer_cli.training.loop import Trainer
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.signals import GracefulStop
+from transformer_cli.training.validation import validation_bleu
 
 cfg, out = load_config(sys.argv[1]), Path(sys.argv[2])
 ctx, device = init_distributed(torch.device("cpu"))
@@ -22,7 +24,9 @@ if ctx.is_main:
 ctx.barrier()
 trainer.run()
 digest = content_digest({"weights": trainer.model.state_dict()})
+bleu = {name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None, None, dist)["valid_bleu"]
+        for name, dist in (("sharded", ctx), ("alone", DistContext()))}
 (out / f"rank{ctx.rank}.json").write_text(json.dumps(
     {"digest": digest, "steps": trainer.progress.step, "world_size": ctx.world_size,
-     "valid_loss": [r["valid_loss"] for r in trainer.progress.history]}))
+     "valid_loss": [r["valid_loss"] for r in trainer.progress.history], "bleu": bleu}))
 shutdown_distributed()

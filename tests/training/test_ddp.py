@@ -26,6 +26,9 @@ def test_two_processes_stay_in_sync(tmp_path, corpus_dir):
     assert ranks[0]["valid_loss"] == ranks[1]["valid_loss"]  # all-reduced validation
     assert ranks[0]["steps"] == 2 * (300 // 16 // 2)  # each rank took half of every epoch
     assert ranks[0]["valid_loss"][-1] < ranks[0]["valid_loss"][0]
+    # validation BLEU decoded half by each rank, gathered in order = decoded by one process
+    assert ranks[0]["bleu"]["sharded"] == ranks[0]["bleu"]["alone"] == ranks[1]["bleu"]["alone"]
+    assert ranks[0]["bleu"]["sharded"] > 0
 
 
 def test_train_cli_under_torchrun(tmp_path, corpus_dir):

@@ -354,9 +354,9 @@ class Trainer:
         self._tick()
         record = validation_record(p, end_of_epoch, train, valid, self.valid_words,
                                    self.scheduler.get_last_lr()[0])
-        if tc.valid_bleu and self.dist.is_main:
+        if tc.valid_bleu:
             record.update(validation_bleu(self.model, self.prepared, self.cfg, self.device,
-                                          self.dtype, self._stop_check_between_batches()))
+                                          self.dtype, self._stop_check_between_batches(), self.dist))
         improved = p.note_validation(valid.loss)
         p.history.append(record)
         if self.dist.is_main:

@@ -13,8 +13,9 @@ import torch
 
 from ..config import Config, DecodeConfig
 from ..data.preprocess import Prepared
-from ..evaluate import LossResult, translate_and_score
+from ..evaluate import LossResult, score_translations
 from ..inference.translate import Translator
+from .distributed import DistContext
 from .progress import Progress
 
 log = logging.getLogger("tfm")
@@ -60,21 +61,26 @@ def decode_label(settings: DecodeConfig) -> str:
 
 def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
                     device: torch.device, dtype: torch.dtype | None,
-                    check_stop: Callable[[], object] | None) -> dict[str, Any]:
-    """Validation BLEU/chrF decoded with train.valid_decode, as record fields; the model's
-    train/eval mode is kept."""
+                    check_stop: Callable[[], object] | None, dist: DistContext) -> dict[str, Any]:
+    """Validation BLEU/chrF decoded with train.valid_decode, as record fields (the
+    translator keeps the model's train/eval mode).
+
+    Every rank takes part: rank r decodes sentences r, r + world_size, ...; the hypotheses are
+    gathered and put back in order, so the score is the one-process figure and no rank waits
+    in a collective while another decodes the whole set."""
     settings = valid_decode_settings(cfg)
     translator = Translator(model, prepared.tokenizers, device, settings, dtype)
     sources = prepared.text("val", cfg.data.src_lang)
-    log.info("validation BLEU: translating %d sentences (%s)", len(sources), decode_label(settings))
-    was_training = model.training
-    try:
-        result = translate_and_score(translator, sources, prepared.text("val", cfg.data.tgt_lang),
-                                     check_stop)
-    finally:
-        model.train(was_training)
-    return {"valid_bleu": result.scores.bleu, "valid_chrf": result.scores.chrf,
-            "valid_decode": decode_label(settings)}
+    references = prepared.text("val", cfg.data.tgt_lang)
+    if dist.is_main:
+        log.info("validation BLEU: translating %d sentences (%s%s)", len(sources),
+                 decode_label(settings), f", {dist.world_size} ranks" if dist.enabled else "")
+    mine = translator.translate(sources[dist.rank :: dist.world_size], check_stop=check_stop)
+    hypotheses = [""] * len(sources)
+    for rank, shard in enumerate(dist.all_gather_object([n_best[0].text for n_best in mine])):
+        hypotheses[rank :: dist.world_size] = shard
+    scores = score_translations(hypotheses, references, getattr(prepared.tokenizers.tgt, "lowercase", False))
+    return {"valid_bleu": scores.bleu, "valid_chrf": scores.chrf, "valid_decode": decode_label(settings)}
 
 
 class TensorBoard:
