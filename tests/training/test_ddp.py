@@ -71,3 +71,34 @@ def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_ba
     for name, weight in one_process["state_dict"].items():
         torch.testing.assert_close(two_ranks["state_dict"][name], weight, rtol=0, atol=1e-5,
                                    msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_a_rank_that_dies_stops_the_other_at_once_with_one_line_and_the_run_resumes(tmp_path, corpus_dir):
+    import os
+    import signal
+    import time
+
+    cfg = write_config(tmp_path / "die.yaml", tmp_path, corpus_dir, train={"epochs": 3, "batch_size": 16})
+    assert run_tfm("preprocess", "-c", str(cfg), "-q").returncode == 0
+    command = [*TORCHRUN, "-m", "transformer_cli", "train", "-c", str(cfg)]
+    log = tmp_path / "torchrun.log"
+    with open(log, "w") as out:
+        launcher = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "Epoch: 01" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)  # a last.pt to resume from exists after the first epoch
+        workers = subprocess.run(["ps", "--ppid", str(launcher.pid), "-o", "pid="], capture_output=True,
+                                 text=True).stdout.split()
+        assert len(workers) == 2, log.read_text()[-2000:]
+        os.kill(int(workers[-1]), signal.SIGKILL)
+        killed = time.monotonic()
+        assert launcher.wait(timeout=60) != 0
+        assert time.monotonic() - killed < 15
+    finally:
+        launcher.kill()
+    text = log.read_text()
+    assert "another training process stopped or crashed" in text and "internal error" not in text, text[-3000:]
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming at epoch" in resumed.stderr

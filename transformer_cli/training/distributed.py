@@ -12,6 +12,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..errors import TfmError
+
 
 @dataclass(frozen=True)
 class DistContext:
@@ -43,6 +45,25 @@ class DistContext:
     def barrier(self) -> None:
         if self.enabled:
             dist.barrier()
+
+
+class PeerLost(TfmError):
+    """A collective failed because another training process is gone (exit 1)."""
+
+
+# What gloo and NCCL say when a peer died or stopped answering (they raise plain RuntimeErrors).
+_PEER_FAILURES = ("Connection closed by peer", "Connection reset by peer", "NCCL", "gloo", "timed out",
+                  "Timed out")
+
+
+def peer_lost(e: RuntimeError, ctx: DistContext) -> PeerLost | None:
+    """The one-line error for a collective that failed because a peer is gone, else None."""
+    if not ctx.enabled or not (isinstance(e, dist.DistError)
+                               or any(s in str(e) for s in _PEER_FAILURES)):
+        return None
+    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return PeerLost(f"rank {ctx.rank}: another training process stopped or crashed ({first[:200]}); "
+                    "the last saved state is kept: run the same command to resume")
 
 
 def init_distributed(device: torch.device) -> tuple[DistContext, torch.device]:

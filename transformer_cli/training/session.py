@@ -25,7 +25,7 @@ from ..device import resolve_device
 from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..provenance import git_commit, package_versions
-from .distributed import init_distributed, shutdown_distributed
+from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .loop import Trainer
 from .progress import Progress
 from .promotion import Decision, GateRules, Scorer, promote
@@ -117,6 +117,11 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
     except StopRequested as e:  # outside the loop (which saves and raises StoppedBySignal itself)
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} while {stage}; nothing "
                                         "half-done was kept (run the same command to go on)") from None
+    except RuntimeError as e:
+        lost = peer_lost(e, dist_ctx)
+        if lost is None:
+            raise
+        raise lost from None
     finally:
         stop.__exit__(None, None, None)
         if handler is not None:
