@@ -8,8 +8,14 @@ and how many outputs are identical to tfm's own.
     python benchmarks/export_speed.py --model base=checkpoints/base/best.pt \\
         --model seed=checkpoints/seed/best.pt --data /path/to/multi30k
     python benchmarks/export_speed.py --model tiny=checkpoints/tiny/best.pt --threads 2
+    python benchmarks/export_speed.py --model base=checkpoints/base/best.pt --busy-neighbour
 
 --data is a folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE).
+
+--busy-neighbour adds a row "beside_busy_neighbour": the float32 export again while a
+busy-loop process holds one core (as a retrain beside `tfm serve` does), decoding with one
+thread, as tfm now passes `threads`, and with CTranslate2's own default (intra_threads 0,
+what tfm passed before: every core, the busy one included).
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
     from transformer_cli.data.sources import read_parallel
     from transformer_cli.evaluate import score_translations
 
-    torch.set_num_threads(threads)
+    if threads:  # 0: each engine's own default
+        torch.set_num_threads(threads)
     sources, references = read_parallel(*(_test_file(data, lang) for lang in ("de", "en")))
     before = rss_mb()
     started = time.perf_counter()
@@ -85,10 +92,11 @@ def size_mb(path: Path) -> float:
     return round(sum(p.stat().st_size for p in files) / 1e6, 2)
 
 
-def run_worker(engine: str, model: Path, args: argparse.Namespace, folder: Path) -> dict:
+def run_worker(engine: str, model: Path, args: argparse.Namespace, folder: Path,
+               threads: int | None = None) -> dict:
     out = folder / f"{engine}.json"
     cmd = [sys.executable, __file__, "--worker", engine, str(model), "--data", str(args.data),
-           "--threads", str(args.threads), "--result", str(out)]
+           "--threads", str(args.threads if threads is None else threads), "--result", str(out)]
     if args.batch_size:
         cmd += ["--batch-size", str(args.batch_size)]
     subprocess.run(cmd, check=True)
@@ -121,7 +129,24 @@ def compare(name: str, checkpoint: Path, args: argparse.Namespace, folder: Path)
             run[key]["bleu_minus_native"] = round(run[key]["bleu"] - native[key]["bleu"], 2)
     report["model.bin_mb"] = {e: size_mb(paths[e] / "model.bin") for e in ENGINES[1:]}
     report["engines"] = runs
+    if args.busy_neighbour:
+        report["beside_busy_neighbour"] = beside_busy_neighbour(paths["ct2-float32"], args, folder)
     return report
+
+
+def beside_busy_neighbour(export: Path, args: argparse.Namespace, folder: Path) -> dict:
+    """The export's speed while another process spins on core 0: with 1 thread, and with
+    CTranslate2's default (0), which also puts a thread on the busy core."""
+    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(neighbour.pid, {min(os.sched_getaffinity(0))})
+        runs = {label: run_worker("ct2-float32", export, args, folder, threads)
+                for label, threads in (("threads=1", 1), ("ctranslate2_default", 0))}
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    return {label: {f"beam{beam}_sentences_per_s": run[f"beam{beam}"]["sentences_per_s"]
+                    for beam in BEAMS} for label, run in runs.items()}
 
 
 def main() -> None:
@@ -132,6 +157,9 @@ def main() -> None:
                     help="folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE)")
     ap.add_argument("--threads", type=int, default=2, help="torch and CTranslate2 threads")
     ap.add_argument("--batch-size", type=int, help="sentences per batch (default: the model's decode.batch_size)")
+    ap.add_argument("--busy-neighbour", action="store_true",
+                    help="also time the float32 export beside a process busy on one core, with "
+                         "1 thread and with CTranslate2's default")
     ap.add_argument("--worker", nargs=2, metavar=("ENGINE", "MODEL"), help=argparse.SUPPRESS)
     ap.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()

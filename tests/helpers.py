@@ -77,3 +77,29 @@ def run_tfm(*args: str, cwd: Path | None = None, input: str | None = None,
     """Run `tfm` in a fresh process (as a user would) and capture its output."""
     return subprocess.run([sys.executable, "-m", "transformer_cli", *args], cwd=cwd, input=input,
                           capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def untrained_checkpoint(path: Path, **model: int | str | bool) -> Path:
+    """A real tfm checkpoint of an untrained model (random weights, a joint SentencePiece
+    vocabulary fitted on the synthetic corpus) in well under a second: for tests of loading,
+    exporting and argument checks, which need a model but not a good one. `model` updates
+    the (small) ModelConfig."""
+    import torch
+
+    from transformer_cli.checkpoint import save_checkpoint
+    from transformer_cli.config import Config, ModelConfig, TokenizerConfig
+    from transformer_cli.data.tokenizers import SubwordTokenizer, TokenizerPair
+    from transformer_cli.model.transformer import Seq2SeqTransformer
+
+    text = [side for pair in sentence_pairs(200) for side in pair]
+    tokenizer = SubwordTokenizer.train(text, TokenizerConfig(vocab_size=60))
+    cfg = Config(name=path.stem)
+    cfg.model = ModelConfig(**{"d_model": 32, "n_heads": 4, "n_encoder_layers": 1,
+                               "n_decoder_layers": 1, "d_ff": 64, "max_len": 64, **model})
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        net = Seq2SeqTransformer(cfg.model, tokenizer.vocab_size, tokenizer.vocab_size)
+    save_checkpoint(path, {"model": net.describe(), "state_dict": net.state_dict(),
+                           "tokenizer": TokenizerPair(tokenizer, tokenizer, joint=True).state(),
+                           "config": cfg.to_dict(), "metrics": {}})
+    return path

@@ -90,3 +90,32 @@ def test_keep_previous_keeps_the_replaced_checkpoint(tmp_path):
     save_checkpoint(last, {"step": 1})
     save_checkpoint(last, {"step": 2}, keep_previous=prev)
     assert load_checkpoint(last)["step"] == 2 and load_checkpoint(prev)["step"] == 1
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda p: p.pop("model"), "checkpoint does not fit this version of tfm: missing 'model'"),
+    (lambda p: p["model"]["config"].update(d_model="wide"),
+     "checkpoint does not fit this version of tfm: model.d_model must be an integer (got 'wide')"),
+    (lambda p: p["config"]["decode"].update(beam_size=0),
+     "its decode settings do not fit this version of tfm: decode.beam_size=0 is out of range"),
+    (lambda p: p.update(config=["not", "a", "mapping"]),
+     "its decode settings do not fit this version of tfm: 'list' object has no attribute 'get'"),
+])
+def test_content_that_does_not_fit_names_the_checkpoint(tmp_path, damage, reason):
+    """A verified file whose content this tfm cannot use: one error naming the file, whether it
+    is loaded to translate or to export."""
+    import transformer_cli as tfm
+    from helpers import untrained_checkpoint
+    from transformer_cli.export.bundle import export_checkpoint
+
+    payload = load_checkpoint(untrained_checkpoint(tmp_path / "good.pt"))
+    damage(payload)
+    path = tmp_path / "odd.pt"
+    save_checkpoint(path, {k: v for k, v in payload.items() if k not in ("format", "sha256")})
+    with pytest.raises(CheckpointError) as caught:
+        tfm.load(path, device="cpu")
+    assert str(caught.value).startswith(f"{path}: {reason}")
+    if "checkpoint does not fit" in reason:
+        with pytest.raises(CheckpointError, match=f"^{path}: checkpoint does not fit"):
+            export_checkpoint(path, tmp_path / "export")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pt", "odd.pt"]

@@ -118,3 +118,48 @@ def test_extends_states_only_the_differences(tmp_path):
         load_config(loop_a)
     with pytest.raises(UsageError, match="extends must be a config file name"):
         load_config(write(tmp_path, "extends: [x]\n", "bad.yaml"))
+
+
+def _error(spec: str, overrides: list[str] | None = None) -> str:
+    with pytest.raises(UsageError) as err:
+        load_config(spec, overrides)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_errors_name_the_file_and_line_that_gave_the_value(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text("train: {lr: 1.0e-3}\n")
+    child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\nmodel:\n  dropout: 1.5\n")
+    assert _error(child) == f"{child}:4: model.dropout=1.5 is out of range: must be < 1.0"
+    for parent, message in [
+        ("train: {lr: 1.0e-3}\nmodle:\n  n_heads: 8\n", "3: unknown key 'modle' (did you mean 'model'?)"),
+        ("model:\n  d_model: 64\n  n_head: 8\n", "4: unknown key 'model.n_head' (did you mean 'model.n_heads'?)"),
+        ("model:\n  d_model: abc\n", "3: model.d_model must be an integer (got 'abc')"),
+        ("train:\n  betas: [0.9, x]\n", "3: train.betas[1] must be a number (got 'x')"),
+    ]:
+        p.write_text("# the parent\n" + parent)
+        child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\n")
+        assert _error(child) == f"{p}:{message}"
+
+
+def test_checks_across_keys_name_every_place_that_set_them(tmp_path):
+    write(tmp_path, "model:\n  n_heads: 7\n", "p.yaml")
+    child = write(tmp_path, "extends: p.yaml\nmodel:\n  d_model: 64\n")
+    message = "model.n_heads={} must divide model.d_model={}"
+    assert _error(child) == f"{tmp_path / 'p.yaml'}:2, {child}:3: " + message.format(7, 64)
+    alone = write(tmp_path, "model:\n  n_heads: 8\n", "alone.yaml")
+    assert _error(alone, ["model.n_heads=7"]) == "--set model.n_heads=7: " + message.format(7, 256)
+    assert _error(alone, ["model.n_heads=6", "model.d_model=100"]) == \
+        "--set model.n_heads=6, --set model.d_model=100: " + message.format(6, 100)
+    assert _error(child, ["model.n_heads=5"]) == f"--set model.n_heads=5, {child}:3: " + message.format(5, 64)
+
+
+def test_a_missing_parent_names_the_extends_line_and_every_folder_searched(tmp_path, monkeypatch):
+    child = write(tmp_path, "# starts from\nextends: nope.yaml\n")
+    monkeypatch.chdir(tmp_path.parent)
+    assert _error(child).startswith(f"{child}:2: extends: config file not found: 'nope.yaml' "
+                                    f"(looked in {tmp_path}, ., configs and the configs shipped "
+                                    "with tfm: base.yaml, ")
+    write(tmp_path, "model: {d_model: 64, n_heads: 2}\n", "nope.yaml")  # beside the child: found
+    assert load_config(child).model.d_model == 64

@@ -99,3 +99,27 @@ def test_evaluate_texts_reports_what_it_measured_and_writes_the_hypotheses(tmp_p
     expected = loss_result(*corpus_nll(model, split, CPU, None, max_len=32))
     assert report.loss == round(expected.loss, 5) and report.ppl == round(expected.ppl, 4)
     assert report.as_json()["beam_size"] == 1 and "greedy" in report.as_table()
+
+
+def test_evaluate_beam_size_option_narrows_the_configs_n_best_and_keeps_the_bounds(tmp_path, corpus_dir):
+    """`--beam-size 1` on a config asking for 3-best (beam 4) evaluates greedy; the option has the
+    config's bounds."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from helpers import untrained_checkpoint, write_config
+    from transformer_cli.cli import app
+
+    cfg = write_config(tmp_path / "nbest.yaml", tmp_path, corpus_dir, decode={"beam_size": 4, "n_best": 3})
+    pairs = sentence_pairs(3)
+    for lang, lines in (("de", [p[0] for p in pairs]), ("en", [p[1] for p in pairs])):
+        (tmp_path / f"news.{lang}").write_text("".join(f"{x}\n" for x in lines))
+    args = ["evaluate", "-c", str(cfg), "--checkpoint", str(untrained_checkpoint(tmp_path / "m.pt")),
+            "--src", str(tmp_path / "news.de"), "--ref", str(tmp_path / "news.en"), "--json"]
+    greedy = CliRunner().invoke(app, [*args, "--beam-size", "1"])
+    assert greedy.exit_code == 0, greedy.output
+    assert json.loads(greedy.stdout)["hypotheses"].endswith("news.de.beam1.txt")
+    too_wide = CliRunner().invoke(app, [*args, "--beam-size", "257"])
+    assert (too_wide.exit_code, too_wide.stderr) == (
+        2, "tfm: error: beam_size must be an integer >= 1 and <= 256 (got 257)\n")

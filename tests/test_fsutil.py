@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 
 import pytest
 
 from transformer_cli.fsutil import (WriteError, atomic_torch_save, atomic_write, atomic_write_bytes,
-                                    atomic_write_folder, atomic_write_json, remove_stale_temp_files)
+                                    atomic_write_folder, atomic_write_json, remove_stale_temp_files,
+                                    remove_stale_work_folders)
 
 
 class _Interrupted(Exception):
@@ -99,3 +101,36 @@ def test_a_failing_folder_build_keeps_the_old_folder(tmp_path):
         atomic_write_folder(final, fail)
     assert [p.name for p in final.iterdir()] == ["a.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prepared"]
+
+
+def _dead_pid() -> int:
+    """The PID of a process that has ended (and been reaped)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_work_folders_of_dead_processes_go_and_an_orphaned_old_folder_comes_back(tmp_path):
+    dead, final = _dead_pid(), tmp_path / "export"
+    (tmp_path / f".export.tmp-{dead}").mkdir()  # a killed writer's work folder: deleted
+    (tmp_path / f".export.old-{dead}").mkdir()  # killed between its two renames: `final` again
+    (tmp_path / f".export.old-{dead}" / "a.txt").write_text("the previous export")
+    (tmp_path / f".export.tmp-{os.getppid()}").mkdir()  # a live writer's: left alone
+    (tmp_path / f".other.tmp-{dead}").mkdir()  # another folder's: left alone
+    assert remove_stale_work_folders(final) == 1
+    assert (final / "a.txt").read_text() == "the previous export"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".export.tmp-{os.getppid()}",
+                                                          f".other.tmp-{dead}", "export"]
+    (tmp_path / f".export.tmp-{dead}").mkdir()
+    atomic_write_folder(final, lambda d: (d / "b.txt").write_text("new"))  # cleans up first
+    assert [p.name for p in final.iterdir()] == ["b.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".export.tmp-{os.getppid()}",
+                                                          f".other.tmp-{dead}", "export"]
+
+
+def test_a_folder_that_cannot_be_made_is_a_write_error_naming_it(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    final = tmp_path / "file" / "out"
+    with pytest.raises(WriteError) as caught:
+        atomic_write_folder(final, lambda d: None)
+    assert str(caught.value) == f"cannot write {final}: File exists: {tmp_path / 'file'}"

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
 from .config import DecodeConfig, load_config
 from .errors import UsageError
@@ -65,27 +65,39 @@ class Attention:
 
 
 def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
-                 decode: DecodeConfig | None = None) -> Backend:
+                 decode: DecodeConfig | None = None, threads: int | None = None) -> Backend:
     """Open the model at `path` on `device` ("auto", "cpu", "cuda", "mps") in `precision`
     ("fp32", "bf16", "auto"); `decode` replaces the decoding defaults stored with the model.
 
     A tfm checkpoint runs on torch; the file is verified (sha256, weights_only) on the way in.
     A `tfm export` folder (recognised by its manifest) runs on CTranslate2 at the precision it
     was exported with; its files are verified against the manifest's sha256s.
+
+    `threads`: CPU threads for decoding: torch's intra-op threads (`torch.set_num_threads`,
+    process-wide) for a checkpoint, CTranslate2's intra-op threads (this model's) for an
+    export. None: torch's current number (`torch.get_num_threads()`), so whatever the caller
+    set for torch holds for either engine.
     """
     if precision not in PRECISIONS:
         raise UsageError(f"precision must be fp32, bf16 or auto (got {precision!r})")
     if device not in DEVICES:
         raise UsageError(f"device must be auto, cpu, cuda or mps (got {device!r})")
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)
+                                or threads < 1):
+        raise UsageError(f"threads must be an integer >= 1 (got {threads!r})")
+    import torch
+
     from .export.bundle import is_export
 
     if is_export(path):
         from .export.ct2_translator import Ct2Translator
 
-        return Ct2Translator(Path(path), device, decode)
+        return Ct2Translator(Path(path), device, decode, threads or torch.get_num_threads())
     from .device import autocast_dtype, resolve_device
     from .inference.translate import Translator
 
+    if threads is not None:
+        torch.set_num_threads(threads)
     dev = resolve_device(device)
     return Translator.from_checkpoint(Path(path), dev, decode, autocast_dtype(dev, precision))
 
@@ -107,21 +119,36 @@ def resolve_model(path_or_config: str | Path) -> Path:
     return published_model(load_config(str(path_or_config)).run_dir, str(path_or_config))
 
 
-def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32") -> Model:
+def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32",
+         threads: int | None = None) -> Model:
     """Load a model: a checkpoint file, or a config name/file whose run's published model
-    (else best.pt) is used, exactly as `tfm translate` chooses."""
-    return open_model(resolve_model(path_or_config), device, precision)
+    (else best.pt) is used, exactly as `tfm translate` chooses (`threads`: see open_backend)."""
+    return open_model(resolve_model(path_or_config), device, precision, threads)
 
 
-def open_model(path: Path, device: str = "auto", precision: str = "fp32") -> Model:
+def open_model(path: Path, device: str = "auto", precision: str = "fp32",
+               threads: int | None = None) -> Model:
     """The model file at `path` (see `open_backend`) as a `Model`."""
-    return Model(open_backend(path, device, precision), path)
+    return Model(open_backend(path, device, precision, threads=threads), path)
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise UsageError(f"{name} must be an integer >= {low} (got {value!r})")
-    return value
+def decode_bounds(field: str) -> tuple[Any, Any]:
+    """The lowest and highest value a config file may give DecodeConfig.`field`."""
+    f = next(f for f in dataclasses.fields(DecodeConfig) if f.name == field)
+    return f.metadata["ge"], f.metadata["le"]
+
+
+def decode_option(name: str, value: Any, field: str) -> Any:
+    """`value` for DecodeConfig.`field`, refused (a UsageError naming it `name`) unless it has
+    the field's type and lies within the bounds a config file has for it: every entry point
+    (the Python API, `tfm translate`, a config) then accepts the same values."""
+    kind = get_type_hints(DecodeConfig)[field]
+    low, high = decode_bounds(field)
+    types = (int, float) if kind is float else int
+    if not isinstance(value, types) or isinstance(value, bool) or not low <= value <= high:
+        what = "an integer" if kind is int else "a number"
+        raise UsageError(f"{name} must be {what} >= {low} and <= {high} (got {value!r})")
+    return kind(value)
 
 
 class Model:
@@ -160,18 +187,15 @@ class Model:
         `max_len` caps every output at that many tokens (default: 1.5 x source + 10);
         `recase` switches the source truecaser (decode.recase) on or off."""
         d = dataclasses.replace(self.backend.decode)
-        n_best = _check_int("n_best", n_best, 1)
-        d.beam_size = max(_check_int("beam_size", beam_size, 1) if beam_size is not None
-                          else d.beam_size, n_best)
-        d.n_best = n_best
+        d.n_best = decode_option("n_best", n_best, "n_best")
+        d.beam_size = max(decode_option("beam_size", beam_size, "beam_size")
+                          if beam_size is not None else d.beam_size, d.n_best)
         if max_len is not None:
-            d.max_len_a, d.max_len_b = 0.0, _check_int("max_len", max_len, 1)
+            d.max_len_a, d.max_len_b = 0.0, decode_option("max_len", max_len, "max_len_b")
         if length_penalty is not None:
-            if not isinstance(length_penalty, (int, float)) or length_penalty < 0:
-                raise UsageError(f"length_penalty must be a number >= 0 (got {length_penalty!r})")
-            d.length_penalty = float(length_penalty)
+            d.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
         if batch_size is not None:
-            d.batch_size = _check_int("batch_size", batch_size, 1)
+            d.batch_size = decode_option("batch_size", batch_size, "batch_size")
         if recase is not None:
             if not isinstance(recase, bool):
                 raise UsageError(f"recase must be true or false (got {recase!r})")
@@ -182,15 +206,17 @@ class Model:
                   max_len: int | None = None) -> list[str] | list[list[str]]:
         """The best translation of each line, or its `n_best` best (a list per line) when
         n_best > 1. Inputs longer than the model's limit are truncated (see `translate_n_best`)."""
-        if isinstance(lines, str):
-            raise TypeError("translate() takes a list of lines, not one string")
-        out = self.translate_n_best(list(lines), self.options(beam_size, n_best, max_len))
+        out = self._translate(list(_checked_lines("translate", lines)),
+                              self.options(beam_size, n_best, max_len))
         if n_best == 1:
             return [hyps[0].text for hyps in out.translations]
         return [[h.text for h in hyps] for hyps in out.translations]
 
     def translate_n_best(self, lines: list[str], options: DecodeConfig | None = None) -> Output:
         """Translations with tokens and scores, and which inputs were truncated."""
+        return self._translate(list(_checked_lines("translate_n_best", lines)), options)
+
+    def _translate(self, lines: list[str], options: DecodeConfig | None) -> Output:
         translations = self.backend.translate(lines, options)
         return Output(translations, list(self.backend.truncated))
 
@@ -199,23 +225,47 @@ class Model:
         """Translate an iterable of lines in chunks, in order, without holding it all in memory.
         Yields (chunk of input lines, its Output); truncation indices count within the chunk."""
         chunk: list[str] = []
-        for line in lines:
+        for line in _checked_lines("translate_stream", lines):
             chunk.append(line)
             if len(chunk) >= chunk_lines:
-                yield chunk, self.translate_n_best(chunk, options)
+                yield chunk, self._translate(chunk, options)
                 chunk = []
         if chunk:
-            yield chunk, self.translate_n_best(chunk, options)
+            yield chunk, self._translate(chunk, options)
 
     def source_lengths(self, lines: list[str]) -> list[int]:
         """Source tokens per line, as the model will see them (recased, before truncation)."""
+        lines = list(_checked_lines("source_lengths", lines))
         return [len(ids) for ids in self.backend.tokenizers.encode_sources(lines, self.backend.decode.recase)]
 
     def attention(self, line: str, options: DecodeConfig | None = None) -> Attention:
         """The best translation of one line and the last decoder layer's cross-attention
         (averaged over heads), the data `tfm translate --attention` plots."""
+        line = _checked_text("attention(): line", line)
         best = self.backend.translate([line], options)[0][0]
         recase = (options or self.backend.decode).recase  # the source as it was translated
         src_tokens, tgt_tokens, weights = self.backend.cross_attention(line, best, recase)
         rows = weights.tolist() if hasattr(weights, "tolist") else [list(r) for r in weights]
         return Attention(best.text, src_tokens, tgt_tokens, rows)
+
+
+def _checked_text(what: str, value: Any) -> str:
+    """`value` if it is text a tokenizer can take: a TypeError naming `what` if it is no str,
+    a ValueError if it holds an unpaired surrogate (no UTF-8 encoding exists for it)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} is {type(value).__name__}, not str")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} holds an unpaired surrogate {value[e.start]!r} at index "
+                         f"{e.start}, which is not text") from None
+    return value
+
+
+def _checked_lines(method: str, lines: Iterable[Any]) -> Iterator[str]:
+    """The lines given to `method`, each checked by `_checked_text` as it is reached (errors
+    name its index, e.g. "translate(): lines[1] is int, not str")."""
+    if isinstance(lines, (str, bytes)):
+        raise TypeError(f"{method}() takes a list of lines, not one string")
+    for i, line in enumerate(lines):
+        yield _checked_text(f"{method}(): lines[{i}]", line)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import typer
 
 from .cli_app import (CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded,
                       log, setup_logging)
+from .stop_signals import on_stop_signals
 
 
 @app.command()
@@ -43,17 +48,18 @@ def evaluate(
     """
     import json
 
+    from .api import decode_option, open_backend
     from .config import load_config
+    from .evaluate import evaluate_texts
 
     setup_logging(quiet)
-    extra = [f"decode.beam_size={beam_size}"] if beam_size else []
-    extra += [f"decode.length_penalty={length_penalty}"] if length_penalty is not None else []
-    cfg = load_config(config, [*overrides, *extra])
-    if cfg.decode.n_best > cfg.decode.beam_size:
-        cfg.decode.n_best = cfg.decode.beam_size
+    cfg = load_config(config, overrides)
+    if beam_size is not None:  # the options win over the config, within the same bounds
+        cfg.decode.beam_size = decode_option("beam_size", beam_size, "beam_size")
+        cfg.decode.n_best = min(cfg.decode.n_best, beam_size)
+    if length_penalty is not None:
+        cfg.decode.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
     sources, references, label = _evaluation_texts(cfg, split, src, ref)
-    from .api import open_backend
-    from .evaluate import evaluate_texts
 
     path = checkpoint or cfg.run_dir / "best.pt"
     translator = open_backend(path, device, precision, cfg.decode)
@@ -119,7 +125,7 @@ def translate(
     setup_logging(quiet=False)
     model = load(checkpoint or config, device, precision)
     options = model.options(beam_size, n_best, max_len, length_penalty, batch_size, recase)
-    lines = list(text or [])
+    lines = [_utf8(os.fsencode(arg), f"argument {n}") for n, arg in enumerate(text or [], start=1)]
     from_stdin = not lines or lines == ["-"]
     if attention is not None and (from_stdin or len(lines) != 1):
         raise UsageError("--attention needs exactly one sentence as an argument")
@@ -170,8 +176,9 @@ def serve(
 
     POST /translate {"inputs": "..." | [...], "parameters": {"beam_size": 5}}, GET /health,
     GET /metrics (Prometheus), GET / (a page to try it). The bearer token comes from
-    $TFM_SERVE_TOKEN or serve.token_file, never from the command line. SIGTERM finishes the
-    requests in flight, then exits 0.
+    $TFM_SERVE_TOKEN or serve.token_file, never from the command line. A busy port or an
+    unknown host exits 2 before the model is loaded. SIGTERM finishes the requests in flight
+    (those still running after serve.shutdown_grace_s are answered 503), then exits 0.
 
     \b
     Examples:
@@ -217,7 +224,7 @@ def export(
       tfm export --checkpoint checkpoints/base/best.pt --quantization int8 -o exports/base-int8
       tfm translate --checkpoint exports/base-int8 "Ein Hund rennt."
     """
-    from .errors import UsageError
+    from .errors import StoppedBySignal, UsageError
 
     if fmt != "ctranslate2":
         raise UsageError(f"--format must be ctranslate2, the only export format (got {fmt!r})")
@@ -230,10 +237,40 @@ def export(
 
     if is_export(checkpoint):
         raise UsageError(f"{checkpoint} is already an export; export its source checkpoint")
-    manifest = export_checkpoint(checkpoint, output, quantization)
+    try:
+        with _stop_signals_raise():
+            manifest = export_checkpoint(checkpoint, output, quantization)
+    except _Stopped as e:
+        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} during export; nothing was "
+                                        f"written to {output}") from None
+    from .export.engine import INT8_WARNING, int8_loses_accuracy_here
+
+    if manifest["weights"].startswith("int8") and int8_loses_accuracy_here():
+        typer.echo(f"tfm: {INT8_WARNING}", err=True)
     size = sum(p.stat().st_size for p in output.iterdir())
     typer.echo(f"exported {checkpoint} -> {output} (ctranslate2, {manifest['weights']} weights, "
                f"{size / 1e6:.1f} MB, {manifest['seconds']:.1f} s)")
+
+
+class _Stopped(BaseException):
+    """SIGTERM or SIGINT, raised wherever the code is: a BaseException (like KeyboardInterrupt)
+    so that no `except Exception` on its way takes it for a failure of the work."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stop_signals_raise() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGINT raise `_Stopped` at once (the work in progress is
+    abandoned, its cleanup runs); the previous handlers come back afterwards."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stopped(signum)
+
+    with on_stop_signals(stop):
+        yield
 
 
 class _StdinLines:
@@ -248,8 +285,19 @@ class _StdinLines:
 
         for number, raw in enumerate(sys.stdin.buffer, start=1):
             try:
-                yield raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as e:
-                self.error = UsageError(f"stdin line {number}: not valid UTF-8 (byte "
-                                        f"0x{raw[e.start]:02x} at column {e.start + 1})")
+                line = _utf8(raw, f"stdin line {number}")
+            except UsageError as e:
+                self.error = e
                 return
+            yield line.rstrip("\r\n")
+
+
+def _utf8(raw: bytes, where: str) -> str:
+    """`raw` decoded, or a UsageError naming `where` and the first byte that is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        from .errors import UsageError
+
+        raise UsageError(f"{where}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
+                         f"{e.start + 1})") from None

@@ -2,8 +2,9 @@
 
 A config is a YAML mapping with the sections `data`, `tokenizer`, `model`, `train`, `decode`, `serve`
 (each a dataclass below) plus an optional `name`. Every problem is reported as one
-`UsageError` line naming the file and the key, e.g.
-``configs/x.yaml: model.n_heads=7 must divide model.d_model=256``.
+`UsageError` line naming the key and where its value came from (the file and line of the
+`extends:` chain that set it, or the `--set`), e.g.
+``configs/x.yaml:12: model.n_heads=7 must divide model.d_model=256``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from .config_values import apply_override, build_section
+from .config_values import ConfigError, apply_override, build_section
 from .errors import UsageError
 
 
@@ -233,6 +234,11 @@ class ServeConfig:
     max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)
     reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.",
                               ge=0.01, le=3600.0)
+    body_timeout_s: float = _f(30.0, "Seconds a client has to send a whole request body, from "
+                               "its headers on (slower: 408).", ge=0.1, le=3600.0)
+    shutdown_grace_s: float = _f(30.0, "On SIGTERM, seconds the requests in flight get to finish; "
+                                 "then they are answered 503 and the server exits.", ge=0.0,
+                                 le=3600.0)
     token_env: str = _f("TFM_SERVE_TOKEN", "Environment variable holding the bearer token.")
     token_file: str | None = _f(None, "Or a file holding it (read at start).")
 
@@ -274,38 +280,49 @@ class Config:
 # --------------------------------------------------------------------------- validation
 
 def validate(cfg: Config) -> None:
-    """Checks that involve more than one key."""
+    """Checks that involve more than one key (a ConfigError holding the keys, the culprit first)."""
     m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.data
     if m.d_model % m.n_heads:
-        raise UsageError(f"model.n_heads={m.n_heads} must divide model.d_model={m.d_model}")
+        raise ConfigError(f"model.n_heads={m.n_heads} must divide model.d_model={m.d_model}",
+                          "model.n_heads", "model.d_model")
     if m.positional == "sinusoidal" and m.d_model % 2:
-        raise UsageError(f"model.d_model={m.d_model} must be even for sinusoidal positions")
+        raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions",
+                          "model.d_model", "model.positional")
     if t.sampling and t.kind != "sentencepiece":
-        raise UsageError("tokenizer.sampling needs tokenizer.kind: sentencepiece (spaCy words have "
-                         "one segmentation)")
+        raise ConfigError("tokenizer.sampling needs tokenizer.kind: sentencepiece (spaCy words "
+                          "have one segmentation)", "tokenizer.sampling", "tokenizer.kind")
     if tr.source_lowercase + tr.source_uppercase > 1.0:
-        raise UsageError("train.source_lowercase + train.source_uppercase must be at most 1")
+        raise ConfigError("train.source_lowercase + train.source_uppercase must be at most 1",
+                          "train.source_lowercase", "train.source_uppercase")
     if m.share_embeddings and not (t.kind == "sentencepiece" and t.joint):
-        raise UsageError("model.share_embeddings needs a joint vocabulary "
-                         "(tokenizer.kind: sentencepiece with tokenizer.joint: true)")
+        raise ConfigError("model.share_embeddings needs a joint vocabulary (tokenizer.kind: "
+                          "sentencepiece with tokenizer.joint: true)", "model.share_embeddings",
+                          "tokenizer.kind", "tokenizer.joint")
     if tr.batch_size is None and tr.batch_tokens is None:
-        raise UsageError("set train.batch_size (sentences) or train.batch_tokens (token budget)")
+        raise ConfigError("set train.batch_size (sentences) or train.batch_tokens (token budget)",
+                          "train.batch_size", "train.batch_tokens")
     if tr.batch_size is not None and tr.batch_tokens is not None:
-        raise UsageError("train.batch_size and train.batch_tokens are exclusive: set one to null")
+        raise ConfigError("train.batch_size and train.batch_tokens are exclusive: set one to null",
+                          "train.batch_size", "train.batch_tokens")
     if len(tr.betas) != 2 or not all(0.0 <= b < 1.0 for b in tr.betas):
-        raise UsageError(f"train.betas must be two numbers in [0, 1) (got {tr.betas})")
+        raise ConfigError(f"train.betas must be two numbers in [0, 1) (got {tr.betas})",
+                          "train.betas")
     if tr.schedule == "inverse_sqrt" and tr.warmup_steps < 1:
-        raise UsageError("train.schedule: inverse_sqrt needs train.warmup_steps >= 1")
+        raise ConfigError("train.schedule: inverse_sqrt needs train.warmup_steps >= 1",
+                          "train.warmup_steps", "train.schedule")
     if cfg.decode.n_best > cfg.decode.beam_size:
-        raise UsageError(f"decode.n_best={cfg.decode.n_best} must be <= "
-                         f"decode.beam_size={cfg.decode.beam_size}")
+        raise ConfigError(f"decode.n_best={cfg.decode.n_best} must be <= "
+                          f"decode.beam_size={cfg.decode.beam_size}", "decode.n_best",
+                          "decode.beam_size")
     if d.src_lang == d.tgt_lang:
-        raise UsageError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'")
+        raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'",
+                          "data.src_lang", "data.tgt_lang")
     if m.positional == "learned" and m.max_len < d.train_max_len + 2:
-        raise UsageError(f"model.max_len={m.max_len} must be >= data.train_max_len + 2 "
-                         f"= {d.train_max_len + 2} with learned positions")
+        raise ConfigError(f"model.max_len={m.max_len} must be >= data.train_max_len + 2 "
+                          f"= {d.train_max_len + 2} with learned positions", "model.max_len",
+                          "data.train_max_len", "model.positional")
     if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
-        raise UsageError(f"name={cfg.name!r} must be a plain directory name")
+        raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
 
 
 # --------------------------------------------------------------------------- loading
@@ -332,25 +349,37 @@ def packaged_configs() -> dict[str, Path]:
     return {p.name: Path(str(p)) for p in root.iterdir() if p.name.endswith((".yaml", ".yml"))}
 
 
-def resolve_config_path(spec: str) -> Path:
-    """Find a config: the path as given, then ./configs/, then the copies shipped with tfm."""
+def resolve_config_path(spec: str, beside: Path | None = None) -> Path:
+    """Find a config: in the folder `beside` (that of a config naming it in `extends:`), then
+    the path as given, then ./configs/, then the copies shipped with tfm."""
     names = [spec] if spec.endswith((".yaml", ".yml")) else [spec, spec + ".yaml"]
+    folders = list(dict.fromkeys([*([beside] if beside is not None else []), Path("."),
+                                  Path("configs")]))
     for name in names:
-        for candidate in (Path(name), Path("configs") / name):
-            if candidate.is_file():
-                return candidate
+        for folder in folders:
+            if (folder / name).is_file():
+                return folder / name
         shipped = packaged_configs().get(Path(name).name)
         if shipped is not None and Path(name).name == name:
             return shipped
     shipped_names = ", ".join(sorted(packaged_configs()))
-    raise UsageError(f"config file not found: {spec!r} (looked in ., ./configs and the "
-                     f"configs shipped with tfm: {shipped_names})")
+    raise UsageError(f"config file not found: {spec!r} (looked in {', '.join(map(str, folders))} "
+                     f"and the configs shipped with tfm: {shipped_names})")
 
 
-def _read_mapping(path: Path) -> dict[str, Any]:
-    """A config file's YAML mapping, or a UsageError naming the file (and line)."""
+Origins = dict[str, str]  # dotted key -> "file:line" of the YAML that set it
+
+
+def _read_mapping(path: Path) -> tuple[dict[str, Any], Origins]:
+    """A config file's YAML mapping and where each of its keys is, or a UsageError naming the
+    file (and line)."""
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+        loader = _StrictLoader(path.read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+            raw = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -363,7 +392,18 @@ def _read_mapping(path: Path) -> dict[str, Any]:
                          "the shipped configs, e.g. base.yaml, to start from its values)")
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: the config must be a YAML mapping of sections")
-    return raw
+    return raw, _key_lines(node, path)
+
+
+def _key_lines(node: yaml.Node, path: Path, prefix: str = "") -> Origins:
+    """`file:line` of every key in a YAML mapping node, nested keys dotted (model.n_heads)."""
+    lines: Origins = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}{key_node.value}"
+            lines[key] = f"{path}:{key_node.start_mark.line + 1}"
+            lines.update(_key_lines(value_node, path, f"{key}."))
+    return lines
 
 
 def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -377,40 +417,52 @@ def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Origins]:
     """The file's mapping with its `extends:` parents merged in (the parent is found beside the
-    file first, then like any config name)."""
-    raw = _read_mapping(path)
+    file first, then like any config name), and where each key was set: the file and line that
+    gave its value, a child's over its parent's."""
+    raw, origins = _read_mapping(path)
     parent = raw.pop("extends", None)
     if parent is None:
-        return raw
+        return raw, origins
+    where = origins["extends"]
     if not isinstance(parent, str):
-        raise UsageError(f"{path}: extends must be a config file name (got {parent!r})")
-    beside = path.parent / parent
-    parent_path = beside if beside.is_file() else resolve_config_path(parent)
+        raise UsageError(f"{where}: extends must be a config file name (got {parent!r})")
+    try:
+        parent_path = resolve_config_path(parent, beside=path.parent)
+    except UsageError as e:
+        raise UsageError(f"{where}: extends: {e}") from None
     if parent_path.resolve() in {p.resolve() for p in (*chain, path)}:
-        raise UsageError(f"{path}: extends {parent} makes a cycle")
-    inherited = {k: v for k, v in _resolved_mapping(parent_path, (*chain, path)).items() if k != "name"}
-    return _merge(inherited, raw)
+        raise UsageError(f"{where}: extends {parent} makes a cycle")
+    inherited, inherited_origins = _resolved_mapping(parent_path, (*chain, path))
+    inherited.pop("name", None)  # a name is never inherited
+    inherited_origins.pop("name", None)
+    return _merge(inherited, raw), {**inherited_origins, **origins}
 
 
 def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     """Load, override and validate a config; `spec` is a path or a bare name like base.yaml.
-    A config may start from another with `extends: base.yaml` and state only what differs."""
+    A config may start from another with `extends: base.yaml` and state only what differs.
+    An error names where the value at fault came from: `file:line` (of the file in the extends
+    chain that set it), or the `--set` (both when a check involves both)."""
     path = resolve_config_path(spec)
-    raw = _resolved_mapping(path)
-    raw.setdefault("name", Path(path).stem)  # a name is never inherited
+    raw, origins = _resolved_mapping(path)
+    raw.setdefault("name", Path(path).stem)
     try:
         cfg = build_section(Config, raw, "")
-    except UsageError as e:
-        raise UsageError(f"{path}: {e}") from None
-    for assignment in overrides or []:
-        apply_override(cfg, assignment)  # its errors name the --set, not the file
-    try:
+        for assignment in overrides or []:  # their own errors name the --set
+            origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
         validate(cfg)
-    except UsageError as e:
-        raise UsageError(f"{path}: {e}") from None
+    except ConfigError as e:
+        raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
     return cfg
+
+
+def _blame(keys: tuple[str, ...], origins: Origins) -> str:
+    """Where the keys' values came from, e.g. "c.yaml:3, --set model.d_model=100" (an item of a
+    list, train.betas[0], is blamed on its list); "" when every one is a default."""
+    found = (origins.get(key.split("[")[0]) for key in keys)
+    return ", ".join(dict.fromkeys(place for place in found if place))
 
 
 def config_from_dict(raw: dict[str, Any]) -> Config:

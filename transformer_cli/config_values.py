@@ -1,7 +1,8 @@
 """Turning YAML values into typed config fields: coercion, bounds, unknown keys, `--set`.
 
-Generic over the schema's dataclasses (config.py): every problem is one UsageError naming
-the key, e.g. ``train.lr must be a finite number (got 'inf')``.
+Generic over the schema's dataclasses (config.py): every problem is one ConfigError naming
+the key, e.g. ``train.lr must be a finite number (got 'inf')``, and holding it in `keys` so
+that the loader can say which file and line (or which --set) gave the value.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import yaml
 
 from .errors import UsageError
+
+
+class ConfigError(UsageError):
+    """A bad key or value of a config; `keys` are the dotted keys it concerns, the culprit first
+    (e.g. ("model.n_heads", "model.d_model") for a head count that does not divide the width)."""
+
+    def __init__(self, message: str, *keys: str):
+        super().__init__(message)
+        self.keys = keys
 
 
 # --------------------------------------------------------------------------- coercion
@@ -37,7 +47,7 @@ def split_optional(tp: Any) -> tuple[bool, Any]:
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
-    """Return `value` converted to type `tp`, or raise UsageError naming `key`."""
+    """Return `value` converted to type `tp`, or raise ConfigError naming `key`."""
     optional, inner = split_optional(tp)
     if optional:
         if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
@@ -49,15 +59,15 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if origin is Literal:
         if value in get_args(tp):
             return value
-        raise UsageError(f"{key} must be {_type_name(tp)} (got {value!r})")
+        raise ConfigError(f"{key} must be {_type_name(tp)} (got {value!r})", key)
     if origin is list:
         (item,) = get_args(tp)
         if not isinstance(value, (list, tuple)):
-            raise UsageError(f"{key} must be a list (got {value!r})")
+            raise ConfigError(f"{key} must be a list (got {value!r})", key)
         return [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
-            raise UsageError(f"{key} must be a mapping (got {value!r})")
+            raise ConfigError(f"{key} must be a mapping (got {value!r})", key)
         return {str(k): _coerce(v, str, f"{key}.{k}") for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
@@ -81,12 +91,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 pass
         if number is not None:
             if not math.isfinite(number):
-                raise UsageError(f"{key} must be a finite number (got {value!r})")
+                raise ConfigError(f"{key} must be a finite number (got {value!r})", key)
             return number
     elif tp is str:
         if isinstance(value, str):
             return value
-    raise UsageError(f"{key} must be {_type_name(tp)} (got {value!r})")
+    raise ConfigError(f"{key} must be {_type_name(tp)} (got {value!r})", key)
 
 
 _BOUND_OPS = {"ge": (operator.ge, ">="), "le": (operator.le, "<="),
@@ -99,13 +109,13 @@ def _check_bounds(value: Any, meta: Any, key: str) -> None:
     for name, (op, sym) in _BOUND_OPS.items():
         bound = meta.get(name)
         if bound is not None and not op(value, bound):
-            raise UsageError(f"{key}={value} is out of range: must be {sym} {bound}")
+            raise ConfigError(f"{key}={value} is out of range: must be {sym} {bound}", key)
 
 
-def _unknown_key(key: str, choices: list[str], prefix: str) -> UsageError:
+def _unknown_key(key: str, choices: list[str], prefix: str) -> ConfigError:
     close = difflib.get_close_matches(key, choices, n=1)
     hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known: {', '.join(choices)})"
-    return UsageError(f"unknown key '{prefix}{key}'{hint}")
+    return ConfigError(f"unknown key '{prefix}{key}'{hint}", prefix + key)
 
 
 def build_section(cls: type, raw: Any, key: str) -> Any:
@@ -113,7 +123,7 @@ def build_section(cls: type, raw: Any, key: str) -> Any:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise UsageError(f"{key or 'the config'} must be a mapping (got {raw!r})")
+        raise ConfigError(f"{key or 'the config'} must be a mapping (got {raw!r})", key)
     hints = get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{key}." if key else ""
@@ -129,8 +139,9 @@ def build_section(cls: type, raw: Any, key: str) -> Any:
 
 # --------------------------------------------------------------------------- overrides
 
-def apply_override(cfg: Any, assignment: str) -> None:
-    """Apply one `section.key=value` override in place, with the same checks as the file."""
+def apply_override(cfg: Any, assignment: str) -> str:
+    """Apply one `section.key=value` override in place, with the same checks as the file
+    (errors name the --set); returns the dotted key it set."""
     if "=" not in assignment:
         raise UsageError(f"--set {assignment!r}: expected KEY=VALUE, e.g. train.lr=3e-4")
     path, _, text = assignment.partition("=")
@@ -158,3 +169,4 @@ def apply_override(cfg: Any, assignment: str) -> None:
             setattr(obj, part, new)
         else:
             obj = getattr(obj, part)
+    return ".".join(parts)

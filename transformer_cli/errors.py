@@ -1,14 +1,16 @@
 """Errors that the CLI turns into one-line messages and documented exit codes.
 
-Exit codes (also in README.md and docs/reliability.md):
+Exit codes of every command (also in README.md and docs/reliability.md):
 
 ====  ==========================================================
-0     success
-1     failure at run time (disk full, unreadable checkpoint, bug)
+0     success (`tfm serve`: also when stopped by SIGTERM/SIGINT)
+1     failure at run time (disk full, unreadable checkpoint, a lost
+      torchrun peer, a bug)
 2     bad usage, config or input
 75    busy: another process holds the run's lock (EX_TEMPFAIL)
-130   stopped by SIGINT after saving a resumable checkpoint
-143   stopped by SIGTERM after saving a resumable checkpoint
+130   stopped by SIGINT (training saved a resumable checkpoint;
+      preprocessing and export kept nothing half-done)
+143   stopped by SIGTERM (likewise)
 ====  ==========================================================
 """
 
@@ -39,7 +41,8 @@ class BusyError(TfmError):
 
 
 class StoppedBySignal(TfmError):
-    """Training stopped on SIGTERM/SIGINT after saving a resumable checkpoint (exit 128+signum)."""
+    """Stopped on SIGTERM/SIGINT at a safe point (exit 128+signum): training after saving a
+    resumable checkpoint, preprocessing and export with nothing half-done kept."""
 
     def __init__(self, signum: int, message: str):
         super().__init__(message)

@@ -7,9 +7,12 @@ raise `TfmError` with one line naming the path.
 
 from __future__ import annotations
 
+import glob
 import io
 import json
 import os
+import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -155,18 +158,19 @@ def atomic_torch_save(path: Path, obj: Any, keep_previous: Path | None = None) -
 
 
 def atomic_write_folder(final: Path, build: Callable[[Path], None]) -> None:
-    """Create or replace the folder `final` as a whole: `build` fills a temp folder beside it,
-    its files are fsynced, and it is renamed into place; a previous `final` is moved aside
-    first and deleted after the swap. On failure the temp folder goes and `final` is as before.
+    """Create or replace the folder `final` as a whole: `build` fills the work folder
+    `.NAME.tmp-PID` beside it, its files are fsynced, and it is renamed into place; a previous
+    `final` is moved aside to `.NAME.old-PID` first and deleted after the swap. On any failure
+    or interruption (an exception, a stop signal raised as one) the work folder goes and `final`
+    is as before; an OSError becomes a WriteError naming `final`. Work folders that a killed
+    process left are cleaned up first (`remove_stale_work_folders`).
     """
-    import shutil
-
     final = Path(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
-    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    tmp, old = (final.with_name(f".{final.name}.{kind}-{os.getpid()}") for kind in ("tmp", "old"))
     try:
-        os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes it private; a folder gets the usual mode
+        final.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_work_folders(final)
+        tmp.mkdir()  # mode 0777 less the umask: the usual permissions
         build(tmp)
         for path in tmp.rglob("*"):
             if path.is_file():
@@ -175,11 +179,54 @@ def atomic_write_folder(final: Path, build: Callable[[Path], None]) -> None:
         if final.exists():
             os.replace(final, old)
         os.replace(tmp, final)
-        fsync_dir(final.parent)
-    except OSError as e:
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not final.exists():
             os.replace(old, final)
-        raise WriteError(final, str(e.strerror or e)) from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            raise WriteError(final, _reason(e, final)) from None
+        raise
+    fsync_dir(final.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _reason(error: OSError, path: Path) -> str:
+    """The error's reason, naming the folder above `path` it concerns, if any: "File exists:
+    a/file" says more than "File exists" when a parent of a/file/out is a file."""
+    reason = str(error.strerror or error)
+    above = error.filename is not None and Path(error.filename) in path.parents
+    return f"{reason}: {error.filename}" if above else reason
+
+
+def remove_stale_work_folders(final: Path) -> int:
+    """Clean up the `.NAME.tmp-PID` / `.NAME.old-PID` folders that `atomic_write_folder` left
+    beside `final` when its process died (SIGKILL, power loss): a work folder is deleted; an
+    old folder is deleted, or renamed back to `final` if the process died between the two
+    renames (`final` missing). Folders of live processes are left alone. Returns how many went."""
+    final = Path(final)
+    pattern = re.compile(rf"\.{re.escape(final.name)}\.(tmp|old)-(\d+)")
+    removed = 0
+    for path in final.parent.glob(f".{glob.escape(final.name)}.*-*"):
+        match = pattern.fullmatch(path.name)
+        if match is None or _process_alive(int(match.group(2))):
+            continue
+        if match.group(1) == "old" and not final.exists():
+            os.replace(path, final)
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            removed += not path.exists()
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether another process with this id is running (this process's own id: no, so that its
+    leftovers from an earlier, failed attempt count as stale)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # alive, owned by someone else
+    return True

@@ -28,10 +28,13 @@ def test_exit_codes_no_op_bad_config_and_runtime_failure(tmp_path, make_config):
     assert noop.returncode == 0, noop.stderr
     assert "already finished" in noop.stderr and "nothing to do" in noop.stderr
     assert {p.name: p.stat().st_mtime_ns for p in run.glob("*.pt")} == before
-    # 2: a bad config is refused before anything is touched, in one line.
+    # 2: a bad config is refused before anything is touched, in one line naming where the
+    # values came from.
     assert bad.returncode == 2, bad.stderr
+    d_model_line = cfg.read_text().splitlines().index("  d_model: 32") + 1
     assert bad.stderr.strip().splitlines() == [
-        f"tfm: error: {cfg}: model.n_heads=7 must divide model.d_model=32"]
+        f"tfm: error: --set model.n_heads=7, {cfg}:{d_model_line}: model.n_heads=7 must divide "
+        "model.d_model=32"]
     # 1: a failure at run time (here the run folder cannot be created), in one line.
     assert failing.returncode == 1, failing.stderr
     [line] = failing.stderr.strip().splitlines()

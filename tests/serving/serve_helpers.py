@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import select
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -133,3 +134,65 @@ class Load:
             except httpx.HTTPError as e:
                 reply = Reply(sentence, 0, error=f"{type(e).__name__}: {e}")
             self.replies.append(reply)
+
+
+class SlowClient:
+    """A raw-socket client that sends a POST /translate's headers (Content-Length:
+    `content_length`), then its body one byte every `every_s` seconds from a thread of its own,
+    until the body is complete or the server answers or closes the connection."""
+
+    def __init__(self, port: int, content_length: int, every_s: float):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.sock.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Content-Type: application/json\r\n"
+                          b"Content-Length: %d\r\n\r\n" % content_length)
+        self._left, self._every_s = content_length, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._trickle, daemon=True)
+
+    def __enter__(self) -> SlowClient:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.sock.close()
+
+    def _trickle(self) -> None:
+        while self._left and not self._stop.wait(self._every_s):
+            if select.select([self.sock], [], [], 0)[0]:  # answered or closed: stop, as curl does
+                return
+            try:
+                self.sock.sendall(b" ")
+            except OSError:
+                return
+            self._left -= 1
+
+    def answer(self, timeout: float) -> tuple[int, str]:
+        """(status, body) of the server's answer (0, "" if it closed the connection unanswered)."""
+        self.sock.settimeout(timeout)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return 0, ""
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+        while len(body) < length:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        return int(head.split()[1]), body.decode()
+
+    def closed_by_server(self, timeout: float = 5) -> bool:
+        """Whether the server closes the connection (after answering) within `timeout` s."""
+        self.sock.settimeout(timeout)
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:  # closed with our unread bytes pending: also closed
+            return True
+        except TimeoutError:
+            return False

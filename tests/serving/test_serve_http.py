@@ -110,7 +110,7 @@ def test_health_and_metrics(served, model):
     health = served.get("/health").json()
     assert health["status"] == "ok"
     assert health["model"]["sha256"] == model.sha256 and health["model"]["config"] == "toy"
-    assert set(health["model"]) == {"path", "sha256", "loaded_at", "config"}
+    assert set(health["model"]) == {"path", "sha256", "loaded_at", "config", "file"}
     r = served.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
     for name in ("tfm_requests_total", "tfm_request_errors_total", "tfm_sentences_total",
@@ -161,7 +161,7 @@ def test_token_sources_and_the_open_address_warning(trained, tmp_path, monkeypat
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
     missing = str(tmp_path / "missing.pt")
-    exposed, unreadable = run_all(("serve", "--checkpoint", missing, "--host", "0.0.0.0"),
+    exposed, unreadable = run_all(("serve", "--checkpoint", missing, "--host", "0.0.0.0", "--port", "0"),
                                   ("serve", "--checkpoint", missing, "--set",
                                    f"serve.token_file={tmp_path / 'no-token'}"))
     assert "warning: listening on 0.0.0.0 without a bearer token" in exposed.stderr

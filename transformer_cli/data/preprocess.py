@@ -22,9 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import re
-import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import TfmError, UsageError
-from ..fsutil import WriteError
+from ..fsutil import WriteError, atomic_write_folder, remove_stale_work_folders
 from ..provenance import package_versions
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, read_parallel,
                       resolve_source, sha256_file)
@@ -153,31 +150,6 @@ def verify_folder(folder: Path, manifest: dict[str, Any]) -> str | None:
         except (TypeError, KeyError):
             return "its manifest is malformed"
     return None
-
-
-def remove_stale_work_folders(final: Path) -> int:
-    """Delete `.NAME.tmp-PID` / `.NAME.old-PID` folders whose process is gone (a preprocess killed
-    mid-write, or stopped by a full disk). Returns how many were removed."""
-    removed = 0
-    pattern = re.compile(rf"^\.{re.escape(final.name)}\.(tmp|old)-(\d+)$")
-    for path in final.parent.glob(f".{final.name}.*-*"):
-        match = pattern.match(path.name)
-        if match and not _process_alive(int(match.group(2))):
-            shutil.rmtree(path, ignore_errors=True)
-            removed += not path.exists()
-    return removed
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False  # ours from an earlier, failed attempt in this process
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # alive, owned by someone else
-    return True
 
 
 def _progress_bar(total: int, desc: str):
@@ -327,38 +299,26 @@ def _encode_corpus(cfg: Config, files: list[CorpusFile], check_stop: Callable[[]
 
 def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[list, list]],
                   text: dict[str, tuple[list[str], list[str]]], manifest: dict[str, Any]) -> None:
-    """Write everything into a temp folder, then swap it in with renames."""
-    final = cfg.data_dir
+    """Write everything into a work folder, then swap it in (`atomic_write_folder`)."""
     from .batching import EncodedSplit
 
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
-    old = final.parent / f".{final.name}.old-{os.getpid()}"
-    try:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+    def build(folder: Path) -> None:
         for split, (src, tgt) in encoded.items():
-            EncodedSplit.from_lists(src, tgt).save(tmp / f"{split}.pt")
+            EncodedSplit.from_lists(src, tgt).save(folder / f"{split}.pt")
         for split in SPLITS:
             for lang, lines in zip((cfg.data.src_lang, cfg.data.tgt_lang), text[split]):
-                (tmp / f"{split}.{lang}.txt").write_text("".join(f"{x}\n" for x in lines),
-                                                         encoding="utf-8")
-        pair.save(tmp)
-        (tmp / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+                (folder / f"{split}.{lang}.txt").write_text("".join(f"{x}\n" for x in lines),
+                                                            encoding="utf-8")
+        pair.save(folder)
+        (folder / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
         manifest["outputs"] = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)}
-                               for p in sorted(tmp.iterdir()) if p.is_file()}
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if final.exists():
-            os.replace(final, old)
-        os.replace(tmp, final)
-    except BaseException as e:  # a full disk, a stop signal: leave no work folder behind
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old.exists() and not final.exists():
-            os.replace(old, final)
-        if isinstance(e, (OSError, WriteError)):
-            reason = e.reason if isinstance(e, WriteError) else (e.strerror or str(e))
-            raise TfmError(f"cannot write preprocessed data to {final}: {reason}") from None
-        raise
-    shutil.rmtree(old, ignore_errors=True)
+                               for p in sorted(folder.iterdir()) if p.is_file()}
+        (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+    try:
+        atomic_write_folder(cfg.data_dir, build)
+    except WriteError as e:  # a full disk: said as the data's problem
+        raise TfmError(f"cannot write preprocessed data to {cfg.data_dir}: {e.reason}") from None
 
 
 def summary_table(manifest: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from .. import __version__
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
-from ..fsutil import atomic_write_folder
+from ..fsutil import WriteError, atomic_write_folder
 from .engine import import_ctranslate2, weight_type
 
 MANIFEST = "tfm-export.json"
@@ -48,7 +48,9 @@ def file_sha256(path: Path) -> str:
 
 def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none") -> dict[str, Any]:
     """Write the CTranslate2 export of a tfm checkpoint to the folder `output` (replacing an
-    earlier export there); returns the manifest, with "seconds" it took added."""
+    earlier export there); returns the manifest, with "seconds" it took added. All the work
+    happens inside the work folder of `atomic_write_folder`, so a stop or failure at any point
+    leaves `output` as it was and no work folder behind."""
     from ..inference.translate import model_from_payload
     from .ct2_spec import build_spec
 
@@ -56,31 +58,43 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     ct2 = import_ctranslate2()
     weights = weight_type(quantization)
     output = Path(output)
-    if output.exists() and not is_export(output) and not (output.is_dir() and not any(output.iterdir())):
-        raise UsageError(f"{output} exists and is not a tfm export: choose a new or empty --output folder")
-    payload = load_checkpoint(checkpoint)
-    model, tokenizers = model_from_payload(payload)
-    spec = build_spec(model, tokenizers)
-    spec.optimize(quantization=weights)
-    manifest: dict[str, Any] = {
-        "format": FORMAT, "engine": "ctranslate2", "engine_version": ct2.__version__,
-        "quantization": quantization, "weights": weights, "tfm_version": __version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "checkpoint": str(checkpoint), "checkpoint_sha256": payload["sha256"],
-        "checkpoint_file_sha256": file_sha256(checkpoint),
-        "model": payload["model"], "config": payload.get("config", {}),
-        "metrics": payload.get("metrics", {}),
-    }
+    _check_output(output)
+    manifest: dict[str, Any] = {}
 
     def build(folder: Path) -> None:
+        payload = load_checkpoint(checkpoint)
+        model, tokenizers = model_from_payload(payload, checkpoint)
+        spec = build_spec(model, tokenizers)
+        spec.optimize(quantization=weights)
         spec.save(str(folder))
         tokenizers.save(folder)
-        manifest["files"] = {p.name: file_sha256(p) for p in sorted(folder.iterdir())}
+        manifest.update({
+            "format": FORMAT, "engine": "ctranslate2", "engine_version": ct2.__version__,
+            "quantization": quantization, "weights": weights, "tfm_version": __version__,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "checkpoint": str(checkpoint), "checkpoint_sha256": payload["sha256"],
+            "checkpoint_file_sha256": file_sha256(checkpoint),
+            "model": payload["model"], "config": payload.get("config", {}),
+            "metrics": payload.get("metrics", {}),
+            "files": {p.name: file_sha256(p) for p in sorted(folder.iterdir())}})
         (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
                                        encoding="utf-8")
 
     atomic_write_folder(output, build)
     return {**manifest, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _check_output(output: Path) -> None:
+    """Refuse an `--output` that holds something other than an earlier export (exit 2), or
+    that cannot be looked into (a WriteError naming it, exit 1)."""
+    try:
+        taken = output.exists() and not is_export(output) and not (output.is_dir()
+                                                                    and not any(output.iterdir()))
+    except OSError as e:
+        raise WriteError(output, str(e.strerror or e)) from None
+    if taken:
+        raise UsageError(f"{output} exists and is not a tfm export: choose a new or empty "
+                         "--output folder")
 
 
 def read_export(folder: Path) -> tuple[dict[str, Any], TokenizerPair]:

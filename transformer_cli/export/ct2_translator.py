@@ -15,7 +15,9 @@ a cut output. Scores are tfm's: log-probability / (tokens + <eos>)^length_penalt
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -27,8 +29,9 @@ from ..errors import UsageError
 from ..inference.search import Hypothesis, output_limits
 from ..inference.translate import TextTranslator, Translation
 from .bundle import MANIFEST, file_sha256, read_export
-from .engine import import_ctranslate2
+from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
 
+log = logging.getLogger("tfm")
 DEVICES = ("auto", "cpu", "cuda")  # CTranslate2's
 
 
@@ -59,11 +62,19 @@ class Ct2Translator(TextTranslator):
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
+        if str(manifest.get("weights", "")).startswith("int8") and self.engine_device(ct2, device) == "cpu" \
+                and int8_loses_accuracy_here():
+            log.warning(INT8_WARNING)
         try:
             self.engine = ct2.Translator(str(folder), device=device, intra_threads=threads)
         except (RuntimeError, ValueError) as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise CheckpointError(f"CTranslate2 cannot load the export {folder}: {first}") from None
+
+    @staticmethod
+    def engine_device(ct2: ModuleType, device: str) -> str:
+        """Where CTranslate2 runs a model asked for on `device` ("auto": a GPU if it sees one)."""
+        return "cuda" if device == "cuda" or (device == "auto" and ct2.get_cuda_device_count()) else "cpu"
 
     def _source_tokens(self, ids: torch.Tensor) -> list[str]:
         """Source ids ending in <eos> -> tokens without it (CTranslate2 appends <eos>)."""

@@ -21,8 +21,10 @@ from ..model.transformer import Seq2SeqTransformer
 from .search import Hypothesis, beam_search, greedy_search, output_limits
 
 
-def model_from_payload(payload: dict[str, Any]) -> tuple[Seq2SeqTransformer, TokenizerPair]:
-    """Rebuild the model and tokenizers stored in a checkpoint payload."""
+def model_from_payload(payload: dict[str, Any], path: Path | None = None
+                       ) -> tuple[Seq2SeqTransformer, TokenizerPair]:
+    """Rebuild the model and tokenizers stored in a checkpoint payload (`path`, the file it was
+    read from, is named in errors)."""
     try:
         arch = payload["model"]
         cfg = build_section(ModelConfig, arch["config"], "model")
@@ -30,7 +32,9 @@ def model_from_payload(payload: dict[str, Any]) -> tuple[Seq2SeqTransformer, Tok
         model.load_state_dict(payload["state_dict"])
         tokenizers = TokenizerPair.from_state(payload["tokenizer"])
     except (KeyError, TypeError, ValueError, RuntimeError, UsageError) as e:
-        raise CheckpointError(f"checkpoint does not fit this version of tfm: {e}") from None
+        where = f"{path}: " if path is not None else ""
+        reason = f"missing {e}" if isinstance(e, KeyError) else str(e)
+        raise CheckpointError(f"{where}checkpoint does not fit this version of tfm: {reason}") from None
     return model, tokenizers
 
 
@@ -117,9 +121,14 @@ class Translator(TextTranslator):
     def from_checkpoint(cls, path: Path, device: torch.device, decode: DecodeConfig | None = None,
                         dtype: torch.dtype | None = None) -> Translator:
         payload = load_checkpoint(path)
-        model, tokenizers = model_from_payload(payload)
+        model, tokenizers = model_from_payload(payload, path)
         if decode is None:
-            decode = build_section(DecodeConfig, payload.get("config", {}).get("decode", {}), "decode")
+            try:
+                decode = build_section(DecodeConfig, payload.get("config", {}).get("decode", {}),
+                                       "decode")
+            except (AttributeError, UsageError) as e:
+                raise CheckpointError(f"{path}: its decode settings do not fit this version of "
+                                      f"tfm: {e}") from None
         translator = cls(model.eval(), tokenizers, device, decode, dtype)
         translator.payload = {k: v for k, v in payload.items() if k not in ("state_dict", "train_state")}
         return translator

@@ -2,12 +2,12 @@
 
     POST /translate   {"inputs": ..., "parameters": {...}} -> [{"translation_text": ...}, ...]
     POST /attention   one sentence -> its translation and cross-attention weights (the page uses it)
-    GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config"}}
+    GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config", "file"}}
     GET  /metrics     Prometheus text format
     GET  /            a page to try the model in a browser
 
-Client mistakes are 4xx with {"error": "one line"}; nothing a client sends produces a 500
-or a traceback.
+Every answer but a 2xx is {"error": "one line"}: client mistakes are 4xx (unknown paths and
+methods included); nothing a client sends produces a 500 or a traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException
 
 from ..api import Model, Output
 from ..config import ServeConfig
@@ -31,7 +32,6 @@ from .guard import Guard
 from .metrics import Metrics
 from .reloader import ModelWatcher
 from .requests import ClientError, TranslateRequest, parse_attention, parse_json, parse_translate, read_body
-
 
 
 @dataclass
@@ -45,10 +45,14 @@ class Server:
     reload_thread: ThreadPoolExecutor
     metrics: Metrics
     token: str | None
+    cut_off: int = 0  # requests answered 503 because serve.shutdown_grace_s ran out
+
+    def count_cut_off(self) -> None:
+        self.cut_off += 1
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def _items(out: Output, model: Model) -> list[dict[str, Any]]:
@@ -75,12 +79,19 @@ def create_app(server: Server) -> FastAPI:
         server.reload_thread.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.add_middleware(Guard, metrics=server.metrics, token=server.token)
+    app.add_middleware(Guard, metrics=server.metrics, token=server.token,
+                       cut_off=server.count_cut_off)
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
     @app.exception_handler(ClientError)
     async def client_error(request: Request, e: ClientError) -> JSONResponse:
-        return _error(e.status, str(e))
+        # 408: the client is still sending its body; closing is how it learns to stop
+        return _error(e.status, str(e), {"Connection": "close"} if e.status == 408 else None)
+
+    @app.exception_handler(HTTPException)
+    async def routing_error(request: Request, e: HTTPException) -> JSONResponse:
+        """404 and 405 from the router, in the shape of every other error."""
+        return _error(e.status_code, f"{e.detail}: {request.method} {request.url.path}", e.headers)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, e: Exception) -> JSONResponse:
@@ -90,7 +101,7 @@ def create_app(server: Server) -> FastAPI:
     async def parsed(request: Request, parse: Callable[[Any, ServeConfig], TranslateRequest]
                      ) -> tuple[TranslateRequest, Model]:
         body = await read_body(request.headers.get("content-length"), request.stream(),
-                               server.limits.max_bytes)
+                               server.limits.max_bytes, server.limits.body_timeout_s)
         req = parse(parse_json(body), server.limits)
         return req, server.watcher.current
 
@@ -113,7 +124,9 @@ def create_app(server: Server) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": server.watcher.current.info()}
+        # still "ok" when the file is gone: the model loaded from it keeps serving
+        file = "missing" if server.watcher.file_missing else "present"
+        return {"status": "ok", "model": {**server.watcher.current.info(), "file": file}}
 
     @app.get("/metrics")
     async def metrics() -> Response:

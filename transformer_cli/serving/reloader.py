@@ -4,7 +4,8 @@ The file's identity (inode, size, mtime) is polled every `poll_s` seconds. When 
 (`tfm train` promotes by an atomic rename, so the inode changes), the new file is loaded and
 verified (sha256, weights_only) on a thread of its own while the old model keeps serving; then
 `current` is replaced, which the batcher reads between batches. A damaged or unloadable file is
-logged and counted, and the old model stays.
+logged and counted, and the old model stays. A file that disappears is logged once (and once
+when it is back); the loaded model keeps serving meanwhile and /health shows the file missing.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class ModelWatcher:
         self.path = model.path
         self._open, self._poll_s, self._executor, self._metrics = open_model, poll_s, executor, metrics
         self._seen = file_identity(self.path)
+        self.file_missing = False  # set while the file is gone (the model loaded from it serves)
         self._published(model)
 
     def _published(self, model: Model) -> None:
@@ -50,6 +52,13 @@ class ModelWatcher:
         while True:
             await asyncio.sleep(self._poll_s)
             seen = file_identity(self.path)
+            if (seen is None) != self.file_missing:  # it went, or came back
+                self.file_missing = seen is None
+                if self.file_missing:
+                    log.warning("warning: %s is gone: still serving the model loaded from it (%s); "
+                                "a new file there will be loaded", self.path, self.current.sha256[:12])
+                else:
+                    log.info("%s is back", self.path)
             if seen is not None and seen != self._seen:
                 self._seen = seen
                 await self.reload()

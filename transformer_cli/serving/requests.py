@@ -1,5 +1,5 @@
 """What the server accepts, checked strictly: every problem is a `ClientError` with the HTTP
-status to answer (400, 413, 422) and one line naming it.
+status to answer (400, 408, 413, 422) and one line naming it.
 
 `POST /translate` takes the Hugging Face translation-task shape:
 
@@ -11,16 +11,19 @@ status to answer (400, 413, 422) and one line naming it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..api import decode_bounds
 from ..config import ServeConfig
 
 PARAMETERS = ("beam_size", "n_best", "max_len", "length_penalty")
-MAX_OUTPUT_TOKENS = 100_000
-MAX_LENGTH_PENALTY = 100.0
+# The bounds a config file has (decode.max_len_b, decode.length_penalty), as for every entry point.
+MAX_OUTPUT_TOKENS = decode_bounds("max_len_b")[1]
+MAX_LENGTH_PENALTY = decode_bounds("length_penalty")[1]
 
 
 class ClientError(Exception):
@@ -37,17 +40,28 @@ class TranslateRequest:
     parameters: dict[str, Any]  # keyword arguments of `Model.options`
 
 
-async def read_body(content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int) -> bytes:
-    """The request body, refused with 413 once it is longer than `max_bytes`."""
+async def read_body(content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int,
+                    timeout_s: float) -> bytes:
+    """The request body, refused with 413 once it is longer than `max_bytes`, and with 408 unless
+    all of it has arrived within `timeout_s` seconds: the whole body, not each chunk, so that a
+    client sending a byte now and then cannot hold a connection (and a stopping server) for long."""
     too_big = ClientError(413, f"request body larger than {max_bytes} bytes (serve.max_bytes)")
     if content_length is not None and content_length.isdigit() and int(content_length) > max_bytes:
         raise too_big
-    body = bytearray()
-    async for chunk in chunks:
-        body += chunk
-        if len(body) > max_bytes:
-            raise too_big
-    return bytes(body)
+
+    async def read() -> bytes:
+        body = bytearray()
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > max_bytes:
+                raise too_big
+        return bytes(body)
+
+    try:
+        return await asyncio.wait_for(read(), timeout_s)
+    except asyncio.TimeoutError:
+        raise ClientError(408, f"request body not received within {timeout_s:g} s "
+                               "(serve.body_timeout_s)") from None
 
 
 def parse_json(body: bytes) -> Any:
@@ -59,6 +73,19 @@ def parse_json(body: bytes) -> Any:
         raise ClientError(400, f"body is not valid UTF-8 (byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise ClientError(400, f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        raise ClientError(400, "invalid JSON: nested too deeply") from None
+    except ValueError:  # the only other one: an integer past CPython's int-string conversion limit
+        raise ClientError(400, "invalid JSON: a number with too many digits") from None
+
+
+def _shown(value: Any) -> str:
+    """`value` in an error message: a list or an object by its kind only (it may be nested too
+    deeply to print), anything else as JSON, shortened past 40 characters."""
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_text(text: str, where: str) -> str:
@@ -72,7 +99,7 @@ def _check_text(text: str, where: str) -> str:
 def _integer(name: str, value: Any, low: int, high: int, why: str = "") -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise ClientError(422, f"parameters.{name} must be an integer from {low} to {high}{why} "
-                               f"(got {json.dumps(value)})")
+                               f"(got {_shown(value)})")
     return value
 
 
@@ -80,7 +107,7 @@ def _parameters(raw: Any, limits: ServeConfig) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ClientError(422, f'"parameters" must be an object (got {json.dumps(raw)})')
+        raise ClientError(422, f'"parameters" must be an object (got {_shown(raw)})')
     unknown = sorted(k for k in raw if k not in PARAMETERS)
     if unknown:
         raise ClientError(422, f"unknown parameter(s): {', '.join(unknown)} "
@@ -97,7 +124,7 @@ def _parameters(raw: Any, limits: ServeConfig) -> dict[str, Any]:
         lp = params["length_penalty"]
         if not isinstance(lp, (int, float)) or isinstance(lp, bool) or not 0 <= lp <= MAX_LENGTH_PENALTY:
             raise ClientError(422, f"parameters.length_penalty must be a number from 0 to "
-                                   f"{MAX_LENGTH_PENALTY:g} (got {json.dumps(lp)})")
+                                   f"{MAX_LENGTH_PENALTY:g} (got {_shown(lp)})")
     return params
 
 

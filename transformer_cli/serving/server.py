@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import ipaddress
 import logging
 import os
 import signal
-from collections.abc import Iterator
+import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
@@ -20,6 +19,7 @@ from ..api import Model, open_model
 from ..config import ServeConfig
 from ..device import default_threads
 from ..errors import UsageError
+from ..stop_signals import on_stop_signals
 from .app import Server, create_app
 from .batcher import Batcher
 from .metrics import Metrics
@@ -34,7 +34,9 @@ def serve_threads() -> int:
 
 
 def read_token(sc: ServeConfig) -> str | None:
-    """The bearer token from serve.token_file if set, else from the variable serve.token_env."""
+    """The bearer token from serve.token_file if set, else from the variable serve.token_env.
+    An empty file or a set but blank variable is refused: it would turn authentication off."""
+    from_env = os.environ.get(sc.token_env)
     if sc.token_file:
         try:
             token = Path(sc.token_file).read_text(encoding="utf-8").strip()
@@ -42,8 +44,16 @@ def read_token(sc: ServeConfig) -> str | None:
             raise UsageError(f"serve.token_file: cannot read {sc.token_file}: {e}") from None
         if not token:
             raise UsageError(f"serve.token_file: {sc.token_file} is empty")
+        if from_env is not None:
+            log.warning("warning: using the bearer token from serve.token_file (%s); $%s is set too "
+                        "and ignored", sc.token_file, sc.token_env)
         return token
-    return os.environ.get(sc.token_env, "").strip() or None
+    if from_env is None:
+        return None
+    if not from_env.strip():
+        raise UsageError(f"${sc.token_env} is set but blank: set a token in it, or unset it to "
+                         "serve without one")
+    return from_env.strip()
 
 
 def is_loopback(host: str) -> bool:
@@ -53,6 +63,37 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:  # a host name: it may resolve to anything
         return False
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound to every address `host` resolves to (asyncio's choice, which uvicorn would
+    make), before the model is loaded: a busy port or a bad host is a usage error naming the
+    address, at once, rather than uvicorn's exit 3 after the load."""
+    try:
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise UsageError(f"cannot listen on {_address(host, port)}: cannot resolve {host!r} "
+                         f"({e.strerror}; --host, serve.host)") from None
+    sockets: list[socket.socket] = []
+    for family, kind, proto, _, address in dict.fromkeys(found):  # once each, in order
+        sock = socket.socket(family, kind, proto)
+        sockets.append(sock)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # else "::" would also take the IPv4 port
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+        except OSError as e:
+            for s in sockets:
+                s.close()
+            why = (e.strerror or str(e)).lower()
+            raise UsageError(f"cannot listen on {_address(address[0], port)}: {why} "
+                             "(--host, --port; serve.host, serve.port)") from None
+    return sockets
 
 
 def build_server(model: Model, sc: ServeConfig, device: str, precision: str, threads: int,
@@ -69,22 +110,6 @@ def build_server(model: Model, sc: ServeConfig, device: str, precision: str, thr
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token)
 
 
-@contextlib.contextmanager
-def _signals_end_cleanly() -> Iterator[None]:
-    """uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found:
-    this one, which lets `tfm serve` exit 0."""
-
-    def stopped(signum: int, frame: FrameType | None) -> None:
-        log.info("%s: stopped after answering the requests in flight", signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, stopped) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-
-
 def serve(sc: ServeConfig, path: Path, device: str, precision: str) -> None:
     """Serve the model at `path` on sc.host:sc.port until SIGTERM/SIGINT."""
     token = read_token(sc)
@@ -92,16 +117,31 @@ def serve(sc: ServeConfig, path: Path, device: str, precision: str) -> None:
         log.warning("warning: listening on %s without a bearer token: anyone who can reach it can "
                     "use it (set $%s or serve.token_file, or put it behind a proxy)",
                     sc.host, sc.token_env)
+    sockets = listen(sc.host, sc.port)  # bound, not listening: no client waits on the load
     threads = sc.threads or serve_threads()
     torch.set_num_threads(threads)
     model = open_model(path, device, precision)
-    app = create_app(build_server(model, sc, device, precision, threads, token))
+    state = build_server(model, sc, device, precision, threads, token)
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False
     uvicorn_log.setLevel(log.level)
     log.info("serving %s (%s, sha256 %s) with %d threads; watching it for new versions every %g s",
              path, model.config_name, model.sha256[:12], threads, sc.reload_poll_s)
-    config = uvicorn.Config(app, host=sc.host, port=sc.port, log_config=None, access_log=False,
-                            lifespan="on")
-    with _signals_end_cleanly():
-        uvicorn.Server(config).run()
+    for sock in sockets:
+        host, port = sock.getsockname()[:2]
+        log.info("listening on http://%s", _address(host, port))
+    config = uvicorn.Config(create_app(state), log_config=None, access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=sc.shutdown_grace_s)
+
+    def stopped(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if state.cut_off:
+            log.warning("warning: %s: stopped; serve.shutdown_grace_s (%g s) ran out: %d request(s) "
+                        "cut off with 503", name, sc.shutdown_grace_s, state.cut_off)
+        else:
+            log.info("%s: stopped after answering the requests in flight", name)
+
+    # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found:
+    # `stopped`, which reports and lets `tfm serve` exit 0.
+    with on_stop_signals(stopped):
+        uvicorn.Server(config).run(sockets=sockets)

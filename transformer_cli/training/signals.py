@@ -7,6 +7,8 @@ import os
 import signal
 from types import FrameType
 
+from ..stop_signals import on_stop_signals
+
 log = logging.getLogger("tfm")
 
 
@@ -25,11 +27,9 @@ class GracefulStop:
     scoring) call `check()` between units of work, so a stop is honoured within seconds.
     """
 
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
     def __init__(self) -> None:
         self.signum: int | None = None
-        self._previous: dict[int, object] = {}
+        self._handling = on_stop_signals(self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
@@ -44,10 +44,8 @@ class GracefulStop:
             raise StopRequested(self.signum)
 
     def __enter__(self) -> GracefulStop:
-        for s in self.SIGNALS:
-            self._previous[s] = signal.signal(s, self._handle)
+        self._handling.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for s, handler in self._previous.items():
-            signal.signal(s, handler)
+        self._handling.__exit__(None, None, None)
