@@ -123,3 +123,28 @@ def test_evaluate_beam_size_option_narrows_the_configs_n_best_and_keeps_the_boun
     too_wide = CliRunner().invoke(app, [*args, "--beam-size", "257"])
     assert (too_wide.exit_code, too_wide.stderr) == (
         2, "tfm: error: beam_size must be an integer >= 1 and <= 256 (got 257)\n")
+
+
+def test_evaluate_scores_the_published_model_by_default_like_translate(tmp_path, corpus_dir):
+    """Without --checkpoint, evaluate picks what translate, serve and export pick: published.pt,
+    else best.pt."""
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from helpers import untrained_checkpoint, write_config
+    from transformer_cli.cli import app
+
+    cfg = write_config(tmp_path / "pick.yaml", tmp_path, corpus_dir)
+    run = tmp_path / "checkpoints" / "pick"
+    run.mkdir(parents=True)
+    pairs = sentence_pairs(3)
+    for lang, lines in (("de", [p[0] for p in pairs]), ("en", [p[1] for p in pairs])):
+        (tmp_path / f"news.{lang}").write_text("".join(f"{x}\n" for x in lines))
+    args = ["evaluate", "-c", str(cfg), "--src", str(tmp_path / "news.de"), "--ref", str(tmp_path / "news.en"),
+            "--json"]
+    untrained_checkpoint(run / "best.pt")
+    assert json.loads(CliRunner().invoke(app, args).stdout)["checkpoint"] == str(run / "best.pt")
+    shutil.copy(run / "best.pt", run / "published.pt")
+    assert json.loads(CliRunner().invoke(app, args).stdout)["checkpoint"] == str(run / "published.pt")

@@ -23,7 +23,8 @@ def evaluate(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
     checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model to score: a "
                                               "checkpoint or a `tfm export` folder (default: the "
-                                              "config's run's best.pt)."),
+                                              "config's run's published.pt, else best.pt, as "
+                                              "translate, serve and export choose)."),
     split: str = typer.Option("test", "--split", help="val or test (ignored with --src/--ref)."),
     src: Path | None = typer.Option(None, "--src", help="Your own source file (one sentence per line)."),
     ref: Path | None = typer.Option(None, "--ref", help="Its reference translations (aligned with --src)."),
@@ -61,7 +62,9 @@ def evaluate(
         cfg.decode.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
     sources, references, label = _evaluation_texts(cfg, split, src, ref)
 
-    path = checkpoint or cfg.run_dir / "best.pt"
+    from .api import published_model
+
+    path = checkpoint or published_model(cfg.run_dir, config)
     translator = open_backend(path, device, precision, cfg.decode)
     hyps = path.parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
     report = evaluate_texts(translator, sources, references, label, str(path), hyps)

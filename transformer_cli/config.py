@@ -10,8 +10,6 @@ A config is a YAML mapping with the sections `data`, `tokenizer`, `model`, `trai
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -270,11 +268,6 @@ class Config:
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
-    def fingerprint(self, *sections: str) -> str:
-        """SHA-256 of the named sections (all when none), for detecting changed inputs."""
-        d = self.to_dict()
-        chosen = {k: d[k] for k in (sections or d.keys())}
-        return hashlib.sha256(json.dumps(chosen, sort_keys=True).encode()).hexdigest()
 
 
 # --------------------------------------------------------------------------- validation
