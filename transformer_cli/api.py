@@ -233,10 +233,12 @@ class Model:
         if chunk:
             yield chunk, self._translate(chunk, options)
 
-    def source_lengths(self, lines: list[str]) -> list[int]:
-        """Source tokens per line, as the model will see them (recased, before truncation)."""
+    def source_lengths(self, lines: list[str], options: DecodeConfig | None = None) -> list[int]:
+        """Source tokens per line, as the model will see them with `options` (recased or not,
+        before truncation)."""
         lines = list(_checked_lines("source_lengths", lines))
-        return [len(ids) for ids in self.backend.tokenizers.encode_sources(lines, self.backend.decode.recase)]
+        recase = (options or self.backend.decode).recase
+        return [len(ids) for ids in self.backend.tokenizers.encode_sources(lines, recase)]
 
     def attention(self, line: str, options: DecodeConfig | None = None) -> Attention:
         """The best translation of one line and the last decoder layer's cross-attention

@@ -108,9 +108,9 @@ def create_app(server: Server) -> FastAPI:
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
         req, model = await parsed(request, parse_translate)
-        out, used = await server.batcher.translate(req.lines, model.options(**req.parameters))
+        out = await server.batcher.translate(req.lines, model.options(**req.parameters), model)
         server.metrics.truncated.inc(len(out.truncated))
-        return JSONResponse(_items(out, used), headers={"X-Model-Sha256": used.sha256})
+        return JSONResponse(_items(out, model), headers={"X-Model-Sha256": model.sha256})
 
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:

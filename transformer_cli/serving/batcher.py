@@ -11,7 +11,9 @@ client therefore never waits, and clients that send again as soon as they are an
 in one batch instead of splitting into two groups that take turns.
 
 Requests with different decoding options share a batch window and are decoded group by group.
-The model is read once per batch: a hot reload takes effect between batches.
+Each request is decoded by the model it was accepted with (its options and token count came
+from that model's defaults): after a hot reload, requests already queued finish on the old
+model and new ones go to the new model.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -36,23 +37,24 @@ log = logging.getLogger("tfm")
 class Job:
     lines: list[str]
     options: DecodeConfig
+    model: Model  # the one the request was accepted with, which decodes it
     tokens: int  # source tokens of all lines
-    done: asyncio.Future  # -> (Output, Model): the lines' translations and the model used
+    done: asyncio.Future  # -> Output: the lines' translations
 
 
 class Batcher:
-    def __init__(self, current_model: Callable[[], Model], executor: Executor, batch_tokens: int,
-                 max_wait_s: float, metrics: Metrics):
-        self._model, self._executor, self._metrics = current_model, executor, metrics
+    def __init__(self, executor: Executor, batch_tokens: int, max_wait_s: float, metrics: Metrics):
+        self._executor, self._metrics = executor, metrics
         self.batch_tokens, self.max_wait_s = batch_tokens, max_wait_s
         self._queue: deque[Job] = deque()
         self._arrived = asyncio.Event()
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
 
-    async def translate(self, lines: list[str], options: DecodeConfig) -> tuple[Output, Model]:
-        """Queue `lines` for the next batches; returns their Output and the model that made it."""
-        tokens = sum(self._model().source_lengths(lines))
-        job = Job(lines, options, tokens, asyncio.get_running_loop().create_future())
+    async def translate(self, lines: list[str], options: DecodeConfig, model: Model) -> Output:
+        """Queue `lines` for the next batches, to be decoded by `model` with `options` (built
+        from that model's defaults); returns their Output."""
+        tokens = sum(model.source_lengths(lines, options))
+        job = Job(lines, options, model, tokens, asyncio.get_running_loop().create_future())
         self._queue.append(job)
         self._owed = max(0, self._owed - 1)
         self._arrived.set()
@@ -93,15 +95,14 @@ class Batcher:
                 self._owed = len(batch)
 
     async def _decode(self, batch: list[Job]) -> None:
-        model = self._model()
-        groups: dict[tuple, list[Job]] = {}
+        groups: dict[tuple, list[Job]] = {}  # one decoding call per (model, options)
         for job in batch:
-            groups.setdefault(dataclasses.astuple(job.options), []).append(job)
+            groups.setdefault((id(job.model), dataclasses.astuple(job.options)), []).append(job)
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         for jobs in groups.values():
             try:
-                outputs = await loop.run_in_executor(self._executor, _decode_group, model, jobs)
+                outputs = await loop.run_in_executor(self._executor, _decode_group, jobs)
             except Exception as e:  # a bug, not the client's doing: answer 500, keep serving
                 log.exception("decoding a batch failed")
                 for job in jobs:
@@ -110,17 +111,18 @@ class Batcher:
                 continue
             for job, out in zip(jobs, outputs):
                 if not job.done.done():
-                    job.done.set_result((out, model))
+                    job.done.set_result(out)
         n = sum(len(job.lines) for job in batch)
         self._metrics.batch_sentences.observe(n)
         self._metrics.batch_seconds.observe(time.perf_counter() - started)
         self._metrics.sentences.inc(n)
 
 
-def _decode_group(model: Model, jobs: list[Job]) -> list[Output]:
-    """Runs on the decode thread: all lines of `jobs` (same options) in one call, split back."""
+def _decode_group(jobs: list[Job]) -> list[Output]:
+    """Runs on the decode thread: all lines of `jobs` (same model and options) in one call,
+    split back."""
     lines = [line for job in jobs for line in job.lines]
-    out = model.translate_n_best(lines, jobs[0].options)
+    out = jobs[0].model.translate_n_best(lines, jobs[0].options)
     outputs, start = [], 0
     for job in jobs:
         end = start + len(job.lines)

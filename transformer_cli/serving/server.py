@@ -105,8 +105,7 @@ def build_server(model: Model, sc: ServeConfig, device: str, precision: str, thr
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
     reopen = functools.partial(open_model, device=device, precision=precision)
     watcher = ModelWatcher(model, reopen, sc.reload_poll_s, reload_thread, metrics)
-    batcher = Batcher(lambda: watcher.current, decode_thread, sc.batch_tokens,
-                      sc.max_wait_ms / 1000, metrics)
+    batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics)
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token)
 
 
