@@ -27,11 +27,9 @@ from ..config import Config, TrainConfig
 from ..data.batching import collate, plan_batches
 from ..data.epochs import TrainingEpochs
 from ..data.preprocess import Prepared
-from ..data.vocab import PAD
-from ..device import autocast, autocast_dtype, default_threads, rng_state, set_rng_state
+from ..device import autocast_dtype, default_threads, rng_state, set_rng_state
 from ..errors import StoppedBySignal, TfmError, UsageError
 from ..evaluate import LossResult, corpus_nll, loss_result
-from ..loss import sequence_loss, symmetric_kl
 from ..model.transformer import Seq2SeqTransformer
 from .averaging import Snapshots, trying_weights
 from .distributed import DistContext
@@ -39,6 +37,7 @@ from .optim import build_optimizer, build_scheduler
 from .progress import Progress, may_continue, should_stop, validation_due_within_epoch
 from .run_dir import RunDir
 from .signals import GracefulStop, StopRequested
+from .step import BatchLoss
 from .validation import TensorBoard, record_line, validation_bleu, validation_record
 
 log = logging.getLogger("tfm")
@@ -73,6 +72,7 @@ class Trainer:
         tokenizers = prepared.tokenizers
         self.model = Seq2SeqTransformer(cfg.model, tokenizers.src.vocab_size,
                                         tokenizers.tgt.vocab_size).to(device)
+        self.batch_loss = BatchLoss.from_config(tc)
         self.optimizer = build_optimizer(self.model, tc, device)
         self.scheduler = build_scheduler(self.optimizer, tc)
         self.epochs = TrainingEpochs(cfg, prepared)  # re-drawn per epoch with sampling or noise
@@ -245,7 +245,7 @@ class Trainer:
             last = i == len(batches) - 1
             no_sync = self.net.no_sync() if self.dist.enabled and not last else contextlib.nullcontext()
             with no_sync:
-                loss, nll = self._batch_loss(b.src, b.tgt_in, b.tgt_out)
+                loss, nll = self.batch_loss(self.net, b, self.dtype)
                 loss = loss / normaliser
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
             self._epoch_nll += nll
@@ -262,24 +262,6 @@ class Trainer:
             return n_tokens
         total = self.dist.all_reduce_sum(torch.tensor(float(n_tokens), device=self.device))
         return total / self.dist.world_size
-
-    def _batch_loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A batch's summed training loss and NLL (src: [batch, src_len], tgt_*: [batch, tgt_len]).
-
-        With R-Drop the batch is stacked on itself, so one forward pass draws two dropout masks
-        per pair; the loss is the two copies' mean plus alpha times their symmetric KL (Liang et
-        al. 2021, Eq. 3, halved), the NLL their mean."""
-        smoothing, alpha = self.cfg.train.label_smoothing, self.cfg.train.rdrop_alpha
-        if alpha == 0.0:
-            with autocast(self.device, self.dtype):
-                logits = self.net(src, tgt_in)  # [batch, tgt_len, vocab]
-            return sequence_loss(logits, tgt_out, PAD, smoothing)
-        with autocast(self.device, self.dtype):
-            logits = self.net(src.repeat(2, 1), tgt_in.repeat(2, 1))  # [2·batch, tgt_len, vocab]
-        loss, nll = sequence_loss(logits, tgt_out.repeat(2, 1), PAD, smoothing)
-        consistency = symmetric_kl(*logits.chunk(2), tgt_out, PAD)
-        return loss / 2 + alpha * consistency / 2, nll / 2
 
     def _optimizer_step(self) -> None:
         """Clip, step (skipped by the fp16 scaler on overflow), schedule, clear the gradients."""

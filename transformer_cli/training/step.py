@@ -1,0 +1,46 @@
+"""The loss of one training batch (fairseq's "criterion"): label-smoothed cross-entropy over the
+target tokens, plus R-Drop's consistency term when train.rdrop_alpha is set. The trainer sums it
+over a step's batches, normalises it and backpropagates it; this module knows nothing of
+optimizers, ranks or schedules, so it is tested on its own (tests/training/test_step.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from ..config import TrainConfig
+from ..data.batching import Batch
+from ..data.vocab import PAD
+from ..device import autocast
+from ..loss import sequence_loss, symmetric_kl
+
+
+@dataclass(frozen=True)
+class BatchLoss:
+    label_smoothing: float = 0.0  # epsilon_ls
+    rdrop_alpha: float = 0.0  # weight of R-Drop's symmetric KL; 0: off
+    pad_id: int = PAD
+
+    @classmethod
+    def from_config(cls, tc: TrainConfig) -> BatchLoss:
+        return cls(tc.label_smoothing, tc.rdrop_alpha)
+
+    def __call__(self, net: nn.Module, batch: Batch, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
+        """The batch's summed training loss (with gradients) and summed NLL (for perplexity),
+        the forward pass under autocast to `dtype` (None: fp32) on the batch's device.
+
+        With R-Drop the batch is stacked on itself, so one forward pass draws two dropout masks
+        per pair; the loss is the two copies' mean plus alpha times their symmetric KL (Liang et
+        al. 2021, Eq. 3, halved), the NLL their mean."""
+        device, tgt_out = batch.src.device, batch.tgt_out
+        if self.rdrop_alpha == 0.0:
+            with autocast(device, dtype):
+                logits = net(batch.src, batch.tgt_in)  # [batch, tgt_len, vocab]
+            return sequence_loss(logits, tgt_out, self.pad_id, self.label_smoothing)
+        with autocast(device, dtype):
+            logits = net(batch.src.repeat(2, 1), batch.tgt_in.repeat(2, 1))  # [2·batch, tgt_len, vocab]
+        loss, nll = sequence_loss(logits, tgt_out.repeat(2, 1), self.pad_id, self.label_smoothing)
+        consistency = symmetric_kl(*logits.chunk(2), tgt_out, self.pad_id)
+        return loss / 2 + self.rdrop_alpha * consistency / 2, nll / 2
