@@ -17,6 +17,7 @@ from ..data.tokenizers import TokenizerPair
 from ..data.vocab import EOS, SOS
 from ..device import autocast
 from ..errors import UsageError
+from ..model.builders import architecture_of, build_model
 from ..model.transformer import Seq2SeqTransformer
 from .search import Hypothesis, beam_search, greedy_search, output_limits
 
@@ -28,7 +29,7 @@ def model_from_payload(payload: dict[str, Any], path: Path | None = None
     try:
         arch = payload["model"]
         cfg = build_section(ModelConfig, arch["config"], "model")
-        model = Seq2SeqTransformer(cfg, arch["src_vocab_size"], arch["tgt_vocab_size"])
+        model = build_model(architecture_of(arch), cfg, arch["src_vocab_size"], arch["tgt_vocab_size"])
         model.load_state_dict(payload["state_dict"])
         tokenizers = TokenizerPair.from_state(payload["tokenizer"])
     except (KeyError, TypeError, ValueError, RuntimeError, UsageError) as e:

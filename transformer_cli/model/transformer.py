@@ -97,6 +97,8 @@ class Seq2SeqTransformer(nn.Module):
     `tie_output` reuses the target embedding as the output projection (paper §3.4).
     """
 
+    ARCHITECTURE = "transformer"  # the name checkpoints record (model/builders.py)
+
     def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
         super().__init__()
         self.config = cfg
@@ -142,5 +144,5 @@ class Seq2SeqTransformer(nn.Module):
 
     def describe(self) -> dict:
         """Plain data that rebuilds this architecture (stored in checkpoints)."""
-        return {"config": asdict(self.config), "src_vocab_size": self.src_vocab_size,
-                "tgt_vocab_size": self.tgt_vocab_size}
+        return {"architecture": self.ARCHITECTURE, "config": asdict(self.config),
+                "src_vocab_size": self.src_vocab_size, "tgt_vocab_size": self.tgt_vocab_size}

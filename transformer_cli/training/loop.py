@@ -30,6 +30,7 @@ from ..data.preprocess import Prepared
 from ..device import autocast_dtype, default_threads, rng_state, set_rng_state
 from ..errors import StoppedBySignal, TfmError, UsageError
 from ..evaluate import LossResult, corpus_nll, loss_result
+from ..model.builders import build_model
 from ..model.transformer import Seq2SeqTransformer
 from .averaging import Snapshots, trying_weights
 from .distributed import DistContext
@@ -70,8 +71,8 @@ class Trainer:
         # fp16 overflows where bf16 does not: scale the loss, skip steps whose gradients overflow.
         self.scaler = (torch.amp.GradScaler(device.type) if self.dtype == torch.float16 else None)
         tokenizers = prepared.tokenizers
-        self.model = Seq2SeqTransformer(cfg.model, tokenizers.src.vocab_size,
-                                        tokenizers.tgt.vocab_size).to(device)
+        self.model = build_model(Seq2SeqTransformer.ARCHITECTURE, cfg.model, tokenizers.src.vocab_size,
+                                 tokenizers.tgt.vocab_size).to(device)
         self.batch_loss = BatchLoss.from_config(tc)
         self.optimizer = build_optimizer(self.model, tc, device)
         self.scheduler = build_scheduler(self.optimizer, tc)

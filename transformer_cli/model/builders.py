@@ -1,0 +1,35 @@
+"""Models by architecture name. A checkpoint records the name its model was built under
+(`payload["model"]["architecture"]`, by `describe()`), and `build_model` rebuilds it from the
+same name, so another model family is added as one more entry here. Checkpoints written before
+the name was recorded hold a Transformer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from torch import nn
+
+from ..config import ModelConfig
+from ..errors import UsageError
+from .transformer import Seq2SeqTransformer
+
+# name -> builder(model config, source vocabulary size, target vocabulary size)
+ARCHITECTURES: dict[str, Callable[[ModelConfig, int, int], nn.Module]] = {
+    Seq2SeqTransformer.ARCHITECTURE: Seq2SeqTransformer,
+}
+
+
+def build_model(architecture: str, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Any:
+    """A new model of `architecture` (its weights freshly initialised)."""
+    try:
+        builder = ARCHITECTURES[architecture]
+    except KeyError:
+        raise UsageError(f"unknown model architecture {architecture!r} (this tfm builds: "
+                         f"{', '.join(sorted(ARCHITECTURES))})") from None
+    return builder(cfg, src_vocab_size, tgt_vocab_size)
+
+
+def architecture_of(described: dict[str, Any]) -> str:
+    """The architecture name a checkpoint's model description records."""
+    return described.get("architecture", Seq2SeqTransformer.ARCHITECTURE)
