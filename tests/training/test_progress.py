@@ -13,11 +13,11 @@ from transformer_cli.training.progress import (Progress, may_continue, should_st
 def test_should_stop_says_why_in_order_epochs_max_steps_patience():
     tc = TrainConfig(epochs=3, max_steps=100, patience=2)
     assert should_stop(Progress(epoch=3, step=100, bad_validations=2), tc, end_of_epoch=True) == "epochs"
-    assert should_stop(Progress(epoch=3, step=50), tc, end_of_epoch=False) == ""  # mid-epoch
+    assert should_stop(Progress(epoch=3, step=50), tc, end_of_epoch=False) is None  # mid-epoch
     assert should_stop(Progress(epoch=1, step=100), tc, end_of_epoch=False) == "max_steps"
     assert should_stop(Progress(epoch=1, step=40, bad_validations=2), tc, True) == "early_stopping"
-    assert should_stop(Progress(epoch=1, step=40, bad_validations=1), tc, True) == ""
-    assert should_stop(Progress(epoch=1, bad_validations=9), TrainConfig(epochs=3), True) == ""
+    assert should_stop(Progress(epoch=1, step=40, bad_validations=1), tc, True) is None
+    assert should_stop(Progress(epoch=1, bad_validations=9), TrainConfig(epochs=3), True) is None
 
 
 def test_validation_is_due_at_max_steps_and_every_valid_every_steps():
@@ -37,7 +37,7 @@ def test_note_validation_tracks_the_best_and_the_validations_without_improvement
 
 def test_finishing_schedules_averaging_only_when_configured():
     running = Progress()
-    running.finish_if("", average_last=5)
+    running.finish_if(None, average_last=5)
     assert not running.finished and not running.pending_average
     done = Progress()
     done.finish_if("epochs", average_last=5)
@@ -66,3 +66,11 @@ def test_progress_of_older_and_newer_checkpoints_loads():
     assert Progress.from_dict(older).pending_average is False
     assert Progress.from_dict(newer) == Progress.from_dict(saved)
     assert math.isinf(Progress().best_valid_loss)
+
+
+def test_none_is_none_and_older_last_pts_empty_strings_read_as_none():
+    fresh = Progress()
+    assert fresh.pending_validation is None and fresh.stop_reason is None
+    older = {**asdict(fresh), "pending_validation": "", "stop_reason": ""}  # as written before
+    assert Progress.from_dict(older) == fresh
+    assert Progress.from_dict(asdict(Progress(stop_reason="epochs"))).stop_reason == "epochs"

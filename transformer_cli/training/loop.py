@@ -166,7 +166,7 @@ class Trainer:
         if not p.finished or p.pending_average:
             return True
         if may_continue(p, self.cfg.train):
-            p.finished, p.stop_reason = False, ""
+            p.finished, p.stop_reason = False, None
             return True
         return False
 
@@ -176,7 +176,7 @@ class Trainer:
         self._check_world_size()
         try:
             while not self.progress.finished:
-                if self.progress.pending_validation:
+                if self.progress.pending_validation is not None:
                     self._validate()
                 else:
                     self._train_until_validation()
@@ -348,7 +348,7 @@ class Trainer:
         if end_of_epoch:
             self._epoch_nll.zero_()
             p.start_epoch_totals()
-        p.pending_validation = ""
+        p.pending_validation = None
         reason = should_stop(p, tc, end_of_epoch)
         if reason == "early_stopping":
             log.info("early stopping: no improvement in %d validations", p.bad_validations)

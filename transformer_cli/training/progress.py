@@ -13,8 +13,8 @@ from typing import Any, Literal
 
 from ..config import TrainConfig
 
-PendingValidation = Literal["", "epoch", "step"]  # "": none due
-StopReason = Literal["", "epochs", "max_steps", "early_stopping"]  # "": still running
+PendingValidation = Literal["epoch", "step"]  # which validation is due (None: none)
+StopReason = Literal["epochs", "max_steps", "early_stopping"]  # why the run stopped (None: running)
 
 
 @dataclass
@@ -24,12 +24,12 @@ class Progress:
     step: int = 0  # optimizer steps done
     epoch: int = 0  # epochs completed
     batch_in_epoch: int = 0  # optimizer steps done in the current epoch
-    pending_validation: PendingValidation = ""  # which validation is due, if any
+    pending_validation: PendingValidation | None = None
     best_valid_loss: float = math.inf
     best_step: int = -1
     bad_validations: int = 0  # validations in a row without improvement
     finished: bool = False
-    stop_reason: StopReason = ""
+    stop_reason: StopReason | None = None
     pending_average: bool = False  # finished, checkpoint averaging still to do
     elapsed_s: float = 0.0  # wall time over all sessions
     epoch_nll: float = 0.0  # training NLL sum of the current epoch so far
@@ -39,9 +39,10 @@ class Progress:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Progress:
-        """From a saved `asdict`; keys of other versions are ignored, missing ones defaulted."""
+        """From a saved `asdict`; keys of other versions are ignored, missing ones defaulted
+        (and the "" that older versions wrote for "none" read as None)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**{k: (None if v == "" else v) for k, v in d.items() if k in known})
 
     def note_validation(self, valid_loss: float) -> bool:
         """Track the best validation loss; returns whether `valid_loss` improved on it."""
@@ -56,7 +57,7 @@ class Progress:
         """Zero the training totals that one epoch's records are computed from."""
         self.epoch_tokens, self.epoch_train_s = 0, 0.0
 
-    def finish_if(self, reason: StopReason, average_last: int) -> None:
+    def finish_if(self, reason: StopReason | None, average_last: int) -> None:
         """Mark the run finished when `reason` is set; averaging then follows if configured."""
         if reason:
             self.finished, self.stop_reason = True, reason
@@ -69,15 +70,15 @@ def validation_due_within_epoch(p: Progress, tc: TrainConfig) -> bool:
                 or (tc.valid_every and p.step % tc.valid_every == 0))
 
 
-def should_stop(p: Progress, tc: TrainConfig, end_of_epoch: bool) -> StopReason:
-    """Why the run stops after the validation just done, or "" to go on."""
+def should_stop(p: Progress, tc: TrainConfig, end_of_epoch: bool) -> StopReason | None:
+    """Why the run stops after the validation just done, or None to go on."""
     if end_of_epoch and p.epoch >= tc.epochs:
         return "epochs"
     if tc.max_steps and p.step >= tc.max_steps:
         return "max_steps"
     if tc.patience and p.bad_validations >= tc.patience:
         return "early_stopping"
-    return ""
+    return None
 
 
 def may_continue(p: Progress, tc: TrainConfig) -> bool:
