@@ -28,7 +28,7 @@ from ..errors import UsageError
 from .truecase import Truecaser
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
 
-Progress = Callable[[int], None]
+ProgressCallback = Callable[[int], None]
 
 
 def _is_word(token: str) -> bool:
@@ -57,7 +57,7 @@ class Tokenizer(ABC):
     def vocab_size(self) -> int: ...
 
     @abstractmethod
-    def encode_batch(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[int]]:
+    def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
         ...
 
     @abstractmethod
@@ -104,22 +104,22 @@ class WordTokenizer(Tokenizer):
                 raise UsageError(f"spaCy has no tokenizer for language '{self.lang}': {e}") from None
         return self._nlp.tokenizer
 
-    def _docs(self, lines: Sequence[str], progress: Progress | None):
+    def _docs(self, lines: Sequence[str], progress: ProgressCallback | None):
         texts = (line.lower() if self.lowercase else line for line in lines)
         for doc in self._tokenizer().pipe(texts, batch_size=1000):
             if progress:
                 progress(1)
             yield [t for t in doc if not t.is_space]
 
-    def split(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[str]]:
+    def split(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[str]]:
         return [[t.text for t in doc] for doc in self._docs(lines, progress)]
 
-    def encode_batch(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[int]]:
+    def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
         return [self.vocab.lookup(tokens) for tokens in self.split(lines, progress)]
 
     @classmethod
     def fit(cls, lang: str, lines: Sequence[str], cfg: TokenizerConfig,
-            progress: Progress | None = None) -> tuple[WordTokenizer, list[list[int]]]:
+            progress: ProgressCallback | None = None) -> tuple[WordTokenizer, list[list[int]]]:
         """Build the vocab (and the detokenization rules) from training text; encode it."""
         tok = cls(lang, Vocab(SPECIALS), cfg.lowercase, (), ())
         sentences: list[list[str]] = []
@@ -215,7 +215,7 @@ class SubwordTokenizer(Tokenizer):
             raise UsageError(f"SentencePiece training failed: {str(e).splitlines()[0]}") from None
         return cls(buffer.getvalue(), cfg.lowercase)
 
-    def encode_batch(self, lines: Sequence[str], progress: Progress | None = None) -> list[list[int]]:
+    def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
         text = [line.lower() if self.lowercase else line for line in lines]
         ids = self.sp.encode(text)
         if progress:
@@ -311,7 +311,7 @@ class TokenizerPair:
 
 
 def fit_tokenizers(cfg: TokenizerConfig, src_lang: str, tgt_lang: str, src_lines: Sequence[str],
-                   tgt_lines: Sequence[str], progress: Progress | None = None
+                   tgt_lines: Sequence[str], progress: ProgressCallback | None = None
                    ) -> tuple[TokenizerPair, list[list[int]], list[list[int]]]:
     """Learn tokenizers from the training text; return them and the encoded text."""
     if cfg.kind == "spacy":

@@ -108,8 +108,8 @@ def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size:
     batch, k = src.size(0), beam_size
     device = src.device
     limits = limits.to(device)
-    rows = torch.arange(batch, device=device).repeat_interleave(k)
-    state = model.start(src).reorder(rows)
+    beam_rows = torch.arange(batch, device=device).repeat_interleave(k)  # k state rows per sentence
+    state = model.start(src).reorder(beam_rows)
     alive = torch.arange(batch, device=device)  # original index of each sentence still searching
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
@@ -127,10 +127,10 @@ def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size:
         top_beam, top_token = top_index // vocab, top_index % vocab
         is_eos = top_token == EOS
         # End hypotheses whose <eos> ranks among the first k candidates.
-        rows, cols = (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero(as_tuple=True)
-        if rows.numel():
-            words = prefixes[rows, top_beam[rows, cols]].tolist()
-            for i, w, lp in zip(alive[rows].tolist(), words, top_scores[rows, cols].tolist()):
+        sent, rank = (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero(as_tuple=True)
+        if sent.numel():  # sent: index among the alive sentences; rank: among its candidates
+            words = prefixes[sent, top_beam[sent, rank]].tolist()
+            for i, w, lp in zip(alive[sent].tolist(), words, top_scores[sent, rank].tolist()):
                 ended[i].append(Hypothesis(w, lp, lp / (len(w) + 1) ** length_penalty))
         # Continue with the k best candidates that are not <eos> (stable: keeps rank order).
         order = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
@@ -143,8 +143,8 @@ def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size:
         done = torch.tensor([len(ended[i]) >= k for i in alive.tolist()], device=device)
         done |= limits[alive] <= t + 1  # <eos> was forced: nothing can continue
         keep = (~done).nonzero().squeeze(1)
-        rows = (keep[:, None] * k + torch.arange(k, device=device)).flatten()
-        state = state.reorder(parents[rows])
+        kept_rows = (keep[:, None] * k + torch.arange(k, device=device)).flatten()  # [len(keep)·k]
+        state = state.reorder(parents[kept_rows])
         alive, scores, prefixes = alive[keep], scores[keep], prefixes[keep]
         tokens = tokens_2d[keep].flatten()
         t += 1
