@@ -20,6 +20,9 @@ def preprocess(
         "and $TFM_DATA_SOURCE)."),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
     force: bool = typer.Option(False, "--force", help="Rebuild even when nothing changed."),
+    verify: bool = typer.Option(False, "--verify", help="Read every corpus and prepared file to "
+                                "check its SHA-256 (otherwise files that kept their recorded size "
+                                "and modification time are trusted); rebuild what does not match."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Fetch and verify the corpus, fit the tokenizer, encode all splits.
@@ -42,14 +45,15 @@ def preprocess(
 
     try:
         with GracefulStop() as stop:
-            prepared, rebuilt = prepare(cfg, force=force, check_stop=stop.check)
+            prepared, rebuilt = prepare(cfg, force=force, check_stop=stop.check, verify=verify)
     except StopRequested as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
                                         "(run the same command to start again)") from None
     if rebuilt:
         log.info("preprocessed in %.1f s -> %s", prepared.manifest["elapsed_s"], prepared.folder)
     else:
-        log.info("up to date: %s (inputs unchanged; --force rebuilds)", prepared.folder)
+        log.info("up to date: %s (inputs unchanged%s; --force rebuilds)", prepared.folder,
+                 ", every file read and verified" if verify else "")
     if not quiet:
         typer.echo(summary_table(prepared.manifest))
 

@@ -8,6 +8,7 @@ raise `TfmError` with one line naming the path.
 from __future__ import annotations
 
 import glob
+import hashlib
 import io
 import json
 import os
@@ -15,8 +16,8 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
-from collections.abc import Callable
 
 from .errors import TfmError
 
@@ -230,3 +231,35 @@ def _process_alive(pid: int) -> bool:
     except PermissionError:
         return True  # alive, owned by someone else
     return True
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes (an OSError if it cannot be read)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_record(path: Path, sha256: str) -> dict[str, Any]:
+    """What is recorded of a file whose sha256 was just computed: its size, its modification
+    time and the sum, so that `recorded_sha256` can trust the sum later without re-reading it."""
+    st = Path(path).stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+
+
+def recorded_sha256(path: Path, record: Mapping[str, Any] | None) -> str | None:
+    """The sum in `record` (see `file_record`) if the file still has the size and modification
+    time recorded with it, else None (then it has to be read). Writing a file, in place or by
+    rename, changes its modification time; a change that restores it is found only by reading
+    (`tfm preprocess --verify`)."""
+    if not isinstance(record, Mapping) or "mtime_ns" not in record:
+        return None
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    if (st.st_size, st.st_mtime_ns) != (record.get("size"), record.get("mtime_ns")):
+        return None
+    return str(record.get("sha256"))

@@ -70,3 +70,35 @@ def test_bad_input_leaves_no_output(tmp_path):
     assert r.stderr.strip().splitlines()[-1].startswith("tfm: error: misaligned corpus:")
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
+
+
+def test_unchanged_files_are_not_reread_and_verify_reads_them_all(tmp_path):
+    """A start trusts the sums of files that kept their recorded size and modification time;
+    `verify` reads every file: a change that restored both is found only then."""
+    import os
+
+    from transformer_cli.data.preprocess import prepare
+
+    corpus = write_corpus(tmp_path / "corpus", gz=False)
+    cfg = load_config(str(write_config(tmp_path / "v.yaml", tmp_path, corpus)))
+    prepared, rebuilt = prepare(cfg)
+    assert rebuilt and all("mtime_ns" in r for r in prepared.manifest["source_files"].values())
+
+    def rewrite_keeping_size_and_time(path, old, new):
+        st = path.stat()
+        path.write_bytes(path.read_bytes().replace(old, new))
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        assert path.stat().st_size == st.st_size
+
+    val = cfg.data_dir / "val.en.txt"
+    rewrite_keeping_size_and_time(val, b"A man", b"A dog")  # damage that keeps size and time
+    assert not prepare(cfg)[1]  # trusted: not read, not rebuilt
+    assert prepare(cfg, verify=True)[1]  # read: damaged, rebuilt
+    assert "A man" in val.read_text()
+    val.touch()  # a new modification time, same bytes: read again, found intact
+    assert not prepare(cfg)[1]
+
+    source = corpus / "train.de"
+    rewrite_keeping_size_and_time(source, b"Ein mann", b"Ein kind")  # the corpus changed alike
+    assert not prepare(cfg)[1]
+    assert prepare(cfg, verify=True)[1]  # inputs changed: rebuilt from the new corpus

@@ -19,7 +19,8 @@ from transformer_cli.checkpoint import load_checkpoint
 from transformer_cli.cli import app
 from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import evaluate_texts
-from transformer_cli.export.bundle import MANIFEST, file_sha256, is_export
+from transformer_cli.export.bundle import MANIFEST, is_export
+from transformer_cli.fsutil import file_sha256
 
 LINES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.", "Zwei hunde."]
 NO_CT2 = ("import sys, runpy; sys.modules['ctranslate2'] = None; "  # `import ctranslate2` fails

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import TfmError, UsageError
-from ..fsutil import WriteError, atomic_write_folder, remove_stale_work_folders
+from ..fsutil import (WriteError, atomic_write_folder, file_record, recorded_sha256,
+                      remove_stale_work_folders)
 from ..provenance import package_versions
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, read_parallel,
                       resolve_source, sha256_file)
@@ -134,8 +135,10 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) else None
 
 
-def verify_folder(folder: Path, manifest: dict[str, Any]) -> str | None:
-    """Why the folder no longer holds what its manifest lists (size, sha256), or None if intact."""
+def verify_folder(folder: Path, manifest: dict[str, Any], full: bool = False) -> str | None:
+    """Why the folder no longer holds what its manifest lists (size, sha256), or None if intact.
+    A file that kept the size and modification time the manifest records is taken as intact
+    without reading it, unless `full`."""
     outputs = manifest.get("outputs")
     langs = (manifest.get("src_lang"), manifest.get("tgt_lang"))
     if not isinstance(outputs, dict) or not {f"{s}.{lang}.txt" for s in SPLITS for lang in langs} <= set(outputs):
@@ -143,6 +146,8 @@ def verify_folder(folder: Path, manifest: dict[str, Any]) -> str | None:
     for name, expected in outputs.items():
         path = folder / name
         try:
+            if not full and recorded_sha256(path, expected) == expected["sha256"]:
+                continue
             if path.stat().st_size != expected["size"] or sha256_file(path) != expected["sha256"]:
                 return f"{name} does not match its checksum"
         except (OSError, TfmError):
@@ -182,10 +187,12 @@ def _choose_source(cfg: Config, old: dict[str, Any] | None) -> str:
     return resolve_source(cfg.data)
 
 
-def prepare(cfg: Config, force: bool = False,
-            check_stop: Callable[[], None] | None = None) -> tuple[Prepared, bool]:
+def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | None = None,
+            verify: bool = False) -> tuple[Prepared, bool]:
     """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built.
 
+    Corpus and prepared files that kept the size and modification time recorded when they were
+    last hashed are not read again (a start does not re-hash gigabytes); `verify` reads them all.
     `check_stop` is called between units of work (it may raise to abort; nothing is left behind).
     """
     started = time.monotonic()
@@ -197,13 +204,13 @@ def prepare(cfg: Config, force: bool = False,
     source = _choose_source(cfg, old)
     log.info("source: %s", source)
     try:
-        files = fetch_corpus(cfg.data, source)
+        files = fetch_corpus(cfg.data, source, None if verify or old is None else old.get("source_files"))
     except UsageError:
         raise
     except TfmError as e:  # unreachable source: fall back on data built with the same settings
         return _stand_in(cfg, old, e, force), False
     fingerprint = data_fingerprint(cfg, files)
-    if old is not None and not force and _still_current(folder, old, fingerprint):
+    if old is not None and not force and _still_current(folder, old, fingerprint, verify):
         return Prepared(folder, old), False
     pair, encoded, text, dropped = _encode_corpus(cfg, files, check_stop)
     stats = {s: {"pairs": len(encoded[s][0]), "src_len": _length_stats(encoded[s][0]),
@@ -215,6 +222,7 @@ def prepare(cfg: Config, force: bool = False,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": source,
         "files": {f.path.name: f.sha256 for f in files},
+        "source_files": {str(f.path.resolve()): file_record(f.path, f.sha256) for f in files},
         "src_lang": cfg.data.src_lang,
         "tgt_lang": cfg.data.tgt_lang,
         "tokenizer": cfg.tokenizer.kind,
@@ -245,12 +253,13 @@ def _stand_in(cfg: Config, old: dict[str, Any] | None, error: TfmError, force: b
     return Prepared(folder, old)
 
 
-def _still_current(folder: Path, old: dict[str, Any], fingerprint: str) -> bool:
-    """Whether the folder was built from these inputs and settings and is undamaged."""
+def _still_current(folder: Path, old: dict[str, Any], fingerprint: str, verify: bool) -> bool:
+    """Whether the folder was built from these inputs and settings and is undamaged (every
+    file read when `verify`)."""
     if old.get("fingerprint") != fingerprint:
         log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
         return False
-    problem = verify_folder(folder, old)
+    problem = verify_folder(folder, old, full=verify)
     if problem is not None:
         log.warning("warning: the preprocessed data in %s is damaged (%s): rebuilding it", folder, problem)
     return problem is None
@@ -311,7 +320,7 @@ def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[lis
                                                             encoding="utf-8")
         pair.save(folder)
         (folder / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        manifest["outputs"] = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)}
+        manifest["outputs"] = {p.name: file_record(p, sha256_file(p))
                                for p in sorted(folder.iterdir()) if p.is_file()}
         (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 

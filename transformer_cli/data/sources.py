@@ -18,11 +18,14 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..config import DataConfig
 from ..errors import TfmError, UsageError
+from ..fsutil import file_sha256, recorded_sha256
 
 SOURCE_ENV = "TFM_DATA_SOURCE"
 
@@ -55,16 +58,16 @@ class CorpusFile:
     sha256: str
 
 
-def sha256_file(path: Path) -> str:
-    """SHA-256 of a file; an unreadable file is a UsageError naming it."""
-    h = hashlib.sha256()
+def sha256_file(path: Path, record: Mapping[str, Any] | None = None) -> str:
+    """SHA-256 of a file, or the one in `record` while the file keeps the size and modification
+    time recorded with it (`fsutil.recorded_sha256`); an unreadable file is a UsageError naming it."""
+    known = recorded_sha256(path, record)
+    if known is not None:
+        return known
     try:
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(_CHUNK), b""):
-                h.update(chunk)
+        return file_sha256(path)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-    return h.hexdigest()
 
 
 def explicit_source(data: DataConfig) -> str | None:
@@ -100,8 +103,8 @@ def _is_url(source: str) -> bool:
     return urllib.parse.urlparse(source).scheme in ("http", "https")
 
 
-def _verify(path: Path, expected: str | None) -> str:
-    actual = sha256_file(path)
+def _verify(path: Path, expected: str | None, record: Mapping[str, Any] | None) -> str:
+    actual = sha256_file(path, record)
     if expected is not None and actual != expected:
         raise UsageError(f"checksum mismatch for {path}: expected sha256 {expected[:12]}…, "
                          f"got {actual[:12]}… (corrupt or wrong file)")
@@ -147,10 +150,11 @@ def _download(url: str, dest: Path, expected: str | None) -> str:
     raise TfmError(f"download failed after {DOWNLOAD_ATTEMPTS} attempts: {last_error}")
 
 
-def _fetch_url(base: str, name: str, cache: Path, expected: str | None) -> tuple[Path, str]:
+def _fetch_url(base: str, name: str, cache: Path, expected: str | None,
+               records: Mapping[str, Any]) -> tuple[Path, str]:
     dest = cache / name
     if dest.is_file():
-        digest = sha256_file(dest)
+        digest = sha256_file(dest, records.get(str(dest.resolve())))
         if expected is None or digest == expected:
             return dest, digest
         dest.unlink()  # a stale or damaged cache entry: fetch again
@@ -158,9 +162,12 @@ def _fetch_url(base: str, name: str, cache: Path, expected: str | None) -> tuple
     return dest, _download(url, dest, expected)
 
 
-def fetch_corpus(data: DataConfig, source: str) -> list[CorpusFile]:
-    """Make every (split, language) file available locally and verified; return them."""
-    sums = known_checksums(data)
+def fetch_corpus(data: DataConfig, source: str, records: Mapping[str, Any] | None = None
+                 ) -> list[CorpusFile]:
+    """Make every (split, language) file available locally and verified; return them.
+    `records` (`fsutil.file_record`s by resolved path, from the last preprocess) spare reading
+    the files that kept their size and modification time since."""
+    sums, records = known_checksums(data), records or {}
     files: list[CorpusFile] = []
     if _is_url(source):
         cache = Path(data.cache_dir) / data.corpus
@@ -176,23 +183,23 @@ def fetch_corpus(data: DataConfig, source: str) -> list[CorpusFile]:
         for lang in (data.src_lang, data.tgt_lang):
             names = _candidate_names(data, split, lang)
             if _is_url(source):
-                path, digest = _fetch_url_first(source, names, cache, sums)
+                path, digest = _fetch_url_first(source, names, cache, sums, records)
             else:
                 found = [folder / n for n in names if (folder / n).is_file()]
                 if not found:
                     raise UsageError(f"data source {folder} is missing {' or '.join(names)}")
                 path = found[0]
-                digest = _verify(path, sums.get(path.name))
+                digest = _verify(path, sums.get(path.name), records.get(str(path.resolve())))
             files.append(CorpusFile(split, lang, path, digest))
     return files
 
 
-def _fetch_url_first(base: str, names: list[str], cache: Path,
-                     sums: dict[str, str]) -> tuple[Path, str]:
+def _fetch_url_first(base: str, names: list[str], cache: Path, sums: dict[str, str],
+                     records: Mapping[str, Any]) -> tuple[Path, str]:
     """Fetch the first of `names` that the server has (`.gz` before plain text)."""
     for i, name in enumerate(names):
         try:
-            return _fetch_url(base, name, cache, sums.get(name))
+            return _fetch_url(base, name, cache, sums.get(name), records)
         except NotOnServer:
             if i + 1 < len(names):
                 continue

@@ -15,7 +15,6 @@ into a temp folder and renamed into place, so a reader never sees half an export
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from datetime import datetime, timezone
@@ -26,7 +25,7 @@ from .. import __version__
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
-from ..fsutil import WriteError, atomic_write_folder
+from ..fsutil import WriteError, atomic_write_folder, file_sha256
 from .engine import import_ctranslate2, weight_type
 
 MANIFEST = "tfm-export.json"
@@ -36,14 +35,6 @@ FORMAT = "tfm-export/1"
 def is_export(path: Path) -> bool:
     """Whether `path` is a folder holding a tfm export (by its manifest, not its name)."""
     return (Path(path) / MANIFEST).is_file()
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none") -> dict[str, Any]:

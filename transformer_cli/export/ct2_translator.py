@@ -28,7 +28,8 @@ from ..data.vocab import EOS
 from ..errors import UsageError
 from ..inference.search import Hypothesis, output_limits
 from ..inference.translate import TextTranslator, Translation
-from .bundle import MANIFEST, file_sha256, read_export
+from ..fsutil import file_sha256
+from .bundle import MANIFEST, read_export
 from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
 
 log = logging.getLogger("tfm")
