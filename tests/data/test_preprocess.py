@@ -102,3 +102,16 @@ def test_unchanged_files_are_not_reread_and_verify_reads_them_all(tmp_path):
     rewrite_keeping_size_and_time(source, b"Ein mann", b"Ein kind")  # the corpus changed alike
     assert not prepare(cfg)[1]
     assert prepare(cfg, verify=True)[1]  # inputs changed: rebuilt from the new corpus
+
+
+def test_the_truecaser_is_learned_once_by_preprocessing_and_stored(tmp_path, corpus_dir):
+    from transformer_cli.data.preprocess import prepare
+    from transformer_cli.data.tokenizers import TokenizerPair
+    from transformer_cli.data.truecase import Truecaser
+
+    cfg = load_config(str(write_config(tmp_path / "tc.yaml", tmp_path, corpus_dir)))
+    prepared, _ = prepare(cfg)
+    stored = TokenizerPair.load(cfg.data_dir).recaser  # in tokenizer.json, not refitted on load
+    expected = Truecaser.fit(prepared.text("train", "de"))
+    assert stored is not None and stored.state() == expected.state()
+    assert load_prepared(cfg).tokenizers.recaser.state() == expected.state()

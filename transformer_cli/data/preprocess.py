@@ -59,17 +59,18 @@ class Prepared:
 
     @property
     def tokenizers(self) -> TokenizerPair:
-        """The folder's tokenizers, with a source truecaser learned from the training sources
-        (unless the tokenizer lowercases): models trained on this folder carry it."""
+        """The folder's tokenizers, with the source truecaser preprocessing learned from the
+        training sources (unless the tokenizer lowercases): models trained on this folder carry
+        it. A folder written before the truecaser was stored has it learned here, once."""
         if self._tokenizers is None:
             try:
                 self._tokenizers = TokenizerPair.load(self.folder)
             except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
                 raise damaged(self.folder / "tokenizer.json", e) from None
-        pair = self._tokenizers
-        if pair.recaser is None and not pair.src.lowercase:
-            pair.recaser = Truecaser.fit(self.text("train", self.manifest["src_lang"]))
-        return pair
+            pair = self._tokenizers
+            if pair.recaser is None and not pair.src.lowercase:
+                pair.recaser = Truecaser.fit(self.text("train", self.manifest["src_lang"]))
+        return self._tokenizers
 
     def split(self, name: str) -> EncodedSplit:
         from .batching import EncodedSplit  # torch: imported only when data is used
@@ -213,6 +214,8 @@ def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | N
     if old is not None and not force and _still_current(folder, old, fingerprint, verify):
         return Prepared(folder, old), False
     pair, encoded, text, dropped = _encode_corpus(cfg, files, check_stop)
+    if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
+        pair.recaser = Truecaser.fit(text["train"][0])
     stats = {s: {"pairs": len(encoded[s][0]), "src_len": _length_stats(encoded[s][0]),
                  "tgt_len": _length_stats(encoded[s][1])} for s in SPLITS}
     manifest = {
