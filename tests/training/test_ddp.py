@@ -39,24 +39,6 @@ def test_two_processes_stay_in_sync(tmp_path, corpus_dir):
     assert ranks[0]["bleu"]["sharded"] > 0
 
 
-def test_train_cli_under_torchrun(tmp_path, corpus_dir):
-    cfg = write_config(tmp_path / "ddpcli.yaml", tmp_path, corpus_dir, train={"epochs": 1, "batch_size": 16})
-    r = subprocess.run([*TORCHRUN, "-m", "transformer_cli", "train", "-c", str(cfg)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    run = tmp_path / "checkpoints" / "ddpcli"
-    assert json.loads((run / "manifest.json").read_text())["world_size"] == 2
-    assert (run / "published.pt").is_file() and len((run / "metrics.jsonl").read_text().splitlines()) == 1
-    # One process finds the finished two-process run: nothing to do. Continuing it (more
-    # epochs) would re-split the batches, so it is refused with one line saying what to do.
-    assert run_tfm("train", "-c", str(cfg), "-q").returncode == 0
-    more = run_tfm("train", "-c", str(cfg), "--set", "train.epochs=2")
-    assert more.returncode == 2, more.stderr[-2000:]
-    assert more.stderr.strip().splitlines()[-1] == (
-        f"tfm: error: {run / 'last.pt'} was written by 2 training process(es), this is 1: resume "
-        "it with 2 (torchrun --nproc_per_node, times --nnodes), or start the run over with --restart")
-
-
 def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_batches(tmp_path, corpus_dir):
     """Token-budget batches hold different numbers of target tokens on the two ranks; the loss is
     normalised by the step's total, so 2 ranks x 1 batch equal 1 process x 2 batches."""
@@ -81,7 +63,10 @@ def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_ba
                                    msg=lambda m, name=name: f"{name}: {m}")
 
 
-def test_a_rank_that_dies_stops_the_other_at_once_with_one_line_and_the_run_resumes(tmp_path, corpus_dir):
+def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_path, corpus_dir):
+    """`tfm train` under torchrun as a user starts it: a rank SIGKILLed mid-run stops the other
+    at once with one line; the same command resumes and finishes; one process then finds the
+    finished run a no-op, and refuses to continue it under another world size."""
     import os
     import signal
     import time
@@ -110,3 +95,14 @@ def test_a_rank_that_dies_stops_the_other_at_once_with_one_line_and_the_run_resu
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at epoch" in resumed.stderr
+    run = tmp_path / "checkpoints" / "die"
+    assert json.loads((run / "manifest.json").read_text())["world_size"] == 2
+    assert (run / "published.pt").is_file() and len((run / "metrics.jsonl").read_text().splitlines()) == 3
+    # Continuing the finished two-process run (more epochs) in one process would re-split the
+    # batches: refused with one line saying what to do. Unchanged, it is a no-op.
+    more = run_tfm("train", "-c", str(cfg), "--set", "train.epochs=4")
+    assert more.returncode == 2, more.stderr[-2000:]
+    assert more.stderr.strip().splitlines()[-1] == (
+        f"tfm: error: {run / 'last.pt'} was written by 2 training process(es), this is 1: resume "
+        "it with 2 (torchrun --nproc_per_node, times --nnodes), or start the run over with --restart")
+    assert run_tfm("train", "-c", str(cfg), "-q").returncode == 0
