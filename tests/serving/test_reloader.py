@@ -1,0 +1,52 @@
+"""ModelWatcher on its own (real checkpoint files, a real reload thread, no server): a new file
+is swapped in, a damaged one is refused while the old model serves on, a vanished one is noted."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+
+from helpers import untrained_checkpoint
+from transformer_cli.api import open_model
+from transformer_cli.serving.metrics import Metrics
+from transformer_cli.serving.reloader import ModelWatcher
+
+
+def test_new_damaged_and_vanished_files(tmp_path):
+    served = untrained_checkpoint(tmp_path / "published.pt")
+    other = untrained_checkpoint(tmp_path / "other.pt", d_ff=48)
+    first = open_model(served, "cpu")
+    metrics = Metrics()
+
+    def replace(source: bytes) -> None:  # as `tfm train` promotes: a new file renamed into place
+        (tmp_path / "incoming").write_bytes(source)
+        os.replace(tmp_path / "incoming", served)
+
+    async def scenario() -> list:
+        seen = []
+        with ThreadPoolExecutor(1) as reload_thread:
+            watcher = ModelWatcher(first, lambda p: open_model(p, "cpu"), 0.02, reload_thread, metrics)
+            polling = asyncio.create_task(watcher.run())
+
+            async def settle() -> None:
+                await asyncio.sleep(0.5)
+                seen.append((watcher.current.sha256, watcher.file_missing))
+
+            replace(other.read_bytes())
+            await settle()
+            replace(b"not a checkpoint")
+            await settle()
+            served.unlink()
+            await settle()
+            shutil.copy(other, served)  # back, holding the model already served: no reload
+            await settle()
+            polling.cancel()
+        return seen
+
+    second = open_model(other, "cpu").sha256
+    assert asyncio.run(scenario()) == [(second, False), (second, False), (second, True), (second, False)]
+    reloads = {r: metrics.registry.get_sample_value("tfm_model_reloads_total", {"result": r})
+               for r in ("ok", "failed")}
+    assert reloads == {"ok": 1.0, "failed": 1.0}
