@@ -49,7 +49,7 @@ def evaluate(
     """
     import json
 
-    from .api import decode_option, open_backend
+    from .api import decode_option, open_backend, published_model
     from .config import load_config
     from .evaluate import evaluate_texts
 
@@ -60,11 +60,8 @@ def evaluate(
         cfg.decode.n_best = min(cfg.decode.n_best, beam_size)
     if length_penalty is not None:
         cfg.decode.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
+    path = checkpoint or published_model(cfg.run_dir, config)  # before any preprocessing
     sources, references, label = _evaluation_texts(cfg, split, src, ref)
-
-    from .api import published_model
-
-    path = checkpoint or published_model(cfg.run_dir, config)
     translator = open_backend(path, device, precision, cfg.decode)
     hyps = path.parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
     report = evaluate_texts(translator, sources, references, label, str(path), hyps)
