@@ -159,6 +159,10 @@ class TrainConfig:
         "auto", "auto: bf16 where native (AVX512-BF16/AMX CPUs, Ampere+ GPUs), fp16 + GradScaler "
         "on older GPUs, else fp32.", resumable=True)
     compile: bool = _f(False, "torch.compile the model.", resumable=True)
+    collective_timeout_min: float = _f(30.0, "Under torchrun: how long a rank waits in a "
+                                       "collective for the others (validating, saving, or gone) "
+                                       "before it fails with an error instead of hanging.",
+                                       resumable=True, ge=1.0, le=1440.0)
     threads: int | None = _f(None, "Intra-op CPU threads (null: the CPUs this process may use).",
                              resumable=True, ge=1, le=4096)
     valid_every: int | None = _f(None, "Also validate every N steps (null: once per epoch).",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import torch
@@ -66,8 +67,11 @@ def peer_lost(e: RuntimeError, ctx: DistContext) -> PeerLost | None:
                     "the last saved state is kept: run the same command to resume")
 
 
-def init_distributed(device: torch.device) -> tuple[DistContext, torch.device]:
-    """Join the process group torchrun set up; returns the context and this rank's device."""
+def init_distributed(device: torch.device, timeout_min: float = 30.0
+                     ) -> tuple[DistContext, torch.device]:
+    """Join the process group torchrun set up; returns the context and this rank's device.
+    A collective that waits longer than `timeout_min` for the other ranks fails (train.
+    collective_timeout_min)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistContext(), device
@@ -76,7 +80,8 @@ def init_distributed(device: torch.device) -> tuple[DistContext, torch.device]:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
+                                timeout=timedelta(minutes=timeout_min))
     return DistContext(rank, world, local_rank), device
 
 
