@@ -31,19 +31,19 @@ def worker(config: str, overrides: list[str], steps: int, warmup: int) -> None:
     ctx, device = init_distributed(torch.device("cpu"))
     trainer = Trainer(cfg, load_prepared(cfg), RunDir(cfg.run_dir), device, ctx, GracefulStop(), False)
     trainer.net.train()
-    groups = trainer.epoch_groups(0)[: warmup + steps]
-    for group in groups[:warmup]:
-        trainer.train_step(group)
+    groups = trainer.data.steps_from(0, 0)
+    for _ in range(warmup):
+        trainer.train_step(next(groups))
     ctx.barrier()
     started = time.perf_counter()
-    tokens = sum(trainer.train_step(group) for group in groups[warmup:])
+    tokens = sum(trainer.train_step(next(groups)) for _ in range(steps))
     ctx.barrier()
     seconds = time.perf_counter() - started
     total = int(ctx.all_reduce_sum(torch.tensor(tokens)))
     if ctx.is_main:
         print(json.dumps({"processes": ctx.world_size, "threads_each": torch.get_num_threads(),
                           "precision": str(trainer.dtype or "fp32").replace("torch.", ""),
-                          "steps": len(groups) - warmup, "seconds": round(seconds, 2),
+                          "steps": steps, "seconds": round(seconds, 2),
                           "target_tokens_per_s": round(total / seconds, 1)}))
     shutdown_distributed()
 

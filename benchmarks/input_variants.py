@@ -20,7 +20,7 @@ from pathlib import Path
 
 from transformer_cli.api import open_model, published_model
 from transformer_cli.config import load_config
-from transformer_cli.data.epochs import SOURCE_VARIANTS
+from transformer_cli.data.augment import SOURCE_VARIANTS
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.evaluate import score_translations
 

@@ -19,6 +19,7 @@ Data must be preprocessed (`tfm preprocess -c CONFIG`).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -57,7 +58,8 @@ def single(config: str, overrides: list[str], steps: int, every: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), resolve_device(cfg.train.device),
                           DistContext(), GracefulStop(), show_progress=False)
-        groups = [g for epoch in range(100) for g in trainer.epoch_groups(epoch)][:steps]
+        every_epoch = (group for epoch in range(100) for group in trainer.data.steps_from(epoch, 0))
+        groups = itertools.islice(every_epoch, steps)
         trainer.net.train()
         samples, tokens = [], 0
         started = time.perf_counter()

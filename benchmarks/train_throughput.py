@@ -9,7 +9,10 @@ own process so its peak memory is its own; variants alternate over `--repeats` r
     python benchmarks/train_throughput.py --config base.yaml --rdrop-alpha 0 5   # R-Drop's cost
 
 Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` first).
-Output: {"config", "device", "threads", "results": [{"precision", "compile", "rdrop_alpha", "tokens_per_s",
+    python benchmarks/train_throughput.py --config base.yaml --data-workers 0 1 2   # loader workers
+
+Output: {"config", "device", "threads", "results": [{"precision", "compile", "rdrop_alpha",
+"data_workers", "tokens_per_s",
 "steps_per_s", "sentences_per_s", "peak_rss_mb", "peak_gpu_mb"?}, ...],
 "speedup_vs_first": {variant: tokens/s ratio to the first}}
 """
@@ -42,22 +45,27 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), device, DistContext(),
                           GracefulStop(), show_progress=False)
-        groups = trainer.epoch_groups(0)
-        if len(groups) < warmup + steps:
-            raise SystemExit(f"only {len(groups)} steps per epoch: lower --steps/--warmup")
+        if trainer.data.steps(0) < warmup + steps:
+            raise SystemExit(f"only {trainer.data.steps(0)} steps per epoch: lower --steps/--warmup")
+        groups = trainer.data.steps_from(0, 0)  # the training loop's own batches, workers and all
         trainer.net.train()
-        for group in groups[:warmup]:
-            trainer.train_step(group)
+        for _ in range(warmup):
+            trainer.train_step(next(groups))
         if device.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         started = time.perf_counter()
-        tokens = sum(trainer.train_step(g) for g in groups[warmup : warmup + steps])
+        tokens = sentences = 0
+        for _ in range(steps):  # each step's time includes any wait for its batches
+            group = next(groups)
+            tokens += trainer.train_step(group)
+            sentences += sum(len(b.src) for b in group)
         float(trainer.model.generator.weight.sum())  # wait for queued GPU work
         seconds = time.perf_counter() - started
-    sentences = sum(len(b) for g in groups[warmup : warmup + steps] for b in g)
+        groups.close()
     result = {"precision": str(trainer.dtype or "fp32").replace("torch.", ""),
-              "compile": cfg.train.compile, "rdrop_alpha": cfg.train.rdrop_alpha, "steps": steps, "tokens": tokens,
+              "compile": cfg.train.compile, "rdrop_alpha": cfg.train.rdrop_alpha,
+              "data_workers": trainer.data.workers, "steps": steps, "tokens": tokens,
               "tokens_per_s": round(tokens / seconds, 1), "steps_per_s": round(steps / seconds, 3),
               "sentences_per_s": round(sentences / seconds, 1),
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -70,7 +78,8 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
 def label(result: dict) -> str:
     """A variant's name in the ratios, e.g. "bfloat16", "bfloat16+compile", "bfloat16+rdrop5"."""
     name = result["precision"] + ("+compile" if result["compile"] else "")
-    return name + (f"+rdrop{result['rdrop_alpha']:g}" if result["rdrop_alpha"] else "")
+    name += f"+rdrop{result['rdrop_alpha']:g}" if result["rdrop_alpha"] else ""
+    return name + f"+workers{result['data_workers']}"
 
 
 def main() -> None:
@@ -81,6 +90,8 @@ def main() -> None:
     ap.add_argument("--precision", nargs="+", default=["auto"], help="fp32 / bf16 / auto, one run each")
     ap.add_argument("--compile", nargs="+", default=["false"], help="false / true, one run each")
     ap.add_argument("--rdrop-alpha", nargs="+", default=["0"], help="train.rdrop_alpha, one run each")
+    ap.add_argument("--data-workers", nargs="+", default=["null"],
+                    help="train.data_workers, one run each (null: the default)")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=1, help="rounds over all variants (median kept)")
@@ -89,19 +100,20 @@ def main() -> None:
     if args.single:
         print(json.dumps(measure(args.config, args.overrides, args.steps, args.warmup)))
         return
-    variants = [(p, c, a) for p in args.precision for c in args.compile for a in args.rdrop_alpha]
-    runs: dict[tuple[str, str, str], list[dict]] = {v: [] for v in variants}
+    variants = [(p, c, a, w) for p in args.precision for c in args.compile for a in args.rdrop_alpha
+                for w in args.data_workers]
+    runs: dict[tuple[str, str, str, str], list[dict]] = {v: [] for v in variants}
     for _ in range(args.repeats):
-        for precision, compiled, alpha in variants:
+        for precision, compiled, alpha, workers in variants:
             cmd = [sys.executable, __file__, "--single", "--config", args.config,
                    "--steps", str(args.steps), "--warmup", str(args.warmup),
                    *[f"--set={o}" for o in args.overrides],
                    f"--set=train.precision={precision}", f"--set=train.compile={compiled}",
-                   f"--set=train.rdrop_alpha={alpha}"]
+                   f"--set=train.rdrop_alpha={alpha}", f"--set=train.data_workers={workers}"]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(out.stderr.strip().splitlines()[-1])
-            runs[precision, compiled, alpha].append(json.loads(out.stdout))
+            runs[precision, compiled, alpha, workers].append(json.loads(out.stdout))
     results = []
     for rs in runs.values():
         best = sorted(rs, key=lambda r: r["tokens_per_s"])[len(rs) // 2]  # the median run

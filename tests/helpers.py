@@ -92,7 +92,7 @@ def untrained_checkpoint(path: Path, **model: int | str | bool) -> Path:
     from transformer_cli.model.transformer import Seq2SeqTransformer
 
     text = [side for pair in sentence_pairs(200) for side in pair]
-    tokenizer = SubwordTokenizer.train(text, TokenizerConfig(vocab_size=60))
+    tokenizer = SubwordTokenizer.train(text, TokenizerConfig(vocab_size=60), threads=1)
     cfg = Config(name=path.stem)
     cfg.model = ModelConfig(**{"d_model": 32, "n_heads": 4, "n_encoder_layers": 1,
                                "n_decoder_layers": 1, "d_ff": 64, "max_len": 64, **model})

@@ -9,7 +9,8 @@ import torch
 
 from helpers import sentence_pairs
 from transformer_cli.config import DecodeConfig, ModelConfig, TokenizerConfig
-from transformer_cli.data.batching import EncodedSplit, collate
+from transformer_cli.data.batching import collate
+from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.tokenizers import fit_tokenizers
 from transformer_cli.data.vocab import PAD
 from transformer_cli.evaluate import (corpus_nll, evaluate_texts, loss_result, score_translations)
@@ -87,7 +88,7 @@ def test_scores_come_from_sacrebleu_with_its_signature():
 def test_evaluate_texts_reports_what_it_measured_and_writes_the_hypotheses(tmp_path):
     pairs = sentence_pairs(60)
     de, en = [p[0] for p in pairs], [p[1] for p in pairs]
-    tokenizers, _, _ = fit_tokenizers(TokenizerConfig(kind="spacy", min_freq=1), "de", "en", de, en)
+    tokenizers = fit_tokenizers(TokenizerConfig(kind="spacy", min_freq=1), "de", "en", de, en)
     model = _model(max(tokenizers.src.vocab_size, tokenizers.tgt.vocab_size)).eval()
     translator = Translator(model, tokenizers, CPU, DecodeConfig(beam_size=1, max_len_b=5))
     out = tmp_path / "hyp.txt"

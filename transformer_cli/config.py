@@ -68,6 +68,8 @@ class DataConfig:
     limit_train: int | None = _f(None, "Keep only the first N training pairs (smoke tests).", ge=1)
     min_train_pairs: int = _f(100, "Fewer training pairs than this after filtering is an error.",
                               ge=1)
+    shard_tokens: int = _f(100_000_000, "Token ids (both sides) per file of the preprocessed, "
+                           "memory-mapped splits: no file grows with the corpus.", ge=1000)
 
 
 @dataclass
@@ -88,9 +90,14 @@ class TokenizerConfig:
                      "model.share_embeddings).")
     character_coverage: float = _f(1.0, "sentencepiece: share of characters covered by the "
                                    "vocabulary.", gt=0.9, le=1.0)
+    fit_sample: int = _f(1_000_000, "sentencepiece: fitted on a random sample of at most this many "
+                         "training pairs (the same sample every time; all pairs when fewer), which "
+                         "bounds preprocessing's memory.", ge=100)
     sampling: float = _f(0.0, "sentencepiece: subword regularization of the training split, "
-                         "re-sampled every epoch: BPE-dropout probability (bpe) or sampling "
-                         "smoothing alpha (unigram); 0: off. Evaluation is always deterministic.",
+                         "re-sampled for every batch: BPE-dropout probability (bpe) or sampling "
+                         "smoothing alpha (unigram); 0: off. The draws are SentencePiece's and do "
+                         "not repeat across processes (a resumed run draws anew). Evaluation is "
+                         "always deterministic.",
                          ge=0.0, lt=1.0)
 
 
@@ -165,6 +172,10 @@ class TrainConfig:
                                        resumable=True, ge=1.0, le=1440.0)
     threads: int | None = _f(None, "Intra-op CPU threads (null: the CPUs this process may use).",
                              resumable=True, ge=1, le=4096)
+    data_workers: int | None = _f(None, "Processes that read, augment and pad the training batches "
+                                  "ahead of the step (0: the training process does it; null: one per "
+                                  "CPU the training threads leave free, 1 to 4). The batches are the "
+                                  "same whatever the number.", resumable=True, ge=0, le=64)
     valid_every: int | None = _f(None, "Also validate every N steps (null: once per epoch).",
                                  resumable=True, ge=1)
     valid_bleu: bool = _f(False, "Also decode the validation set and log sacreBLEU/chrF.",

@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from .config import DecodeConfig
-from .data.batching import EncodedSplit, collate, plan_batches
+from .data.batching import collate, plan_batches
+from .data.shards import EncodedSplit, TokenPairs
 from .data.vocab import PAD
 from .device import autocast
 from .inference.translate import TextTranslator, Translator
@@ -30,7 +31,7 @@ class LossResult:
     n_tokens: int
 
 
-def corpus_nll(model: torch.nn.Module, split: EncodedSplit, device: torch.device,
+def corpus_nll(model: torch.nn.Module, split: TokenPairs, device: torch.device,
                dtype: torch.dtype | None, batch_tokens: int = 8000, max_len: int | None = None,
                shard: tuple[int, int] = (0, 1), check_stop: Callable[[], None] | None = None
                ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,7 +141,7 @@ class EvaluationReport:
         return "\n".join(f"{k:<11} {v}" for k, v in rows)
 
 
-def _teacher_forced_nll(translator: TextTranslator, split: EncodedSplit) -> tuple[Any, Any]:
+def _teacher_forced_nll(translator: TextTranslator, split: TokenPairs) -> tuple[Any, Any]:
     """Summed NLL and target-token count: a tfm model computes them here, a CTranslate2
     export (export.ct2_translator) with its own engine."""
     if isinstance(translator, Translator):

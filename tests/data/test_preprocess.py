@@ -22,7 +22,8 @@ def test_preprocess_end_to_end(tmp_path, corpus_dir):
 
     prepared = load_prepared(load_config(str(cfg_path)))
     train = prepared.split("train")
-    assert len(train) == 300 and train.src.dtype == torch.int32
+    assert len(train) == 300 and prepared.manifest["id_dtype"] == "uint16"
+    assert train.shards[0].src.dtype.name == "uint16"  # memory-mapped, not loaded
     _, tgt = train.pair(0)
     first_en = gzip.open(corpus_dir / "train.en.gz", "rt").readline().strip()
     assert prepared.tokenizers.tgt.decode(tgt.tolist()) == first_en

@@ -25,21 +25,22 @@ def test_vocab_specials_min_freq_order_and_cap():
 
 def test_word_tokenizer_round_trips_natural_text():
     cfg = TokenizerConfig(kind="spacy", min_freq=1)
-    tok, ids = WordTokenizer.fit("en", ENGLISH, cfg)
+    tok = WordTokenizer.fit("en", ENGLISH, cfg)
+    ids = tok.encode_batch(ENGLISH)
     assert [tok.decode(i) for i in ids] == ENGLISH
     assert tok.decode([SOS, *ids[0], EOS, PAD, PAD]) == ENGLISH[0]
     assert tok.decode([*ids[2], EOS, *ids[1]]) == ENGLISH[2]  # stops at <eos>
 
 
 def test_word_tokenizer_lowercase_and_unknown_words():
-    tok, _ = WordTokenizer.fit("en", ENGLISH, TokenizerConfig(kind="spacy", lowercase=True, min_freq=1))
+    tok = WordTokenizer.fit("en", ENGLISH, TokenizerConfig(kind="spacy", lowercase=True, min_freq=1))
     ids = tok.encode("A ZEBRA is red.")
     assert UNK in ids and tok.decode(ids) == "a <unk> is red."
 
 
 def test_word_tokenizer_state_round_trip():
     lines = [p[0] for p in sentence_pairs(50)]
-    tok, _ = WordTokenizer.fit("de", lines, TokenizerConfig(kind="spacy"))
+    tok = WordTokenizer.fit("de", lines, TokenizerConfig(kind="spacy"))
     again = WordTokenizer.from_state(tok.state())
     line = lines[0]
     assert again.encode(line) == tok.encode(line) and again.decode(tok.encode(line)) == line
@@ -49,7 +50,7 @@ def test_word_tokenizer_state_round_trip():
 def test_sentencepiece_round_trips_exactly(model_type):
     lines = [p[1] for p in sentence_pairs(300)] + ENGLISH
     cfg = TokenizerConfig(kind="sentencepiece", model_type=model_type, vocab_size=60)
-    tok = SubwordTokenizer.train(lines, cfg)
+    tok = SubwordTokenizer.train(lines, cfg, threads=1)
     assert tok.vocab_size == 60
     ids = tok.encode_batch(lines)
     assert [tok.decode(i) for i in ids] == lines  # cased, spacing restored
@@ -58,15 +59,15 @@ def test_sentencepiece_round_trips_exactly(model_type):
 
 def test_sentencepiece_vocab_too_large_names_the_key():
     with pytest.raises(UsageError, match=r"tokenizer.vocab_size=5000 is too large.*at most \d+"):
-        SubwordTokenizer.train(ENGLISH, TokenizerConfig(vocab_size=5000))
+        SubwordTokenizer.train(ENGLISH, TokenizerConfig(vocab_size=5000), threads=1)
 
 
 def test_joint_and_separate_pairs(tmp_path):
     pairs = sentence_pairs(200)
     de, en = [p[0] for p in pairs], [p[1] for p in pairs]
-    joint, _, _ = fit_tokenizers(TokenizerConfig(vocab_size=100, joint=True), "de", "en", de, en)
+    joint = fit_tokenizers(TokenizerConfig(vocab_size=100, joint=True), "de", "en", de, en)
     assert joint.joint and joint.src is joint.tgt
-    split, _, _ = fit_tokenizers(TokenizerConfig(vocab_size=60, joint=False), "de", "en", de, en)
+    split = fit_tokenizers(TokenizerConfig(vocab_size=60, joint=False), "de", "en", de, en)
     assert not split.joint and split.src is not split.tgt
     for pair in (joint, split):
         pair.save(tmp_path)

@@ -18,7 +18,7 @@ import torch
 
 from conftest import VARIANTS
 from helpers import run_tfm
-from transformer_cli.data.batching import EncodedSplit
+from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import corpus_nll, score_translations
 from transformer_cli.export.ct2_translator import Ct2Translator

@@ -41,28 +41,29 @@ def own_data(tmp_path, cron_data):
 def test_damaged_preprocessed_files_are_rebuilt_by_the_next_run(own_data, tfm_fork, tmp_path):
     cfg, folder = own_data
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    with open(folder / "val.pt", "r+b") as f:
+    with open(folder / "val.00000.src.bin", "r+b") as f:
         f.truncate(100)  # as a full disk or a bad copy leaves it
     (folder / "tokenizer.json").write_text("{not json")
     # Reading the damaged files directly says which file and what to do.
-    with pytest.raises(TfmError, match=r"preprocessed file .*val\.pt is damaged .*tfm preprocess --force"):
+    with pytest.raises(TfmError, match=r"preprocessed file .*val\.00000\.src\.bin is damaged or unreadable "
+                                       r"\(50 ids, its index says \d+\).*tfm preprocess --force"):
         load_prepared(load_config(str(cfg))).split("val")
     [pre] = tfm_fork.run_all(tmp_path / "logs", ("preprocess", "-c", str(cfg)))
     assert pre.returncode == 0, pre.stderr
     assert "is damaged (" in pre.stderr and "rebuilding it" in pre.stderr
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "manifest.json"} == {
         k: v for k, v in before.items() if k != "manifest.json"}  # rebuilt identically
-    _damage(folder / "train.pt")
+    _damage(folder / "train.00000.tgt.bin")  # same size, other bytes: found by its checksum
     [train] = tfm_fork.run_all(tmp_path / "logs2", ("train", "-c", str(cfg)))
     assert train.returncode == 0, train.stderr
-    assert "train.pt does not match its checksum" in train.stderr
+    assert "train.00000.tgt.bin does not match its checksum" in train.stderr
 
 
 def test_stale_work_folders_of_a_killed_preprocess_are_removed(own_data, tmp_path):
     cfg, folder = own_data
     dead = folder.parent / ".cron.tmp-999999999"  # no such PID
     dead.mkdir()
-    (dead / "val.pt").write_bytes(b"half")
+    (dead / "val.00000.src.bin").write_bytes(b"half")
     old = folder.parent / ".cron.old-999999998"
     old.mkdir()
     alive = folder.parent / f".cron.tmp-{1}"  # PID 1 is alive: its work is not ours to remove

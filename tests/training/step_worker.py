@@ -3,6 +3,7 @@
 Run alone (one process) or under torchrun (rank 0 saves): python step_worker.py CFG STEPS OUT [KEY=VALUE ...]
 """
 
+import itertools
 import sys
 
 import torch
@@ -19,7 +20,7 @@ cfg = load_config(config, overrides)
 ctx, device = init_distributed(torch.device("cpu"))
 trainer = Trainer(cfg, load_prepared(cfg), RunDir(cfg.run_dir), device, ctx, GracefulStop(), False)
 trainer.net.train()
-groups = trainer.epoch_groups(0)[:steps]
+groups = itertools.islice(trainer.data.steps_from(0, 0), steps)
 tokens = [trainer.train_step(group) for group in groups]
 if ctx.is_main:
     torch.save({"state_dict": trainer.model.state_dict(), "tokens": tokens}, out)

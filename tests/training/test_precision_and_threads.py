@@ -18,7 +18,7 @@ def test_fp16_trains_with_a_grad_scaler_that_skips_overflowing_steps(tmp_path):
     cfg = small_config(tmp_path, epochs=1, precision="fp16", threads=1)
     trainer = make_trainer(cfg)
     assert trainer.scaler is not None and trainer.dtype is torch.float16
-    groups = trainer.epoch_groups(0)
+    groups = list(trainer.data.steps_from(0, 0))
     trainer.net.train()
     # A scale this large turns the fp16 gradients into inf: the step must be skipped.
     trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 120)

@@ -3,7 +3,8 @@
 import torch
 
 from transformer_cli.config import ModelConfig
-from transformer_cli.data.batching import EncodedSplit, collate
+from transformer_cli.data.batching import collate
+from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.vocab import PAD
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.transformer import Seq2SeqTransformer

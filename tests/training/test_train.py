@@ -1,6 +1,7 @@
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -8,6 +9,7 @@ import torch.nn.functional as F
 from helpers import sentence_pairs, write_config, write_corpus
 from transformer_cli.checkpoint import load_checkpoint
 from transformer_cli.config import TrainConfig, load_config
+from transformer_cli.data.batching import collate
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.inference.translate import Translator
 from transformer_cli.loss import sequence_loss, symmetric_kl
@@ -68,11 +70,15 @@ def test_accumulated_batches_make_the_step_of_one_batch_of_all_their_pairs(tmp_p
     cfg = small_config(tmp_path, accumulate=2, threads=1, clip_norm=None, eps=1e-6)
     cfg.model.dropout = 0.0
     accumulating = make_trainer(cfg)
-    [first, second] = accumulating.epoch_groups(0)[0]
+    [first, second] = accumulating.data.step_indices(0, 0)
     cfg.train.accumulate = 1
     whole = make_trainer(cfg)  # the same seed: the same initial weights
-    tokens = [t.train_step(group) for t, group in ((accumulating, [first, second]),
-                                                   (whole, [first + second]))]
+
+    def batches(*index_sets):
+        return [collate(accumulating.data.split, idx, cfg.model.max_len) for idx in index_sets]
+
+    tokens = [t.train_step(group) for t, group in ((accumulating, batches(first, second)),
+                                                   (whole, batches(np.concatenate([first, second]))))]
     assert tokens[0] == tokens[1]
     assert torch.allclose(accumulating._epoch_nll, whole._epoch_nll, rtol=1e-5)
     moments = [[s["exp_avg"] for s in t.optimizer.state.values()] for t in (accumulating, whole)]
@@ -161,7 +167,7 @@ def test_r_drop_without_dropout_is_the_plain_step(tmp_path):
     plain = make_trainer(cfg)
     cfg.train.rdrop_alpha = 5.0
     r_drop = make_trainer(cfg)
-    group = plain.epoch_groups(0)[0]
+    group = next(plain.data.steps_from(0, 0))
     assert plain.train_step(group) == r_drop.train_step(group)
     assert torch.allclose(plain._epoch_nll, r_drop._epoch_nll, rtol=1e-5)
     for a, b in zip(plain.model.parameters(), r_drop.model.parameters()):

@@ -1,69 +1,22 @@
-"""Encoded parallel data on disk, length-bucketed batch plans, and collation into tensors.
+"""Length-bucketed batch plans, and collation of sentence pairs into padded tensors.
 
-An `EncodedSplit` stores all sentences of a split as two flat int32 tensors plus offsets
-(compact, loadable with `torch.load(weights_only=True)`). A batch plan is a list of index
-arrays; it depends only on (lengths, seed, epoch), so a resumed run replays the same
-batches in the same order.
+A batch plan is a list of index arrays into a split (data/shards.py); it depends only on
+(lengths, seed, epoch), so a resumed run replays the same batches in the same order.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+import numpy as np
 import torch
 
-from ..fsutil import atomic_torch_save
+from .shards import TokenPairs
 from .vocab import EOS, PAD, SOS
 
-
-def _flatten(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    lengths = torch.tensor([len(s) for s in seqs], dtype=torch.int64)
-    offsets = torch.zeros(len(seqs) + 1, dtype=torch.int64)
-    torch.cumsum(lengths, 0, out=offsets[1:])
-    flat = torch.tensor([i for s in seqs for i in s], dtype=torch.int32)
-    return flat, offsets
-
-
-@dataclass
-class EncodedSplit:
-    """Token ids of one split (without `<sos>`/`<eos>`), source and target side."""
-
-    src: torch.Tensor  # [total_src_tokens] int32
-    src_offsets: torch.Tensor  # [n + 1] int64
-    tgt: torch.Tensor
-    tgt_offsets: torch.Tensor
-
-    @classmethod
-    def from_lists(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> EncodedSplit:
-        assert len(src) == len(tgt)
-        return cls(*_flatten(src), *_flatten(tgt))
-
-    def __len__(self) -> int:
-        return len(self.src_offsets) - 1
-
-    @property
-    def src_lengths(self) -> torch.Tensor:
-        return self.src_offsets[1:] - self.src_offsets[:-1]
-
-    @property
-    def tgt_lengths(self) -> torch.Tensor:
-        return self.tgt_offsets[1:] - self.tgt_offsets[:-1]
-
-    def pair(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        s0, s1 = self.src_offsets[i : i + 2].tolist()
-        t0, t1 = self.tgt_offsets[i : i + 2].tolist()
-        return self.src[s0:s1], self.tgt[t0:t1]
-
-    def save(self, path: Path) -> None:
-        atomic_torch_save(path, {"src": self.src, "src_offsets": self.src_offsets,
-                                 "tgt": self.tgt, "tgt_offsets": self.tgt_offsets})
-
-    @classmethod
-    def load(cls, path: Path) -> EncodedSplit:
-        d = torch.load(path, weights_only=True)
-        return cls(d["src"], d["src_offsets"], d["tgt"], d["tgt_offsets"])
+IdPair = tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray]  # source ids, target ids
 
 
 @dataclass
@@ -74,6 +27,12 @@ class Batch:
     tgt_in: torch.Tensor  # [batch, tgt_len]
     tgt_out: torch.Tensor  # [batch, tgt_len]
     n_tokens: int  # non-pad target tokens, for loss normalisation and throughput
+
+    def pin_memory(self) -> Batch:
+        """The batch in page-locked memory, for fast copies to a GPU (a DataLoader with
+        `pin_memory=True` calls this in its pinning thread)."""
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
+                     self.n_tokens)
 
     def to(self, device: torch.device) -> Batch:
         non_blocking = device.type == "cuda"
@@ -88,26 +47,30 @@ def pad_batch(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
                                            padding_value=PAD)
 
 
-def collate(split: EncodedSplit, indices: Sequence[int], max_len: int | None = None,
-            pin_memory: bool = False) -> Batch:
-    """Pad the pairs at `indices`: source gets `<eos>`, target `<sos>`…`<eos>`.
+def collate_pairs(pairs: Sequence[IdPair], max_len: int | None = None) -> Batch:
+    """Pad id pairs into a batch: the source gets `<eos>`, the target `<sos>`…`<eos>`.
 
     `max_len` caps each side (including the added specials) to the model's positions.
     """
-    eos, sos = torch.tensor([EOS], dtype=torch.int32), torch.tensor([SOS], dtype=torch.int32)
     limit = None if max_len is None else max_len - 1  # room for the added <sos> or <eos>
-    srcs, tgts = [], []
-    for i in indices:
-        s, t = split.pair(int(i))
-        srcs.append(torch.cat([s[:limit], eos]))
-        tgts.append(torch.cat([sos, t[:limit], eos]))
-    src = pad_batch(srcs)
-    tgt = pad_batch(tgts)
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    if pin_memory:
-        src, tgt_in, tgt_out = src.pin_memory(), tgt_in.pin_memory(), tgt_out.pin_memory()
-    n_tokens = int((tgt_out != PAD).sum())
-    return Batch(src, tgt_in, tgt_out, n_tokens)
+    sources = [np.asarray(s)[:limit] for s, _ in pairs]
+    targets = [np.asarray(t)[:limit] for _, t in pairs]
+    src = np.full((len(pairs), max(map(len, sources), default=0) + 1), PAD, dtype=np.int64)
+    tgt = np.full((len(pairs), max(map(len, targets), default=0) + 2), PAD, dtype=np.int64)
+    tgt[:, 0] = SOS
+    for row, (s, t) in enumerate(zip(sources, targets)):
+        src[row, : len(s)] = s
+        src[row, len(s)] = EOS
+        tgt[row, 1 : len(t) + 1] = t
+        tgt[row, len(t) + 1] = EOS
+    tgt_tensor = torch.from_numpy(tgt)
+    n_tokens = sum(len(t) + 1 for t in targets)  # every target token and its <eos>
+    return Batch(torch.from_numpy(src), tgt_tensor[:, :-1], tgt_tensor[:, 1:], n_tokens)
+
+
+def collate(split: TokenPairs, indices: Sequence[int] | np.ndarray, max_len: int | None = None) -> Batch:
+    """The pairs of `split` at `indices`, padded (see `collate_pairs`)."""
+    return collate_pairs([split.pair(int(i)) for i in indices], max_len)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -116,38 +79,74 @@ def epoch_seed(seed: int, epoch: int) -> int:
     return seed * 100_003 + epoch
 
 
-def plan_batches(src_lengths: torch.Tensor, tgt_lengths: torch.Tensor, *,
-                 batch_size: int | None, batch_tokens: int | None, shuffle: bool, seed: int = 0,
-                 epoch: int = 0) -> list[list[int]]:
+def batch_seed(seed: int, epoch: int, batch: int) -> int:
+    """A 32-bit seed of its own for batch number `batch` of an epoch's plan: the augmentation
+    of a batch depends on nothing else (not on the worker that makes it, nor on a restart)."""
+    digest = hashlib.blake2b(f"{epoch_seed(seed, epoch)}:{batch}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _token_budget_ends(longest: np.ndarray, budget: int) -> list[int]:
+    """Where each batch ends in `longest` (padded lengths in plan order) when consecutive
+    sentences fill a batch until one more would exceed `budget` padded tokens."""
+    ends: list[int] = []
+    count = widest = 0
+    step = 1 << 16  # converted to Python ints a slice at a time: no list of every length
+    for start in range(0, len(longest), step):
+        for position, length in enumerate(longest[start : start + step].tolist(), start):
+            wider = max(widest, length)
+            if count and wider * (count + 1) > budget:
+                ends.append(position)
+                count, wider = 0, length
+            count += 1
+            widest = wider
+    return ends
+
+
+def within_budget(pairs: Sequence[IdPair], budget: int, max_len: int | None = None) -> list[list[int]]:
+    """`pairs` (positions in the list) cut into groups of at most `budget` padded tokens each,
+    in (target, source) length order, by the planner's rule; one group, in the given order,
+    when they all fit.
+    For a batch whose augmented pairs grew past the budget it was planned for: one sentence
+    that became much longer (a source in capitals) no longer widens all the others."""
+    cap = None if max_len is None else max_len - 1
+    src = np.array([len(s) for s, _ in pairs], dtype=np.int64).clip(max=cap)
+    tgt = np.array([len(t) for _, t in pairs], dtype=np.int64).clip(max=cap)
+    if (np.maximum(src, tgt).max(initial=0) + 2) * len(pairs) <= budget:
+        return [list(range(len(pairs)))]
+    order = np.lexsort((src, tgt))  # by target length, then source length; stable
+    ends = _token_budget_ends((np.maximum(src, tgt) + 2)[order], budget)
+    return [part.tolist() for part in np.split(order, ends)]
+
+
+def plan_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, batch_size: int | None,
+                 batch_tokens: int | None, shuffle: bool, seed: int = 0, epoch: int = 0
+                 ) -> list[np.ndarray]:
     """Group sentence indices into batches of similar length.
 
     Sentences are sorted by (target, source) length, with a seeded shuffle first so that
     equal lengths mix differently each epoch; consecutive sentences then fill a batch up to
     `batch_size` sentences, or up to `batch_tokens` padded tokens (the longer side, plus
     the added `<sos>`/`<eos>`, times the number of sentences). With `shuffle`, the batch
-    order is shuffled too. The result depends only on the arguments.
+    order is shuffled too. The result depends only on the arguments; it holds one int32 per
+    sentence, never a Python object per sentence.
     """
     n = len(src_lengths)
     if n == 0:
         return []
+    src_np = np.asarray(src_lengths, dtype=np.int64)
+    tgt_np = np.asarray(tgt_lengths, dtype=np.int64)
+    src, tgt = torch.from_numpy(src_np), torch.from_numpy(tgt_np)
     gen = torch.Generator().manual_seed(epoch_seed(seed, epoch))
     order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
-    key = tgt_lengths[order] * (int(src_lengths.max()) + 1) + src_lengths[order]
-    order = order[torch.sort(key, stable=True).indices]
-    longest = (torch.maximum(src_lengths, tgt_lengths) + 2)[order].tolist()
-    batches: list[list[int]] = []
-    current: list[int] = []
-    widest = 0
-    for idx, length in zip(order.tolist(), longest):
-        wider = max(widest, length)
-        full = (len(current) >= batch_size) if batch_size else (wider * (len(current) + 1) > batch_tokens)
-        if current and full:
-            batches.append(current)
-            current, wider = [], length
-        current.append(idx)
-        widest = wider
-    if current:
-        batches.append(current)
+    key = tgt[order] * (int(src.max()) + 1) + src[order]
+    order = order[torch.sort(key, stable=True).indices].numpy()
+    order = order.astype(np.int32) if n < 2**31 else order  # kept for the epoch: 4 bytes a pair
+    if batch_size:
+        ends = list(range(batch_size, n, batch_size))
+    else:
+        ends = _token_budget_ends((np.maximum(src_np, tgt_np) + 2)[order], batch_tokens)
+    batches = np.split(order, ends)
     if shuffle:
         perm = torch.randperm(len(batches), generator=gen).tolist()
         batches = [batches[i] for i in perm]

@@ -3,12 +3,16 @@
 Output folder (`<data.dir>/<name>/`), written as a whole into a temporary folder and then
 renamed into place, so an interrupted run never leaves a half-written one:
 
-    manifest.json        inputs (checksums), fingerprint, counts, vocab sizes, versions
+    manifest.json        inputs (checksums), fingerprint, counts, shards, vocab sizes, versions
     config.yaml          the fully resolved config
-    tokenizer.json       tokenizer kind, options, vocabularies (+ spm.*.model files)
-    {train,val,test}.pt  encoded ids (see `EncodedSplit`)
-    {train,val,test}.{lang}.txt  raw text: the kept training pairs (re-encoded per epoch by
-                         subword sampling or source noise) and the references for BLEU
+    tokenizer.json       tokenizer kind, options, vocabularies, source truecaser (+ spm.*.model)
+    {train,val,test}.NNNNN.{src,tgt,idx}.bin   ids in memory-mappable shards (data/shards.py)
+    {train,val,test}.{lang}.txt  raw text, one line per pair: the kept training pairs (which
+                         per-batch augmentation reads) and the references for BLEU
+
+Nothing grows with the corpus: the training split is read twice as a stream of chunks (once
+to fit the tokenizers, on a bounded sample for SentencePiece; once to encode) and encoded in
+worker processes (data/parallel.py, data/encoding.py) that the main process writes out in order.
 
 A folder whose fingerprint (config sections that shape the data + input checksums + format
 version) matches, and whose files still match the sizes and SHA-256 sums its manifest lists,
@@ -22,30 +26,32 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import Config
 from ..errors import TfmError, UsageError
 from ..fsutil import (WriteError, atomic_write_folder, file_record, recorded_sha256,
                       remove_stale_work_folders)
 from ..provenance import package_versions
-from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, read_parallel,
-                      resolve_source, sha256_file)
-from .tokenizers import TokenizerPair, fit_tokenizers
-from .truecase import Truecaser
-from .vocab import UNK
+from .encoding import Chunk, EncodedResult, EncodeSettings, count_words, encode_chunk, setup
+from .parallel import ChunkPool, available_cpus
+from .shards import ShardedSplit, ShardWriter, id_dtype
+from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, iter_parallel,
+                      read_parallel, resolve_source, sha256_file)
+from .tokenizers import TokenizerPair, WordCounts, WordTokenizer, fit_subwords
+from .truecase import SpellingCounts, Truecaser, add_counts
 
-if TYPE_CHECKING:
-    from .batching import EncodedSplit
-
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: memory-mapped shards (1: one torch file per split)
 EVAL_SPLITS = ("val", "test")
+CHUNK_PAIRS = 5_000  # pairs a worker encodes at a time
+SAMPLE_SEED = 0  # the sample SentencePiece is fitted on is the same on every run
 log = logging.getLogger("tfm")
 
 
@@ -59,29 +65,29 @@ class Prepared:
 
     @property
     def tokenizers(self) -> TokenizerPair:
-        """The folder's tokenizers, with the source truecaser preprocessing learned from the
-        training sources (unless the tokenizer lowercases): models trained on this folder carry
-        it. A folder written before the truecaser was stored has it learned here, once."""
+        """The folder's tokenizers, with the source truecaser learned from the training sources
+        (unless the tokenizer lowercases): models trained on this folder carry it."""
         if self._tokenizers is None:
             try:
                 self._tokenizers = TokenizerPair.load(self.folder)
             except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
                 raise damaged(self.folder / "tokenizer.json", e) from None
-            pair = self._tokenizers
-            if pair.recaser is None and not pair.src.lowercase:
-                pair.recaser = Truecaser.fit(self.text("train", self.manifest["src_lang"]))
         return self._tokenizers
 
-    def split(self, name: str) -> EncodedSplit:
-        from .batching import EncodedSplit  # torch: imported only when data is used
+    @property
+    def langs(self) -> tuple[str, str]:
+        return self.manifest["src_lang"], self.manifest["tgt_lang"]
 
-        path = self.folder / f"{name}.pt"
+    def split(self, name: str) -> ShardedSplit:
+        """The split's ids and lines, memory-mapped."""
         try:
-            return EncodedSplit.load(path)
-        except Exception as e:  # torch raises many kinds for a truncated or garbled file
-            raise damaged(path, e) from None
+            return ShardedSplit(self.folder, name, self.langs, self.manifest["id_dtype"],
+                                self.manifest["shards"][name])
+        except (OSError, ValueError) as e:
+            raise damaged(Path(getattr(e, "filename", None) or self.folder / f"{name}.*.bin"), e) from None
 
     def text(self, split: str, lang: str) -> list[str]:
+        """All lines of a split's text on one side (for the small evaluation splits)."""
         path = self.folder / f"{split}.{lang}.txt"
         try:
             return path.read_text(encoding="utf-8").split("\n")[:-1]
@@ -124,6 +130,10 @@ def load_prepared(cfg: Config) -> Prepared:
     manifest = _read_manifest(cfg.data_dir)
     if manifest is None:
         raise damaged(manifest_path, ValueError("not a manifest"))
+    if manifest.get("format") != FORMAT_VERSION:
+        raise UsageError(f"the preprocessed data in {cfg.data_dir} was made by an older tfm "
+                         f"(format {manifest.get('format')}, now {FORMAT_VERSION}): run "
+                         f"`tfm preprocess --config {cfg.name}.yaml` to rebuild it")
     return Prepared(cfg.data_dir, manifest)
 
 
@@ -158,21 +168,123 @@ def verify_folder(folder: Path, manifest: dict[str, Any], full: bool = False) ->
     return None
 
 
-def _progress_bar(total: int, desc: str):
+def _progress_bar(desc: str):
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit="sent", disable=not sys.stdout.isatty(),
-                leave=False, dynamic_ncols=True)
+    return tqdm(desc=desc, unit="pair", disable=not sys.stdout.isatty(), leave=False,
+                dynamic_ncols=True)
 
 
-def _length_stats(seqs: list[list[int]]) -> dict[str, float]:
-    lengths = [len(s) for s in seqs]
-    return {"mean": round(sum(lengths) / max(1, len(lengths)), 2), "max": max(lengths, default=0)}
+@dataclass
+class SplitStats:
+    """What the manifest says of an encoded split, added up chunk by chunk."""
+
+    pairs: int = 0
+    lengths: list[int] = field(default_factory=lambda: [0, 0])  # summed, source and target
+    longest: list[int] = field(default_factory=lambda: [0, 0])
+    unknown: list[int] = field(default_factory=lambda: [0, 0])
+    too_long: int = 0
+    spellings: SpellingCounts = field(default_factory=dict)
+    shards: list[int] = field(default_factory=list)
+
+    def add(self, r: EncodedResult) -> None:
+        c = r.chunk
+        self.pairs += len(c)
+        self.too_long += r.too_long
+        for side, lengths in enumerate((c.src_lengths, c.tgt_lengths)):
+            self.lengths[side] += int(lengths.sum())
+            self.longest[side] = max(self.longest[side], int(lengths.max(initial=0)))
+            self.unknown[side] += r.unknown[side]
+        add_counts(self.spellings, r.spellings)
+
+    def summary(self) -> dict[str, Any]:
+        def side(i: int) -> dict[str, float]:
+            return {"mean": round(self.lengths[i] / max(1, self.pairs), 2), "max": self.longest[i]}
+
+        return {"pairs": self.pairs, "src_len": side(0), "tgt_len": side(1)}
+
+    def oov_rate(self) -> dict[str, float]:
+        return {name: round(self.unknown[i] / max(1, self.lengths[i]), 5)
+                for i, name in enumerate(("src", "tgt"))}
 
 
-def _oov_rate(seqs: list[list[int]]) -> float:
-    total = sum(len(s) for s in seqs)
-    return sum(s.count(UNK) for s in seqs) / max(1, total)
+class TrainingPairs:
+    """The training files as a stream of chunks: pairs with an empty side are dropped (and
+    counted), at most `limit` pairs are kept. Each call of `chunks` reads the files again."""
+
+    def __init__(self, src: Path, tgt: Path, limit: int | None):
+        self.paths, self.limit = (src, tgt), limit
+        self.empty = 0
+
+    def chunks(self) -> Iterator[Chunk]:
+        self.empty = 0
+        left = self.limit
+        for sources, targets in iter_parallel(*self.paths, CHUNK_PAIRS):
+            kept = [i for i, (a, b) in enumerate(zip(sources, targets)) if a.strip() and b.strip()]
+            self.empty += len(sources) - len(kept)
+            if left is not None:
+                kept = kept[:left]
+                left -= len(kept)
+            if kept:
+                yield [sources[i] for i in kept], [targets[i] for i in kept]
+            if left == 0:
+                return
+
+
+def _sample(chunks: Iterator[Chunk], size: int, check_stop: Callable[[], None] | None) -> Chunk:
+    """A seeded uniform sample of at most `size` pairs (all of them, in order, when there are
+    no more): reservoir sampling, so memory holds the sample only."""
+    rng = random.Random(SAMPLE_SEED)
+    sources: list[str] = []
+    targets: list[str] = []
+    seen = 0
+    for chunk in chunks:
+        if check_stop is not None:
+            check_stop()
+        for a, b in zip(*chunk):
+            if seen < size:
+                sources.append(a)
+                targets.append(b)
+            else:
+                j = rng.randrange(seen + 1)
+                if j < size:
+                    sources[j], targets[j] = a, b
+            seen += 1
+    return sources, targets
+
+
+def _fit_tokenizers(cfg: Config, train: TrainingPairs, workers: int,
+                    check_stop: Callable[[], None] | None) -> TokenizerPair:
+    """Word tokenizers from counts over the whole training split (counted in the workers);
+    SentencePiece from a sample of `tokenizer.fit_sample` pairs, with every CPU."""
+    tc, langs = cfg.tokenizer, (cfg.data.src_lang, cfg.data.tgt_lang)
+    if tc.kind == "sentencepiece":
+        sources, targets = _sample(train.chunks(), tc.fit_sample, check_stop)
+        return fit_subwords(tc, sources, targets, workers)
+    totals = (WordCounts.empty(), WordCounts.empty())
+    with ChunkPool(workers, setup, (None, None, langs, tc.lowercase)) as pool:
+        for src_counts, tgt_counts in pool.map(count_words, train.chunks(), check_stop):
+            totals[0].add(src_counts)
+            totals[1].add(tgt_counts)
+    return TokenizerPair(WordTokenizer.from_counts(langs[0], totals[0], tc),
+                         WordTokenizer.from_counts(langs[1], totals[1], tc))
+
+
+def _encode_split(writer: ShardWriter, chunks: Iterator[Chunk], pool: ChunkPool,
+                  check_stop: Callable[[], None] | None, bar) -> SplitStats:
+    """Encode `chunks` in `pool` and append them, in order, to `writer`."""
+    stats = SplitStats()
+    for result in pool.map(encode_chunk, chunks, check_stop):
+        writer.add(result.chunk)
+        stats.add(result)
+        bar.update(len(result.chunk) + result.too_long)
+    stats.shards = writer.close()
+    return stats
+
+
+def _chunked(lines: tuple[list[str], list[str]]) -> Iterator[Chunk]:
+    for start in range(0, len(lines[0]), CHUNK_PAIRS):
+        yield lines[0][start : start + CHUNK_PAIRS], lines[1][start : start + CHUNK_PAIRS]
 
 
 def _choose_source(cfg: Config, old: dict[str, Any] | None) -> str:
@@ -213,11 +325,6 @@ def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | N
     fingerprint = data_fingerprint(cfg, files)
     if old is not None and not force and _still_current(folder, old, fingerprint, verify):
         return Prepared(folder, old), False
-    pair, encoded, text, dropped = _encode_corpus(cfg, files, check_stop)
-    if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
-        pair.recaser = Truecaser.fit(text["train"][0])
-    stats = {s: {"pairs": len(encoded[s][0]), "src_len": _length_stats(encoded[s][0]),
-                 "tgt_len": _length_stats(encoded[s][1])} for s in SPLITS}
     manifest = {
         "format": FORMAT_VERSION,
         "fingerprint": fingerprint,
@@ -229,16 +336,8 @@ def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | N
         "src_lang": cfg.data.src_lang,
         "tgt_lang": cfg.data.tgt_lang,
         "tokenizer": cfg.tokenizer.kind,
-        "vocab_size": {"src": pair.src.vocab_size, "tgt": pair.tgt.vocab_size},
-        "joint_vocab": pair.joint,
-        "splits": stats,
-        "dropped": dropped,
-        "oov_rate_val": {"src": round(_oov_rate(encoded["val"][0]), 5),
-                         "tgt": round(_oov_rate(encoded["val"][1]), 5)},
-        "versions": package_versions(),
-        "elapsed_s": round(time.monotonic() - started, 2),
     }
-    _write_folder(cfg, pair, encoded, text, manifest)
+    pair = _build(cfg, files, manifest, started, check_stop)
     return Prepared(folder, manifest, pair), True
 
 
@@ -268,59 +367,45 @@ def _still_current(folder: Path, old: dict[str, Any], fingerprint: str, verify: 
     return problem is None
 
 
-def _encode_corpus(cfg: Config, files: list[CorpusFile], check_stop: Callable[[], None] | None
-                   ) -> tuple[TokenizerPair, dict[str, tuple[list, list]],
-                              dict[str, tuple[list[str], list[str]]], dict[str, int]]:
-    """Read every split, fit the tokenizers on the training pairs, encode, filter by length.
-
-    Returns the tokenizers, the ids and the raw text per split (train: the kept pairs), and
-    how many training pairs were dropped (empty, too long).
-    """
-    by_key = {(f.split, f.lang): f for f in files}
-    src_lang, tgt_lang = cfg.data.src_lang, cfg.data.tgt_lang
-    text = {s: read_parallel(by_key[s, src_lang].path, by_key[s, tgt_lang].path) for s in SPLITS}
-    train_src, train_tgt = text["train"]
-    nonempty = [i for i, (a, b) in enumerate(zip(train_src, train_tgt)) if a.strip() and b.strip()]
-    dropped_empty = len(train_src) - len(nonempty)
-    kept = nonempty[: cfg.data.limit_train]  # limit_train None keeps all
-    train_src, train_tgt = [train_src[i] for i in kept], [train_tgt[i] for i in kept]
-
-    n_work = 2 * len(train_src) + sum(2 * len(text[s][0]) for s in EVAL_SPLITS)
-    with _progress_bar(n_work, f"tokenizing ({cfg.tokenizer.kind})") as bar:
-        def tick(n: int) -> None:
-            bar.update(n)
-            if check_stop is not None:
-                check_stop()
-
-        pair, src_ids, tgt_ids = fit_tokenizers(cfg.tokenizer, src_lang, tgt_lang, train_src,
-                                                train_tgt, tick)
-        encoded = {s: (pair.src.encode_batch(text[s][0], tick),
-                       pair.tgt.encode_batch(text[s][1], tick)) for s in EVAL_SPLITS}
-    limit = cfg.data.train_max_len
-    short = [i for i, (a, b) in enumerate(zip(src_ids, tgt_ids)) if len(a) <= limit and len(b) <= limit]
-    if len(short) < cfg.data.min_train_pairs:
-        raise UsageError(f"only {len(short)} training pairs are left of {len(src_ids) + dropped_empty} "
-                         f"({dropped_empty} empty, {len(src_ids) - len(short)} longer than "
-                         f"data.train_max_len={limit} tokens); at least data.min_train_pairs="
-                         f"{cfg.data.min_train_pairs} are needed")
-    encoded["train"] = ([src_ids[i] for i in short], [tgt_ids[i] for i in short])
-    text["train"] = ([train_src[i] for i in short], [train_tgt[i] for i in short])  # for re-encoding
-    dropped = {"empty_train_pairs": dropped_empty, "too_long_train_pairs": len(src_ids) - len(short)}
-    return pair, encoded, text, dropped
-
-
-def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[list, list]],
-                  text: dict[str, tuple[list[str], list[str]]], manifest: dict[str, Any]) -> None:
-    """Write everything into a work folder, then swap it in (`atomic_write_folder`)."""
-    from .batching import EncodedSplit
+def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], started: float,
+           check_stop: Callable[[], None] | None) -> TokenizerPair:
+    """Fit the tokenizers, then encode every split into a work folder that replaces
+    `cfg.data_dir` as a whole (`atomic_write_folder`); completes `manifest` on the way.
+    Memory holds a sample (SentencePiece), the evaluation splits and a few chunks per worker."""
+    langs = (cfg.data.src_lang, cfg.data.tgt_lang)
+    paths = {s: tuple(next(f.path for f in files if (f.split, f.lang) == (s, lang)) for lang in langs)
+             for s in SPLITS}
+    evaluation = {s: read_parallel(*paths[s]) for s in EVAL_SPLITS}  # small: read first, fail early
+    train = TrainingPairs(*paths["train"], cfg.data.limit_train)
+    workers = available_cpus()
+    pair = _fit_tokenizers(cfg, train, workers, check_stop)
+    dtype = id_dtype(max(pair.src.vocab_size, pair.tgt.vocab_size))
 
     def build(folder: Path) -> None:
-        for split, (src, tgt) in encoded.items():
-            EncodedSplit.from_lists(src, tgt).save(folder / f"{split}.pt")
-        for split in SPLITS:
-            for lang, lines in zip((cfg.data.src_lang, cfg.data.tgt_lang), text[split]):
-                (folder / f"{split}.{lang}.txt").write_text("".join(f"{x}\n" for x in lines),
-                                                            encoding="utf-8")
+        stats: dict[str, SplitStats] = {}
+        with _progress_bar(f"encoding ({cfg.tokenizer.kind}, {workers} processes)") as bar:
+            train_settings = EncodeSettings(dtype, cfg.data.train_max_len, not pair.src.lowercase)
+            with ChunkPool(workers, setup, (pair.state(), train_settings)) as pool:
+                stats["train"] = _encode_split(ShardWriter(folder, "train", langs, dtype, cfg.data.shard_tokens),
+                                               train.chunks(), pool, check_stop, bar)
+            _check_enough(cfg, stats["train"], train.empty)
+            with ChunkPool(1, setup, (pair.state(), EncodeSettings(dtype))) as pool:
+                for s in EVAL_SPLITS:
+                    stats[s] = _encode_split(ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens),
+                                             _chunked(evaluation[s]), pool, check_stop, bar)
+        if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
+            pair.recaser = Truecaser.from_counts(stats["train"].spellings)
+        manifest.update({
+            "vocab_size": {"src": pair.src.vocab_size, "tgt": pair.tgt.vocab_size},
+            "joint_vocab": pair.joint,
+            "id_dtype": dtype,
+            "shards": {s: stats[s].shards for s in SPLITS},
+            "splits": {s: stats[s].summary() for s in SPLITS},
+            "dropped": {"empty_train_pairs": train.empty, "too_long_train_pairs": stats["train"].too_long},
+            "oov_rate_val": stats["val"].oov_rate(),
+            "versions": package_versions(),
+            "elapsed_s": round(time.monotonic() - started, 2),
+        })
         pair.save(folder)
         (folder / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
         manifest["outputs"] = {p.name: file_record(p, sha256_file(p))
@@ -331,6 +416,15 @@ def _write_folder(cfg: Config, pair: TokenizerPair, encoded: dict[str, tuple[lis
         atomic_write_folder(cfg.data_dir, build)
     except WriteError as e:  # a full disk: said as the data's problem
         raise TfmError(f"cannot write preprocessed data to {cfg.data_dir}: {e.reason}") from None
+    return pair
+
+
+def _check_enough(cfg: Config, train: SplitStats, empty: int) -> None:
+    if train.pairs < cfg.data.min_train_pairs:
+        raise UsageError(f"only {train.pairs} training pairs are left of "
+                         f"{train.pairs + train.too_long + empty} ({empty} empty, {train.too_long} "
+                         f"longer than data.train_max_len={cfg.data.train_max_len} tokens); at least "
+                         f"data.min_train_pairs={cfg.data.min_train_pairs} are needed")
 
 
 def summary_table(manifest: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,33 +207,66 @@ def _fetch_url_first(base: str, names: list[str], cache: Path, sums: dict[str, s
     raise AssertionError("unreachable")
 
 
-def read_lines(path: Path) -> list[str]:
-    """All lines of a UTF-8 text file (gzip when named .gz), without line endings.
+def iter_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 text file (gzip when named .gz), without line endings, read as
+    they are needed.
 
     Raises UsageError naming the file and line for non-UTF-8 bytes or a damaged gzip file.
     """
     opener = gzip.open if path.name.endswith(".gz") else open
-    lines: list[str] = []
     try:
         with opener(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
                 try:
-                    lines.append(raw.decode("utf-8").rstrip("\r\n"))
+                    yield raw.decode("utf-8").rstrip("\r\n")
                 except UnicodeDecodeError as e:
                     raise UsageError(f"{path}:{number}: not valid UTF-8 "
                                      f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
     except (OSError, EOFError, zlib.error) as e:
         raise UsageError(f"{path}: cannot read: {e}") from None
-    return lines
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a text file at once (see `iter_lines`)."""
+    return list(iter_lines(path))
+
+
+def iter_parallel(src: Path, tgt: Path, chunk_pairs: int) -> Iterator[tuple[list[str], list[str]]]:
+    """An aligned pair of files in chunks of up to `chunk_pairs` line pairs, read as needed.
+    At the end, a file with no text, or files of different lengths, raise UsageError naming
+    them (before the last chunk is given)."""
+    readers = iter_lines(src), iter_lines(tgt)
+    has_text = [False, False]
+    pairs = 0
+    chunk: tuple[list[str], list[str]] = ([], [])
+    while True:
+        a, b = next(readers[0], None), next(readers[1], None)
+        if a is None or b is None:
+            break
+        chunk[0].append(a)
+        chunk[1].append(b)
+        has_text[0] = has_text[0] or bool(a.strip())
+        has_text[1] = has_text[1] or bool(b.strip())
+        pairs += 1
+        if len(chunk[0]) == chunk_pairs:
+            yield chunk
+            chunk = ([], [])
+    lengths = [pairs + (a is not None) + sum(1 for _ in readers[0]),
+               pairs + (b is not None) + sum(1 for _ in readers[1])]
+    for path, text in zip((src, tgt), has_text):
+        if not text and lengths[0] == lengths[1]:
+            raise UsageError(f"{path}: empty corpus")
+    if lengths[0] != lengths[1]:
+        raise UsageError(f"misaligned corpus: {src} has {lengths[0]} lines but {tgt} has {lengths[1]}")
+    if chunk[0]:
+        yield chunk
 
 
 def read_parallel(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
     """Read an aligned pair of files; both must be non-empty and have equally many lines."""
-    src_lines, tgt_lines = read_lines(src), read_lines(tgt)
-    for path, lines in ((src, src_lines), (tgt, tgt_lines)):
-        if not any(line.strip() for line in lines):
-            raise UsageError(f"{path}: empty corpus")
-    if len(src_lines) != len(tgt_lines):
-        raise UsageError(f"misaligned corpus: {src} has {len(src_lines)} lines but {tgt} has "
-                         f"{len(tgt_lines)}")
+    src_lines: list[str] = []
+    tgt_lines: list[str] = []
+    for a, b in iter_parallel(src, tgt, 1 << 16):
+        src_lines += a
+        tgt_lines += b
     return src_lines, tgt_lines

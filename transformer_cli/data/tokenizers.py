@@ -31,6 +31,23 @@ from .vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
 ProgressCallback = Callable[[int], None]
 
 
+@dataclass
+class WordCounts:
+    """What a word tokenizer learns from: token counts, and for each pair of neighbouring
+    tokens how often a space stood between them. Counts of parts of a corpus add up."""
+
+    tokens: Counter[str]
+    gaps: Counter[tuple[str, str, bool]]  # (token, next token, space between)
+
+    @classmethod
+    def empty(cls) -> WordCounts:
+        return cls(Counter(), Counter())
+
+    def add(self, other: WordCounts) -> None:
+        self.tokens.update(other.tokens)
+        self.gaps.update(other.gaps)
+
+
 def _is_word(token: str) -> bool:
     return any(c.isalnum() for c in token)
 
@@ -117,31 +134,42 @@ class WordTokenizer(Tokenizer):
     def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
         return [self.vocab.lookup(tokens) for tokens in self.split(lines, progress)]
 
+    def count(self, lines: Sequence[str]) -> WordCounts:
+        """What fitting needs of `lines` (see `WordCounts`)."""
+        counts = WordCounts.empty()
+        for doc in self._docs(lines, None):
+            counts.tokens.update(t.text for t in doc)
+            counts.gaps.update((a.text, b.text, bool(a.whitespace_)) for a, b in zip(doc, doc[1:]))
+        return counts
+
     @classmethod
-    def fit(cls, lang: str, lines: Sequence[str], cfg: TokenizerConfig,
-            progress: ProgressCallback | None = None) -> tuple[WordTokenizer, list[list[int]]]:
-        """Build the vocab (and the detokenization rules) from training text; encode it."""
-        tok = cls(lang, Vocab(SPECIALS), cfg.lowercase, (), ())
-        sentences: list[list[str]] = []
-        gaps: Counter[tuple[str, str, bool]] = Counter()  # (token, next token, space between)
-        for doc in tok._docs(lines, progress):
-            sentences.append([t.text for t in doc])
-            gaps.update((a.text, b.text, bool(a.whitespace_)) for a, b in zip(doc, doc[1:]))
-        tok.vocab = Vocab.build(sentences, cfg.min_freq, cfg.max_vocab)
+    def fit(cls, lang: str, lines: Sequence[str], cfg: TokenizerConfig) -> WordTokenizer:
+        """Learned from `lines` in one go (preprocessing counts parts in parallel instead)."""
+        return cls.from_counts(lang, cls.blank(lang, cfg.lowercase).count(lines), cfg)
+
+    @classmethod
+    def blank(cls, lang: str, lowercase: bool) -> WordTokenizer:
+        """A tokenizer with no vocabulary yet: for `count`."""
+        return cls(lang, Vocab(SPECIALS), lowercase, (), ())
+
+    @classmethod
+    def from_counts(cls, lang: str, counts: WordCounts, cfg: TokenizerConfig) -> WordTokenizer:
+        """The vocabulary and detokenization rules learned from the training text's counts."""
+        vocab = Vocab.from_counts(counts.tokens, cfg.min_freq, cfg.max_vocab)
         # A token attaches on a side when, next to a word on that side, it was mostly written
         # without a space: "." and "'s" attach left, "(" attaches right.
         left_total, left_glued, right_total, right_glued = Counter(), Counter(), Counter(), Counter()
-        for (a, b, space), n in gaps.items():
+        for (a, b, space), n in counts.gaps.items():
             if _is_word(a):
                 left_total[b] += n
                 left_glued[b] += 0 if space else n
             if _is_word(b):
                 right_total[a] += n
                 right_glued[a] += 0 if space else n
-        in_vocab = tok.vocab.itos[len(SPECIALS):]
-        tok.attach_left = frozenset(t for t in in_vocab if left_glued[t] * 2 > left_total[t])
-        tok.attach_right = frozenset(t for t in in_vocab if right_glued[t] * 2 > right_total[t])
-        return tok, [tok.vocab.lookup(s) for s in sentences]
+        in_vocab = vocab.itos[len(SPECIALS):]
+        return cls(lang, vocab, cfg.lowercase,
+                   [t for t in in_vocab if left_glued[t] * 2 > left_total[t]],
+                   [t for t in in_vocab if right_glued[t] * 2 > right_total[t]])
 
     def decode(self, ids: Sequence[int]) -> str:
         out: list[str] = []
@@ -187,13 +215,15 @@ class SubwordTokenizer(Tokenizer):
         self.model = model
         self.lowercase = lowercase
         self.sp = spm.SentencePieceProcessor(model_proto=model)
+        self.threads = -1  # encode_batch's threads (-1: all); 1 inside a worker process
 
     @property
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
     @classmethod
-    def train(cls, lines: Sequence[str], cfg: TokenizerConfig) -> SubwordTokenizer:
+    def train(cls, lines: Sequence[str], cfg: TokenizerConfig, threads: int) -> SubwordTokenizer:
+        """Fit on `lines` (all of them: the caller bounds how many) with `threads` threads."""
         import sentencepiece as spm
 
         text = [line.lower() if cfg.lowercase else line for line in lines if line.strip()]
@@ -204,8 +234,7 @@ class SubwordTokenizer(Tokenizer):
                 vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
                 unk_id=UNK, pad_id=PAD, bos_id=SOS, eos_id=EOS, unk_piece=SPECIALS[UNK],
                 pad_piece=SPECIALS[PAD], bos_piece=SPECIALS[SOS], eos_piece=SPECIALS[EOS],
-                input_sentence_size=2_000_000, shuffle_input_sentence=True, minloglevel=2,
-                num_threads=2)
+                input_sentence_size=0, minloglevel=2, num_threads=threads)
         except RuntimeError as e:
             match = _SPM_TOO_BIG.search(str(e))
             if match:
@@ -217,19 +246,18 @@ class SubwordTokenizer(Tokenizer):
 
     def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
         text = [line.lower() if self.lowercase else line for line in lines]
-        ids = self.sp.encode(text)
+        ids = self.sp.encode(text, num_threads=self.threads)
         if progress:
             progress(len(lines))
         return ids
 
-    def encode_sampled(self, lines: Sequence[str], alpha: float, seed: int) -> list[list[int]]:
+    def encode_sampled(self, lines: Sequence[str], alpha: float) -> list[list[int]]:
         """One sampled segmentation per line (subword regularization): BPE-dropout with
         probability `alpha` for BPE models, sampling with smoothing `alpha` over all
-        segmentations for unigram models. The same (lines, alpha, seed) give the same ids."""
-        import sentencepiece as spm
-
+        segmentations for unigram models. The draws come from SentencePiece's own generator,
+        which cannot be seeded per call (google/sentencepiece#540, #609: its seed is read once
+        per thread), so they differ from process to process."""
         text = [line.lower() if self.lowercase else line for line in lines]
-        spm.set_random_generator_seed(seed)  # one thread below: the draws follow this seed
         return self.sp.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -310,18 +338,20 @@ class TokenizerPair:
         return cls.from_state(meta)
 
 
-def fit_tokenizers(cfg: TokenizerConfig, src_lang: str, tgt_lang: str, src_lines: Sequence[str],
-                   tgt_lines: Sequence[str], progress: ProgressCallback | None = None
-                   ) -> tuple[TokenizerPair, list[list[int]], list[list[int]]]:
-    """Learn tokenizers from the training text; return them and the encoded text."""
-    if cfg.kind == "spacy":
-        src, src_ids = WordTokenizer.fit(src_lang, src_lines, cfg, progress)
-        tgt, tgt_ids = WordTokenizer.fit(tgt_lang, tgt_lines, cfg, progress)
-        return TokenizerPair(src, tgt), src_ids, tgt_ids
+def fit_subwords(cfg: TokenizerConfig, src_lines: Sequence[str], tgt_lines: Sequence[str],
+                 threads: int) -> TokenizerPair:
+    """SentencePiece models learned from (a sample of) the training text."""
     if cfg.joint:
-        shared = SubwordTokenizer.train([*src_lines, *tgt_lines], cfg)
-        pair = TokenizerPair(shared, shared, joint=True)
-    else:
-        pair = TokenizerPair(SubwordTokenizer.train(src_lines, cfg),
-                             SubwordTokenizer.train(tgt_lines, cfg))
-    return pair, pair.src.encode_batch(src_lines, progress), pair.tgt.encode_batch(tgt_lines, progress)
+        shared = SubwordTokenizer.train([*src_lines, *tgt_lines], cfg, threads)
+        return TokenizerPair(shared, shared, joint=True)
+    return TokenizerPair(SubwordTokenizer.train(src_lines, cfg, threads),
+                         SubwordTokenizer.train(tgt_lines, cfg, threads))
+
+
+def fit_tokenizers(cfg: TokenizerConfig, src_lang: str, tgt_lang: str, src_lines: Sequence[str],
+                   tgt_lines: Sequence[str], threads: int = 1) -> TokenizerPair:
+    """Tokenizers learned from training text held in memory."""
+    if cfg.kind == "spacy":
+        return TokenizerPair(WordTokenizer.fit(src_lang, src_lines, cfg),
+                             WordTokenizer.fit(tgt_lang, tgt_lines, cfg))
+    return fit_subwords(cfg, src_lines, tgt_lines, threads)

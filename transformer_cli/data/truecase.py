@@ -18,6 +18,27 @@ from collections.abc import Iterable, Mapping
 
 WORD = re.compile(r"\w+")
 
+SpellingCounts = dict[str, Counter[str]]  # lowercased word -> how often each spelling was seen
+
+
+def spelling_counts(lines: Iterable[str]) -> SpellingCounts:
+    """How often each word was spelled each way, sentence-initial words excluded (their capital
+    is positional). Counts of parts of a corpus add up (`add_counts`) to those of the whole."""
+    counts: SpellingCounts = defaultdict(Counter)
+    for line in lines:
+        for word in WORD.findall(line)[1:]:
+            counts[word.lower()][word] += 1
+    return dict(counts)
+
+
+def add_counts(total: SpellingCounts, part: SpellingCounts) -> None:
+    """Add `part`'s counts into `total`."""
+    for key, forms in part.items():
+        if key in total:
+            total[key].update(forms)
+        else:
+            total[key] = forms
+
 
 def has_no_casing(line: str) -> bool:
     """Whether `line` has letters and all of them are lowercase, or all of them capitals."""
@@ -33,10 +54,11 @@ class Truecaser:
 
     @classmethod
     def fit(cls, lines: Iterable[str]) -> Truecaser:
-        counts: dict[str, Counter[str]] = defaultdict(Counter)
-        for line in lines:
-            for word in WORD.findall(line)[1:]:  # the first word's capital is positional
-                counts[word.lower()][word] += 1
+        return cls.from_counts(spelling_counts(lines))
+
+    @classmethod
+    def from_counts(cls, counts: SpellingCounts) -> Truecaser:
+        """The truecaser of the lines `counts` was made from (see `spelling_counts`)."""
         spellings = {}
         for key, forms in counts.items():
             best = max(forms.items(), key=lambda kv: (kv[1], kv[0] == key))[0]  # ties: lowercase

@@ -25,14 +25,16 @@ class Vocab:
     @classmethod
     def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1,
               max_size: int | None = None) -> Vocab:
+        return cls.from_counts(Counter(tok for sent in sentences for tok in sent), min_freq, max_size)
+
+    @classmethod
+    def from_counts(cls, counts: Counter[str], min_freq: int = 1, max_size: int | None = None) -> Vocab:
         """Tokens seen at least `min_freq` times, most frequent first (ties alphabetical).
 
         `max_size` caps the total size, specials included.
         """
-        counts = Counter(tok for sent in sentences for tok in sent)
-        for special in SPECIALS:
-            counts.pop(special, None)
-        kept = sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t))
+        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
+                      key=lambda t: (-counts[t], t))
         if max_size is not None:
             kept = kept[: max(0, max_size - len(SPECIALS))]
         return cls([*SPECIALS, *kept])

@@ -23,7 +23,7 @@ import torch
 
 from ..checkpoint import CheckpointError
 from ..config import DecodeConfig, build_section
-from ..data.batching import EncodedSplit
+from ..data.shards import TokenPairs
 from ..data.vocab import EOS
 from ..errors import UsageError
 from ..inference.search import Hypothesis, output_limits
@@ -122,7 +122,7 @@ class Ct2Translator(TextTranslator):
         tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, EOS])
         return src_tokens, tgt_tokens, weights
 
-    def corpus_nll(self, split: EncodedSplit) -> tuple[float, int]:
+    def corpus_nll(self, split: TokenPairs) -> tuple[float, int]:
         """Summed negative log-likelihood of the targets given the sources (teacher forcing,
         `<eos>` included) and the number of target tokens scored, by CTranslate2's
         `score_batch`; both sides are cut to the model's positions as in tfm's evaluation."""

@@ -24,8 +24,9 @@ import torch
 
 from ..checkpoint import save_checkpoint
 from ..config import Config, TrainConfig
-from ..data.batching import collate, plan_batches
-from ..data.epochs import TrainingEpochs
+from ..data.augment import Augmentation
+from ..data.batching import Batch
+from ..data.loader import TrainingData
 from ..data.preprocess import Prepared
 from ..device import autocast_dtype, default_threads, rng_state, set_rng_state
 from ..errors import StoppedBySignal, TfmError, UsageError
@@ -76,8 +77,9 @@ class Trainer:
         self.batch_loss = BatchLoss.from_config(tc)
         self.optimizer = build_optimizer(self.model, tc, device)
         self.scheduler = build_scheduler(self.optimizer, tc)
-        self.epochs = TrainingEpochs(cfg, prepared)  # re-drawn per epoch with sampling or noise
-        self.train_split, self.valid_split = self.epochs.split(0), prepared.split("val")
+        self.data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, tokenizers),
+                                 dist_ctx.rank, dist_ctx.world_size, pin_memory=device.type == "cuda")
+        self.valid_split = prepared.split("val")
         self.identity = run_identity(cfg, prepared.manifest["fingerprint"])
         # Words (+1 for the sentence end) in the raw validation references: per-word perplexity
         # compares models whose tokenizers differ (per-token perplexity does not).
@@ -89,6 +91,7 @@ class Trainer:
         self._epoch_nll = torch.zeros((), device=device)
         self._session_mark = time.monotonic()
         self._last_save = time.monotonic()
+        self._stepped = False  # whether this session took a step yet (logged once, when it does)
         self._tensorboard = TensorBoard(run.path / "tensorboard")
 
     def _wrapped_model(self) -> torch.nn.Module:
@@ -214,32 +217,18 @@ class Trainer:
         (collective) stop check waits for the next training step."""
         return None if self.dist.enabled else self._check_stop
 
-    def epoch_groups(self, epoch: int) -> list[list[list[int]]]:
-        """This rank's optimizer steps for `epoch`: lists of `accumulate` batches (of
-        `self.train_split`, which becomes that epoch's encoding of the training pairs)."""
-        tc = self.cfg.train
-        self.train_split = self.epochs.split(epoch)
-        batches = plan_batches(self.train_split.src_lengths, self.train_split.tgt_lengths,
-                               batch_size=tc.batch_size, batch_tokens=tc.batch_tokens, shuffle=True,
-                               seed=tc.seed, epoch=epoch)
-        world = self.dist.world_size
-        batches = batches[: len(batches) // world * world][self.dist.rank :: world]
-        return [batches[i : i + tc.accumulate] for i in range(0, len(batches), tc.accumulate)]
-
-    def train_step(self, group: list[list[int]]) -> int:
+    def train_step(self, batches: list[Batch]) -> int:
         """One optimizer step over a group of batches; returns its target-token count."""
-        n_tokens = self._accumulate_gradients(group)
+        n_tokens = self._accumulate_gradients(batches)
         self._optimizer_step()
         return n_tokens
 
-    def _accumulate_gradients(self, group: list[list[int]]) -> int:
-        """Backward passes over each batch of `group`, each summed loss divided by the target
+    def _accumulate_gradients(self, batches: list[Batch]) -> int:
+        """Backward passes over each batch of the step, each summed loss divided by the target
         tokens of the whole optimizer step, so the gradient is that of one batch holding every
         pair of the step; returns this rank's target tokens. Under DDP only the last backward
         synchronises the gradients."""
-        pin = self.device.type == "cuda"
-        batches = [collate(self.train_split, idx, self.cfg.model.max_len, pin).to(self.device)
-                   for idx in group]
+        batches = [b.to(self.device) for b in batches]
         n_tokens = sum(b.n_tokens for b in batches)
         normaliser = self._loss_normaliser(n_tokens)
         for i, b in enumerate(batches):
@@ -303,19 +292,24 @@ class Trainer:
     def _train_until_validation(self) -> None:
         """Train steps of the current epoch until a validation is due (at the latest: its end)."""
         p = self.progress
-        groups = self.epoch_groups(p.epoch)
+        steps = self.data.steps(p.epoch)
         self.net.train()
-        with self._progress_bar(len(groups), p.batch_in_epoch) as bar:
-            for g in range(p.batch_in_epoch, len(groups)):
-                started = time.perf_counter()
-                p.epoch_tokens += self.train_step(groups[g])
+        batch_groups = self.data.steps_from(p.epoch, p.batch_in_epoch)
+        with self._progress_bar(steps, p.batch_in_epoch) as bar, contextlib.closing(batch_groups):
+            started = time.perf_counter()  # a step's time includes any wait for its batches
+            for g, batches in enumerate(batch_groups, p.batch_in_epoch):
+                p.epoch_tokens += self.train_step(batches)
                 p.epoch_train_s += time.perf_counter() - started
                 p.step += 1
                 p.batch_in_epoch = g + 1
+                if not self._stepped and self.dist.is_main:
+                    log.info("first optimizer step done (step %d, epoch %d: %d steps)", p.step,
+                             p.epoch + 1, steps)
+                    self._stepped = True
                 bar.update()
                 self._show_loss(bar)
                 save_due = self._check_stop(self._checkpoint_due())
-                if g + 1 == len(groups):
+                if g + 1 == steps:
                     break  # the epoch's end takes its own snapshot
                 self._snapshot_if_due()
                 if validation_due_within_epoch(p, self.cfg.train):
@@ -323,6 +317,7 @@ class Trainer:
                     return
                 if save_due:
                     self.save_last()
+                started = time.perf_counter()
         p.epoch += 1
         p.batch_in_epoch = 0
         p.pending_validation = "epoch"

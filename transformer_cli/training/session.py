@@ -152,7 +152,7 @@ def _train(trainer: Trainer, resumed: bool) -> None:
         what = f"resuming at epoch {p.epoch + 1}, step {p.step}" if resumed else "starting"
         log.info("%s: %s on %s (%s), %.2fM parameters, %d train pairs", run.path, what,
                  trainer.device, trainer.dtype or "fp32", trainer.model.num_parameters() / 1e6,
-                 len(trainer.train_split))
+                 len(trainer.data.split))
     trainer.run()
     if main:
         from ..plots import plot_curves

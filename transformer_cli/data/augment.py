@@ -1,0 +1,113 @@
+"""Per-batch augmentation of the training pairs: the same pair reads differently each epoch.
+
+Two small-data regularizers change the training text from epoch to epoch:
+
+- source noise (`train.source_lowercase`, `source_uppercase`, `source_unpunctuated`): a share
+  of the source sentences is lowercased, capitalised or loses its final punctuation, so the
+  model translates text as users type it; targets are untouched, so output stays cased;
+- subword regularization (`tokenizer.sampling`): every sentence gets a sampled segmentation
+  (BPE-dropout, Provilkov et al. 2020; unigram sampling, Kudo 2018).
+
+Both are applied to one batch at a time, from the raw lines the prepared folder keeps beside
+the ids, in the DataLoader's worker processes (data/loader.py): there is no whole-corpus
+re-encoding at epoch starts. A batch's noise follows `batch_seed(train.seed, epoch, batch)`
+only, so a resumed run, or one with another number of workers, sees exactly the sources the
+uninterrupted run saw. Sampled segmentations cannot be made to repeat: SentencePiece's
+sampler takes no per-call seed, so with `tokenizer.sampling` a resumed run is the same run
+on other draws of the same distribution. Without either, the preprocessed ids are used as
+they are.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import Config
+from .shards import ShardedSplit
+from .tokenizers import SubwordTokenizer, Tokenizer, TokenizerPair
+
+FINAL_PUNCTUATION = ".!?;:,"
+
+
+def unpunctuated(line: str) -> str:
+    """`line` without its final punctuation (and the spaces around it)."""
+    return line.rstrip().rstrip(FINAL_PUNCTUATION).rstrip()
+
+
+# How users type, applied to whole sentences: used by the noise below and by
+# benchmarks/input_variants.py to score a model on each.
+SOURCE_VARIANTS = {
+    "as_given": lambda line: line,
+    "lowercased": str.lower,
+    "uppercased": str.upper,
+    "unpunctuated": unpunctuated,
+}
+
+
+@dataclass(frozen=True)
+class SourceNoise:
+    """Shares of source sentences lowercased, capitalised, or stripped of final punctuation."""
+
+    lowercase: float = 0.0
+    uppercase: float = 0.0
+    unpunctuated: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return bool(self.lowercase or self.uppercase or self.unpunctuated)
+
+    def apply(self, line: str, rng: random.Random) -> str:
+        """`line` as a user might type it; one draw for case, one for punctuation."""
+        case = rng.random()
+        if case < self.lowercase:
+            line = line.lower()
+        elif case < self.lowercase + self.uppercase:
+            line = line.upper()
+        if rng.random() < self.unpunctuated:
+            line = unpunctuated(line)
+        return line
+
+
+class Augmentation:
+    """A batch's pairs as this epoch sees them: sources with noise, both sides with sampled
+    segmentations, from the raw lines of the split. The noise of `pairs(split, indices, seed)`
+    depends on nothing but its arguments; sampled segmentations do not repeat (see
+    `SubwordTokenizer.encode_sampled`)."""
+
+    def __init__(self, noise: SourceNoise, sampling: float, tokenizers: TokenizerPair):
+        self.noise, self.sampling, self.tokenizers = noise, sampling, tokenizers
+
+    @classmethod
+    def from_config(cls, cfg: Config, tokenizers: TokenizerPair) -> Augmentation:
+        tc = cfg.train
+        return cls(SourceNoise(tc.source_lowercase, tc.source_uppercase, tc.source_unpunctuated),
+                   cfg.tokenizer.sampling, tokenizers)
+
+    @property
+    def active(self) -> bool:
+        """Whether epochs differ (else every epoch uses the preprocessed ids)."""
+        return self.noise.active or self.sampling > 0
+
+    def pairs(self, split: ShardedSplit, indices: Sequence[int] | np.ndarray, seed: int
+              ) -> list[tuple[list[int] | np.ndarray, list[int] | np.ndarray]]:
+        """The ids of the pairs at `indices`, augmented with the draws of `seed`."""
+        lines = [split.lines(int(i)) for i in indices]
+        sources = [src for src, _ in lines]
+        if self.noise.active:
+            rng = random.Random(seed)
+            sources = [self.noise.apply(line, rng) for line in sources]
+        src_ids = self._encode(self.tokenizers.src, sources)
+        if self.sampling > 0:
+            tgt_ids = self._encode(self.tokenizers.tgt, [tgt for _, tgt in lines])
+        else:  # targets are never noised: their preprocessed ids stand
+            tgt_ids = [split.pair(int(i))[1] for i in indices]
+        return list(zip(src_ids, tgt_ids))
+
+    def _encode(self, tokenizer: Tokenizer, lines: list[str]) -> list[list[int]]:
+        if self.sampling > 0 and isinstance(tokenizer, SubwordTokenizer):
+            return tokenizer.encode_sampled(lines, self.sampling)
+        return tokenizer.encode_batch(lines)

@@ -1,0 +1,99 @@
+"""What preprocessing's worker processes do to a chunk of sentence pairs.
+
+`setup` is run once per worker (data/parallel.py) with the fitted tokenizers' state; then
+`encode_chunk` turns a chunk into ids ready for a `ShardWriter`, dropping training pairs that
+are too long and counting the source spellings the truecaser learns from, and `count_words`
+gathers what a word tokenizer is fitted on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .shards import EncodedChunk
+from .tokenizers import SubwordTokenizer, TokenizerPair, WordCounts, WordTokenizer
+from .truecase import SpellingCounts, spelling_counts
+from .vocab import UNK
+
+Chunk = tuple[list[str], list[str]]  # source lines, target lines
+
+
+@dataclass
+class EncodeSettings:
+    """How a split is encoded."""
+
+    dtype: str  # of the ids (shards.id_dtype)
+    max_len: int | None = None  # pairs with a longer side are dropped (training only)
+    count_spellings: bool = False  # count the kept sources' spellings (training only)
+
+
+@dataclass
+class EncodedResult:
+    chunk: EncodedChunk
+    too_long: int  # pairs dropped by max_len
+    unknown: tuple[int, int]  # <unk> ids, source and target
+    spellings: SpellingCounts = field(default_factory=dict)
+
+
+_pair: TokenizerPair | None = None
+_settings: EncodeSettings | None = None
+_counters: tuple[WordTokenizer, WordTokenizer] | None = None
+
+
+def setup(pair_state: dict[str, Any] | None, settings: EncodeSettings | None,
+          word_langs: tuple[str, str] | None = None, lowercase: bool = False) -> None:
+    """Per process: the tokenizers to encode with, or (`word_langs`) blank word tokenizers to
+    count with."""
+    global _pair, _settings, _counters
+    _settings = settings
+    if pair_state is not None:
+        _pair = TokenizerPair.from_state(pair_state)
+        for tok in (_pair.src, _pair.tgt):
+            if isinstance(tok, SubwordTokenizer):
+                tok.threads = 1  # the pool is the parallelism
+    if word_langs is not None:
+        _counters = (WordTokenizer.blank(word_langs[0], lowercase),
+                     WordTokenizer.blank(word_langs[1], lowercase))
+
+
+def _flat(ids: list[list[int]], dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
+    return flat, lengths
+
+
+def _text(lines: list[str]) -> tuple[bytes, np.ndarray]:
+    encoded = [f"{line}\n".encode() for line in lines]
+    return b"".join(encoded), np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+
+
+def encode_chunk(chunk: Chunk) -> EncodedResult:
+    """The chunk's pairs encoded (those with a side longer than `max_len` dropped)."""
+    assert _pair is not None and _settings is not None, "setup() first"
+    sources, targets = chunk
+    src_ids, tgt_ids = _pair.src.encode_batch(sources), _pair.tgt.encode_batch(targets)
+    too_long = 0
+    if _settings.max_len is not None:
+        limit = _settings.max_len
+        kept = [i for i, (a, b) in enumerate(zip(src_ids, tgt_ids)) if len(a) <= limit and len(b) <= limit]
+        too_long = len(src_ids) - len(kept)
+        if too_long:
+            src_ids, tgt_ids = [src_ids[i] for i in kept], [tgt_ids[i] for i in kept]
+            sources, targets = [sources[i] for i in kept], [targets[i] for i in kept]
+    (src, src_len), (tgt, tgt_len) = _flat(src_ids, _settings.dtype), _flat(tgt_ids, _settings.dtype)
+    (src_text, src_bytes), (tgt_text, tgt_bytes) = _text(sources), _text(targets)
+    return EncodedResult(
+        EncodedChunk(src, src_len, tgt, tgt_len, src_text, src_bytes, tgt_text, tgt_bytes),
+        too_long, (int((src == UNK).sum()), int((tgt == UNK).sum())),
+        spelling_counts(sources) if _settings.count_spellings else {})
+
+
+def count_words(chunk: Chunk) -> tuple[WordCounts, WordCounts]:
+    """What the source and target word tokenizers learn from this chunk."""
+    assert _counters is not None, "setup() with word_langs first"
+    return _counters[0].count(chunk[0]), _counters[1].count(chunk[1])
+

@@ -1,0 +1,161 @@
+"""The training batches: planned from the lengths, made in DataLoader worker processes.
+
+`TrainingData` is what the training loop iterates. For an epoch it plans the batches from the
+memory-mapped split's lengths alone (`plan_batches`: a function of (seed, epoch)), takes this
+rank's share, and gives them in optimizer steps of `train.accumulate` batches. The batches are
+read, augmented (data/augment.py) and padded by `train.data_workers` worker processes, a few
+batches ahead of the training step and (on a GPU) in pinned memory. What a batch holds depends
+on (seed, epoch, batch number) only, so the number of workers and restarts change nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+
+from ..config import Config
+from ..device import default_threads
+from .augment import Augmentation
+from .batching import (Batch, batch_seed, collate, collate_pairs, epoch_seed, plan_batches,
+                       within_budget)
+from .parallel import as_helper_process, available_cpus
+from .shards import ShardedSplit
+from .tokenizers import SubwordTokenizer
+
+PREFETCH_BATCHES = 4  # per worker
+MICRO_BATCH_SLACK = 1.25  # an augmented batch may exceed its token budget by this much, whole
+
+
+class EpochBatches(torch.utils.data.Dataset):
+    """Batches of one epoch by position: item k is batch `numbers[k]` of the epoch's plan, as
+    one or more padded micro-batches (see `__getitem__`)."""
+
+    def __init__(self, split: ShardedSplit, batches: list[np.ndarray], numbers: list[int],
+                 augmentation: Augmentation, seed: int, epoch: int, max_len: int,
+                 batch_tokens: int | None):
+        self.split, self.batches, self.numbers = split, batches, numbers
+        self.augmentation, self.seed, self.epoch, self.max_len = augmentation, seed, epoch, max_len
+        self.batch_tokens = batch_tokens
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, k: int) -> list[Batch]:
+        """The batch, padded. An augmented batch was planned from the preprocessed lengths;
+        when its pairs grew past `MICRO_BATCH_SLACK` times the token budget (typically one
+        source put in capitals, which BPE splits into two or three times the pieces), it
+        comes as micro-batches that each fit, which the step accumulates: the same gradient,
+        without padding every sentence to the widest."""
+        indices = self.batches[k]
+        if not self.augmentation.active:
+            return [collate(self.split, indices, self.max_len)]
+        seed = batch_seed(self.seed, self.epoch, self.numbers[k])
+        pairs = self.augmentation.pairs(self.split, indices, seed)
+        if self.batch_tokens is None:
+            return [collate_pairs(pairs, self.max_len)]
+        parts = within_budget(pairs, int(MICRO_BATCH_SLACK * self.batch_tokens), self.max_len)
+        return [collate_pairs([pairs[i] for i in part], self.max_len) for part in parts]
+
+
+def _in_worker(_: int) -> None:
+    """A DataLoader worker leaves stop signals to the trainer and dies with it, and encodes
+    with one thread: the workers are the parallelism."""
+    as_helper_process()
+    dataset = torch.utils.data.get_worker_info().dataset
+    for tokenizer in (dataset.augmentation.tokenizers.src, dataset.augmentation.tokenizers.tgt):
+        if isinstance(tokenizer, SubwordTokenizer):
+            tokenizer.threads = 1
+
+
+def default_workers(threads: int) -> int:
+    """`train.data_workers` when unset: one worker per CPU the training threads leave free,
+    at least one, at most four."""
+    return max(1, min(4, available_cpus() - threads))
+
+
+class TrainingData:
+    """This rank's training batches, epoch by epoch (see the module docstring)."""
+
+    def __init__(self, cfg: Config, split: ShardedSplit, augmentation: Augmentation,
+                 rank: int = 0, world_size: int = 1, pin_memory: bool = False):
+        self.cfg, self.split, self.augmentation = cfg, split, augmentation
+        self.rank, self.world_size, self.pin_memory = rank, world_size, pin_memory
+        tc = cfg.train
+        self.workers = (tc.data_workers if tc.data_workers is not None
+                        else default_workers(tc.threads or default_threads()))
+        self._plan: tuple[int, list[np.ndarray], list[int]] | None = None  # the last epoch planned
+        self._ahead: tuple[int, threading.Thread, list] | None = None  # the next, being planned
+
+    def _rank_plan(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
+        """This rank's batches of `epoch` and their numbers in the epoch's whole plan."""
+        if self._plan is None or self._plan[0] != epoch:
+            ahead, self._ahead = self._ahead, None
+            plan: list = []
+            if ahead is not None and ahead[0] == epoch:
+                ahead[1].join()
+                plan = ahead[2]  # empty if the thread failed: planned again here
+            self._plan = epoch, *(plan or self._make_plan(epoch))
+        return self._plan[1], self._plan[2]
+
+    def _make_plan(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
+        tc = self.cfg.train
+        batches = plan_batches(self.split.src_lengths, self.split.tgt_lengths,
+                               batch_size=tc.batch_size, batch_tokens=tc.batch_tokens,
+                               shuffle=True, seed=tc.seed, epoch=epoch)
+        world = self.world_size
+        numbers = list(range(len(batches) // world * world))[self.rank :: world]
+        return [batches[i] for i in numbers], numbers
+
+    def _plan_ahead(self, epoch: int) -> None:
+        """Plan `epoch` in a background thread while the one before it trains: planning a
+        corpus of millions of pairs takes seconds (one Python step per pair), which would
+        otherwise be a pause at every epoch boundary."""
+        if self._ahead is not None and self._ahead[0] == epoch:
+            return
+        result: list = []
+        thread = threading.Thread(target=lambda: result.extend(self._make_plan(epoch)),
+                                  name=f"plan-epoch-{epoch}", daemon=True)
+        thread.start()
+        self._ahead = epoch, thread, result
+
+    def steps(self, epoch: int) -> int:
+        """Optimizer steps of this rank in `epoch` (the last may hold fewer batches)."""
+        accumulate = self.cfg.train.accumulate
+        return -(-len(self._rank_plan(epoch)[0]) // accumulate)
+
+    def step_indices(self, epoch: int, step: int) -> list[np.ndarray]:
+        """The pair indices of each batch of one optimizer step."""
+        accumulate = self.cfg.train.accumulate
+        return self._rank_plan(epoch)[0][step * accumulate : (step + 1) * accumulate]
+
+    def steps_from(self, epoch: int, first: int) -> Iterator[list[Batch]]:
+        """The batches of each optimizer step of `epoch` from step `first` on (an augmented
+        batch may come as several micro-batches: see `EpochBatches`)."""
+        batches, numbers = self._rank_plan(epoch)
+        accumulate = self.cfg.train.accumulate
+        start = first * accumulate
+        dataset = EpochBatches(self.split, batches[start:], numbers[start:], self.augmentation,
+                               self.cfg.train.seed, epoch, self.cfg.model.max_len,
+                               self.cfg.train.batch_tokens if not self.cfg.train.batch_size else None)
+        # A generator of its own: a DataLoader draws its workers' base seed from it, which would
+        # otherwise come from (and move) the global RNG that dropout uses, and a resumed run
+        # (which starts a loader at another point) would no longer equal an uninterrupted one.
+        private = torch.Generator().manual_seed(epoch_seed(self.cfg.train.seed, epoch))
+        loader = torch.utils.data.DataLoader(
+            dataset, batch_size=None, shuffle=False, num_workers=self.workers,
+            pin_memory=self.pin_memory, worker_init_fn=_in_worker,
+            prefetch_factor=PREFETCH_BATCHES if self.workers else None, generator=private)
+        self._plan_ahead(epoch + 1)
+        group: list[Batch] = []
+        planned = 0
+        for micro_batches in loader:
+            group += micro_batches
+            planned += 1
+            if planned == accumulate:
+                yield group
+                group, planned = [], 0
+        if group:
+            yield group

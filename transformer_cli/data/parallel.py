@@ -1,0 +1,108 @@
+"""Chunks of a corpus through a function in worker processes, in order, a few at a time.
+
+`ChunkPool.map` keeps at most two chunks per worker in flight, so memory is bounded by the
+chunk size whatever the corpus size (multiprocessing's `imap` reads its whole input ahead).
+Workers are forked with a per-process setup (the tokenizers); they leave stop signals to the
+main process, which stops between chunks and shuts them down, and die with it
+(`as_helper_process`). With one worker everything runs in the calling process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import multiprocessing
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from ..errors import TfmError
+
+T = TypeVar("T")
+R = TypeVar("R")
+POLL_S = 0.2  # how often a wait for a worker checks for a stop request
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def as_helper_process() -> None:
+    """For a worker forked by tfm: stop signals are the parent's to handle (a Ctrl-C, or a
+    torchrun or systemd SIGTERM to the whole group, must not kill a worker under a parent that
+    is saving its state), and the worker dies with its parent (Linux: PR_SET_PDEATHSIG), so a
+    SIGKILLed tfm leaves no orphans behind."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the parent's shutdown still ends the worker
+        pass
+
+
+def _start_worker(setup: Callable[..., None], args: tuple[Any, ...]) -> None:
+    as_helper_process()
+    setup(*args)
+
+
+class ChunkPool:
+    """`workers` processes, each set up once by `setup(*args)`."""
+
+    def __init__(self, workers: int, setup: Callable[..., None], args: tuple[Any, ...]):
+        self.workers = workers
+        self._executor: concurrent.futures.ProcessPoolExecutor | None = None
+        if workers > 1:
+            self._executor = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork"), initializer=_start_worker,
+                initargs=(setup, args))
+        else:
+            setup(*args)
+
+    def __enter__(self) -> ChunkPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._executor is not None:
+            # On an error or a stop, queued chunks are dropped; running ones finish (one chunk).
+            self._executor.shutdown(wait=True, cancel_futures=exc[0] is not None)
+
+    def map(self, fn: Callable[[T], R], chunks: Iterable[T],
+            check_stop: Callable[[], None] | None = None) -> Iterator[R]:
+        """`fn` of each chunk, in order. `check_stop` is called while waiting (it may raise)."""
+        if self._executor is None:
+            for chunk in chunks:
+                if check_stop is not None:
+                    check_stop()
+                yield fn(chunk)
+            return
+        pending: deque[concurrent.futures.Future] = deque()
+        for chunk in chunks:
+            pending.append(self._executor.submit(fn, chunk))
+            if len(pending) >= 2 * self.workers:
+                yield self._result(pending.popleft(), check_stop)
+        while pending:
+            yield self._result(pending.popleft(), check_stop)
+
+    @staticmethod
+    def _result(future: concurrent.futures.Future, check_stop: Callable[[], None] | None) -> Any:
+        while True:
+            if check_stop is not None:
+                check_stop()
+            try:
+                return future.result(timeout=POLL_S)
+            except concurrent.futures.TimeoutError:
+                continue
+            except BrokenProcessPool:
+                if check_stop is not None:
+                    check_stop()  # killed together with this process: a stop, not an error
+                raise TfmError("a preprocessing worker process died (out of memory?); nothing "
+                               "was written") from None
