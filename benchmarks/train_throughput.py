@@ -12,7 +12,7 @@ Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` firs
     python benchmarks/train_throughput.py --config base.yaml --data-workers 0 1 2   # loader workers
 
 Output: {"config", "device", "threads", "results": [{"precision", "compile", "rdrop_alpha",
-"data_workers", "tokens_per_s",
+"data_workers", "tokens_per_s", "rss_anon_mb" (own memory at the end, without mapped files),
 "steps_per_s", "sentences_per_s", "peak_rss_mb", "peak_gpu_mb"?}, ...],
 "speedup_vs_first": {variant: tokens/s ratio to the first}}
 """
@@ -63,12 +63,15 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
         float(trainer.model.generator.weight.sum())  # wait for queued GPU work
         seconds = time.perf_counter() - started
         groups.close()
+    with open("/proc/self/status") as f:  # the process's own memory, not the mapped files' pages
+        anon_kb = next((int(line.split()[1]) for line in f if line.startswith("RssAnon:")), 0)
     result = {"precision": str(trainer.dtype or "fp32").replace("torch.", ""),
               "compile": cfg.train.compile, "rdrop_alpha": cfg.train.rdrop_alpha,
               "data_workers": trainer.data.workers, "steps": steps, "tokens": tokens,
               "tokens_per_s": round(tokens / seconds, 1), "steps_per_s": round(steps / seconds, 3),
               "sentences_per_s": round(sentences / seconds, 1),
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+              "rss_anon_mb": round(anon_kb / 1024, 1),
               "device": str(device), "threads": torch.get_num_threads()}
     if device.type == "cuda":
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)

@@ -9,6 +9,7 @@ gathers what a word tokenizer is fitted on.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .shards import EncodedChunk
 from .tokenizers import SubwordTokenizer, TokenizerPair, WordCounts, WordTokenizer
-from .truecase import SpellingCounts, spelling_counts
+from .truecase import spelling_counts
 from .vocab import UNK
 
 Chunk = tuple[list[str], list[str]]  # source lines, target lines
@@ -36,7 +37,7 @@ class EncodedResult:
     chunk: EncodedChunk
     too_long: int  # pairs dropped by max_len
     unknown: tuple[int, int]  # <unk> ids, source and target
-    spellings: SpellingCounts = field(default_factory=dict)
+    spellings: Counter[str] = field(default_factory=Counter)
 
 
 _pair: TokenizerPair | None = None
@@ -89,7 +90,7 @@ def encode_chunk(chunk: Chunk) -> EncodedResult:
     return EncodedResult(
         EncodedChunk(src, src_len, tgt, tgt_len, src_text, src_bytes, tgt_text, tgt_bytes),
         too_long, (int((src == UNK).sum()), int((tgt == UNK).sum())),
-        spelling_counts(sources) if _settings.count_spellings else {})
+        spelling_counts(sources) if _settings.count_spellings else Counter())
 
 
 def count_words(chunk: Chunk) -> tuple[WordCounts, WordCounts]:

@@ -28,6 +28,7 @@ import json
 import logging
 import random
 import sys
+from collections import Counter
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -41,12 +42,12 @@ from ..fsutil import (WriteError, atomic_write_folder, file_record, recorded_sha
                       remove_stale_work_folders)
 from ..provenance import package_versions
 from .encoding import Chunk, EncodedResult, EncodeSettings, count_words, encode_chunk, setup
-from .parallel import ChunkPool, available_cpus
+from .parallel import ChunkPool, available_cpus, release_freed_memory
 from .shards import ShardedSplit, ShardWriter, id_dtype
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, iter_parallel,
                       read_parallel, resolve_source, sha256_file)
 from .tokenizers import TokenizerPair, WordCounts, WordTokenizer, fit_subwords
-from .truecase import SpellingCounts, Truecaser, add_counts
+from .truecase import Truecaser
 
 FORMAT_VERSION = 2  # 2: memory-mapped shards (1: one torch file per split)
 EVAL_SPLITS = ("val", "test")
@@ -184,7 +185,7 @@ class SplitStats:
     longest: list[int] = field(default_factory=lambda: [0, 0])
     unknown: list[int] = field(default_factory=lambda: [0, 0])
     too_long: int = 0
-    spellings: SpellingCounts = field(default_factory=dict)
+    spellings: Counter[str] = field(default_factory=Counter)  # words as spelled (truecaser)
     shards: list[int] = field(default_factory=list)
 
     def add(self, r: EncodedResult) -> None:
@@ -195,7 +196,7 @@ class SplitStats:
             self.lengths[side] += int(lengths.sum())
             self.longest[side] = max(self.longest[side], int(lengths.max(initial=0)))
             self.unknown[side] += r.unknown[side]
-        add_counts(self.spellings, r.spellings)
+        self.spellings.update(r.spellings)
 
     def summary(self) -> dict[str, Any]:
         def side(i: int) -> dict[str, float]:
@@ -379,6 +380,7 @@ def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], start
     train = TrainingPairs(*paths["train"], cfg.data.limit_train)
     workers = available_cpus()
     pair = _fit_tokenizers(cfg, train, workers, check_stop)
+    release_freed_memory()  # the sample SentencePiece was fitted on, before workers are forked
     dtype = id_dtype(max(pair.src.vocab_size, pair.tgt.vocab_size))
 
     def build(folder: Path) -> None:

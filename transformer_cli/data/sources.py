@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import http.client
+import itertools
 import os
 import tempfile
 import time
@@ -207,59 +208,74 @@ def _fetch_url_first(base: str, names: list[str], cache: Path, sums: dict[str, s
     raise AssertionError("unreachable")
 
 
-def iter_lines(path: Path) -> Iterator[str]:
-    """The lines of a UTF-8 text file (gzip when named .gz), without line endings, read as
-    they are needed.
+def iter_line_blocks(path: Path, block: int) -> Iterator[list[str]]:
+    """The lines of a UTF-8 text file (gzip when named .gz), without line endings, in lists of
+    up to `block` lines, read as they are needed (decoded a block at a time).
 
     Raises UsageError naming the file and line for non-UTF-8 bytes or a damaged gzip file.
     """
     opener = gzip.open if path.name.endswith(".gz") else open
+    first = 1  # the number of the block's first line
     try:
         with opener(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
+            while raw := list(itertools.islice(f, block)):
                 try:
-                    yield raw.decode("utf-8").rstrip("\r\n")
-                except UnicodeDecodeError as e:
-                    raise UsageError(f"{path}:{number}: not valid UTF-8 "
-                                     f"(byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None
+                    text = b"".join(raw).decode("utf-8")
+                except UnicodeDecodeError:
+                    _raise_bad_line(path, raw, first)
+                lines = text.split("\n")
+                if text.endswith("\n"):
+                    lines.pop()
+                yield [line.rstrip("\r") for line in lines] if "\r" in text else lines
+                first += len(raw)
     except (OSError, EOFError, zlib.error) as e:
         raise UsageError(f"{path}: cannot read: {e}") from None
 
 
+def _raise_bad_line(path: Path, raw: list[bytes], first: int) -> None:
+    for number, line in enumerate(raw, start=first):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UsageError(f"{path}:{number}: not valid UTF-8 "
+                             f"(byte 0x{line[e.start]:02x} at column {e.start + 1})") from None
+
+
 def read_lines(path: Path) -> list[str]:
-    """All lines of a text file at once (see `iter_lines`)."""
-    return list(iter_lines(path))
+    """All lines of a text file at once (see `iter_line_blocks`)."""
+    return [line for lines in iter_line_blocks(path, 1 << 16) for line in lines]
 
 
 def iter_parallel(src: Path, tgt: Path, chunk_pairs: int) -> Iterator[tuple[list[str], list[str]]]:
-    """An aligned pair of files in chunks of up to `chunk_pairs` line pairs, read as needed.
-    At the end, a file with no text, or files of different lengths, raise UsageError naming
-    them (before the last chunk is given)."""
-    readers = iter_lines(src), iter_lines(tgt)
+    """An aligned pair of files in chunks of `chunk_pairs` line pairs, read as needed. At the
+    end, a file with no text, or files of different lengths, raise UsageError naming them
+    (before the last chunk is given)."""
+    readers = iter_line_blocks(src, chunk_pairs), iter_line_blocks(tgt, chunk_pairs)
     has_text = [False, False]
-    pairs = 0
-    chunk: tuple[list[str], list[str]] = ([], [])
+    lengths = [0, 0]
+    pending: tuple[list[str], list[str]] | None = None
     while True:
-        a, b = next(readers[0], None), next(readers[1], None)
-        if a is None or b is None:
+        a, b = next(readers[0], []), next(readers[1], [])
+        if not a and not b:
             break
-        chunk[0].append(a)
-        chunk[1].append(b)
-        has_text[0] = has_text[0] or bool(a.strip())
-        has_text[1] = has_text[1] or bool(b.strip())
-        pairs += 1
-        if len(chunk[0]) == chunk_pairs:
-            yield chunk
-            chunk = ([], [])
-    lengths = [pairs + (a is not None) + sum(1 for _ in readers[0]),
-               pairs + (b is not None) + sum(1 for _ in readers[1])]
+        lengths[0] += len(a)
+        lengths[1] += len(b)
+        for side, lines in enumerate((a, b)):
+            has_text[side] = has_text[side] or any(line.strip() for line in lines)
+        if len(a) != len(b):  # one file ended: count the rest of the other, then complain
+            lengths[0] += sum(len(x) for x in readers[0])
+            lengths[1] += sum(len(x) for x in readers[1])
+            break
+        if pending is not None:
+            yield pending
+        pending = a, b
     for path, text in zip((src, tgt), has_text):
         if not text and lengths[0] == lengths[1]:
             raise UsageError(f"{path}: empty corpus")
     if lengths[0] != lengths[1]:
         raise UsageError(f"misaligned corpus: {src} has {lengths[0]} lines but {tgt} has {lengths[1]}")
-    if chunk[0]:
-        yield chunk
+    if pending is not None:
+        yield pending
 
 
 def read_parallel(src: Path, tgt: Path) -> tuple[list[str], list[str]]:

@@ -12,32 +12,18 @@ cases are left as typed. This is the frequency truecaser of the statistical MT p
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 
 WORD = re.compile(r"\w+")
 
-SpellingCounts = dict[str, Counter[str]]  # lowercased word -> how often each spelling was seen
 
-
-def spelling_counts(lines: Iterable[str]) -> SpellingCounts:
-    """How often each word was spelled each way, sentence-initial words excluded (their capital
-    is positional). Counts of parts of a corpus add up (`add_counts`) to those of the whole."""
-    counts: SpellingCounts = defaultdict(Counter)
-    for line in lines:
-        for word in WORD.findall(line)[1:]:
-            counts[word.lower()][word] += 1
-    return dict(counts)
-
-
-def add_counts(total: SpellingCounts, part: SpellingCounts) -> None:
-    """Add `part`'s counts into `total`."""
-    for key, forms in part.items():
-        if key in total:
-            total[key].update(forms)
-        else:
-            total[key] = forms
+def spelling_counts(lines: Iterable[str]) -> Counter[str]:
+    """How often each word was seen as spelled, sentence-initial words excluded (their capital
+    is positional). Counts of parts of a corpus add up (`Counter.update`) to those of the whole."""
+    return Counter(itertools.chain.from_iterable(WORD.findall(line)[1:] for line in lines))
 
 
 def has_no_casing(line: str) -> bool:
@@ -57,11 +43,14 @@ class Truecaser:
         return cls.from_counts(spelling_counts(lines))
 
     @classmethod
-    def from_counts(cls, counts: SpellingCounts) -> Truecaser:
+    def from_counts(cls, counts: Counter[str]) -> Truecaser:
         """The truecaser of the lines `counts` was made from (see `spelling_counts`)."""
+        forms: dict[str, dict[str, int]] = defaultdict(dict)  # lowercased -> spelling -> count
+        for word, n in counts.items():
+            forms[word.lower()][word] = n
         spellings = {}
-        for key, forms in counts.items():
-            best = max(forms.items(), key=lambda kv: (kv[1], kv[0] == key))[0]  # ties: lowercase
+        for key, seen in forms.items():
+            best = max(seen.items(), key=lambda kv: (kv[1], kv[0] == key))[0]  # ties: lowercase
             if best != key:
                 spellings[key] = best
         return cls(dict(sorted(spellings.items())))
