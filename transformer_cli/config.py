@@ -149,13 +149,13 @@ class TrainConfig:
                             "the model twice under different dropout, and alpha times the symmetric "
                             "KL of the two outputs joins their mean loss. 0: off. Doubles the step "
                             "cost.", ge=0.0, le=1000.0)
-    source_lowercase: float = _f(0.0, "Share of training sources lowercased, re-drawn every epoch "
-                                 "(robustness to lowercase input; targets keep their case).",
+    source_lowercase: float = _f(0.0, "Share of training sources lowercased, drawn per batch and "
+                                 "epoch (robustness to lowercase input; targets keep their case).",
                                  ge=0.0, le=1.0)
-    source_uppercase: float = _f(0.0, "Share of training sources written in capitals, re-drawn "
-                                 "every epoch.", ge=0.0, le=1.0)
+    source_uppercase: float = _f(0.0, "Share of training sources written in capitals, drawn per "
+                                 "batch and epoch.", ge=0.0, le=1.0)
     source_unpunctuated: float = _f(0.0, "Share of training sources without their final "
-                                    "punctuation, re-drawn every epoch.", ge=0.0, le=1.0)
+                                    "punctuation, drawn per batch and epoch.", ge=0.0, le=1.0)
     schedule: Literal["constant", "inverse_sqrt"] = _f(
         "constant", "Learning-rate schedule: constant, or the paper's warmup then 1/sqrt(step).")
     warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
