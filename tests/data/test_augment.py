@@ -132,14 +132,24 @@ def test_sampling_needs_sentencepiece(tmp_path, corpus_dir):
         _config(tmp_path, corpus_dir, tokenizer={"kind": "spacy", "sampling": 0.1})
 
 
-def test_the_next_epoch_is_planned_in_the_background_as_it_would_be_at_once(tmp_path, corpus_dir):
+def test_the_next_epoch_is_planned_in_the_background_as_it_would_be_at_once(tmp_path, corpus_dir,
+                                                                             monkeypatch):
     import threading
 
+    started = []
+
+    class Recorded(threading.Thread):
+        def start(self):
+            started.append(self.name)
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", Recorded)
     cfg = _config(tmp_path, corpus_dir, epochs=2)
     prepared, _ = prepare(cfg)
     data, fresh = _data(cfg, prepared), _data(cfg, prepared)
-    _epoch(data, 0)  # epoch 2 (index 1) was planned meanwhile
+    _epoch(data, 0)
+    assert "plan-epoch-1" in started  # epoch 2 (index 1) was planned while epoch 1 ran
     assert [list(i) for s in range(data.steps(1)) for i in data.step_indices(1, s)] == [
         list(i) for s in range(fresh.steps(1)) for i in fresh.step_indices(1, s)]
-    _epoch(data, 1)  # the last epoch: nothing planned past train.epochs
-    assert not any(t.name == "plan-epoch-2" for t in threading.enumerate())
+    _epoch(data, 1)
+    assert "plan-epoch-2" not in started  # nothing is planned past train.epochs
