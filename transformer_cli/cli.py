@@ -9,14 +9,29 @@ translate, serve, export).
 from __future__ import annotations
 
 # Importing the command modules registers their commands, in this order in `tfm --help`.
+import sys
+
+from . import allocator
 from . import cli_training  # noqa: F401
 from . import cli_models  # noqa: F401
 from .cli_app import app
+from .errors import TfmError
 
 __all__ = ["app", "main"]
 
+# Commands that run for long and allocate all the while: they start on the allocator
+# `allocator.found()` names (a re-execution before anything else happens).
+LONG_RUNNING = {"train", "serve"}
+
 
 def main() -> None:
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    if command in LONG_RUNNING:
+        try:
+            allocator.restart_with_preferred()
+        except TfmError as e:
+            print(f"tfm: error: {e}", file=sys.stderr)
+            sys.exit(e.exit_code)
     app()
 
 

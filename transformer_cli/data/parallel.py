@@ -49,15 +49,6 @@ def as_helper_process() -> None:
         pass
 
 
-def release_freed_memory() -> None:
-    """Hand memory the allocator keeps after frees back to the OS (glibc's `malloc_trim`),
-    e.g. before forking workers that would otherwise inherit it; a no-op elsewhere."""
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _start_worker(setup: Callable[..., None], args: tuple[Any, ...]) -> None:
     as_helper_process()
     setup(*args)

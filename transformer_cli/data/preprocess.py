@@ -36,13 +36,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..allocator import release_freed_memory
 from ..config import Config
 from ..errors import TfmError, UsageError
 from ..fsutil import (WriteError, atomic_write_folder, file_record, recorded_sha256,
                       remove_stale_work_folders)
 from ..provenance import package_versions
 from .encoding import Chunk, EncodedResult, EncodeSettings, count_words, encode_chunk, setup
-from .parallel import ChunkPool, available_cpus, release_freed_memory
+from .parallel import ChunkPool, available_cpus
 from .shards import ShardedSplit, ShardWriter, id_dtype
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, iter_parallel,
                       read_parallel, resolve_source, sha256_file)

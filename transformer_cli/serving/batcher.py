@@ -26,11 +26,13 @@ from collections import deque
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
+from ..allocator import release_freed_memory
 from ..api import Model, Output
 from ..config import DecodeConfig
 from .metrics import Metrics
 
 log = logging.getLogger("tfm")
+IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes back to the OS
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Batcher:
         self._queue: deque[Job] = deque()
         self._arrived = asyncio.Event()
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
+        self._decoded_since_idle = False
 
     async def translate(self, lines: list[str], options: DecodeConfig, model: Model) -> Output:
         """Queue `lines` for the next batches, to be decoded by `model` with `options` (built
@@ -79,7 +82,11 @@ class Batcher:
         while True:
             while not self._queue:
                 self._arrived.clear()
-                await self._arrived.wait()
+                try:
+                    await asyncio.wait_for(self._arrived.wait(), IDLE_S if self._decoded_since_idle else None)
+                except asyncio.TimeoutError:  # idle: glibc keeps what decoding freed until told
+                    await loop.run_in_executor(self._executor, release_freed_memory)
+                    self._decoded_since_idle = False
             batch: list[Job] = []
             deadline = loop.time() + self.max_wait_s
             tokens, full = self._take(batch, 0)
@@ -93,6 +100,7 @@ class Batcher:
             if batch:
                 await self._decode(batch)
                 self._owed = len(batch)
+                self._decoded_since_idle = True
 
     async def _decode(self, batch: list[Job]) -> None:
         groups: dict[tuple, list[Job]] = {}  # one decoding call per (model, options)

@@ -15,6 +15,7 @@ from types import FrameType
 import torch
 import uvicorn
 
+from .. import allocator
 from ..api import Model, open_model
 from ..config import ServeConfig
 from ..device import default_threads
@@ -124,8 +125,8 @@ def serve(sc: ServeConfig, path: Path, device: str, precision: str) -> None:
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False
     uvicorn_log.setLevel(log.level)
-    log.info("serving %s (%s, sha256 %s) with %d threads; watching it for new versions every %g s",
-             path, model.config_name, model.sha256[:12], threads, sc.reload_poll_s)
+    log.info("serving %s (%s, sha256 %s) with %d threads, %s; watching it for new versions every %g s",
+             path, model.config_name, model.sha256[:12], threads, allocator.describe(), sc.reload_poll_s)
     for sock in sockets:
         host, port = sock.getsockname()[:2]
         log.info("listening on http://%s", _address(host, port))

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..allocator import release_freed_memory
 from ..checkpoint import save_checkpoint
 from ..config import Config, TrainConfig
 from ..data.augment import Augmentation
@@ -349,6 +350,7 @@ class Trainer:
             log.info("early stopping: no improvement in %d validations", p.bad_validations)
         p.finish_if(reason, tc.average_last)
         self.save_last()
+        release_freed_memory()  # what validation's decoding freed (glibc keeps it otherwise)
 
     def _valid_nll(self, shard: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
         """Summed validation NLL and target tokens of `shard` (0-dim tensors on the device)."""

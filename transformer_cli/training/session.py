@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from .. import allocator
 from ..checkpoint import CheckpointError, load_checkpoint
 from ..config import Config
 from ..data.preprocess import Prepared, load_prepared, prepare
@@ -150,9 +151,9 @@ def _train(trainer: Trainer, resumed: bool) -> None:
     if main:
         _write_run_files(cfg, run, trainer, trainer.device, trainer.dist.world_size)
         what = f"resuming at epoch {p.epoch + 1}, step {p.step}" if resumed else "starting"
-        log.info("%s: %s on %s (%s), %.2fM parameters, %d train pairs", run.path, what,
-                 trainer.device, trainer.dtype or "fp32", trainer.model.num_parameters() / 1e6,
-                 len(trainer.data.split))
+        log.info("%s: %s on %s (%s, %s), %.2fM parameters, %d train pairs", run.path, what,
+                 trainer.device, trainer.dtype or "fp32", allocator.describe(),
+                 trainer.model.num_parameters() / 1e6, len(trainer.data.split))
     trainer.run()
     if main:
         from ..plots import plot_curves
