@@ -64,6 +64,17 @@ def test_restart_preloads_the_library_in_the_same_process_once():
     assert out.splitlines() == [str(MALLOC_DEBUG.resolve()), str(proc.pid), "True"]
 
 
+def test_a_program_that_runs_tfm_main_itself_restarts_into_tfm_not_into_itself():
+    """A harness (forked test zygote, embedding script) sets sys.argv and calls cli.main()."""
+    harness = ("import sys; from transformer_cli import cli; print('harness ran', flush=True); "
+               "sys.argv = ['tfm', 'train', '--help']; cli.main()")
+    r = subprocess.run([sys.executable, "-c", harness], capture_output=True, text=True, timeout=60,
+                       env=_clean_env(TFM_ALLOCATOR=str(MALLOC_DEBUG)))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("harness ran") == 1
+    assert "--config" in r.stdout  # `tfm train --help` ran after the restart
+
+
 def test_no_restart_when_told_system_or_already_restarted():
     for extra in ({"TFM_ALLOCATOR": "system"}, {allocator.PRELOADED_ENV: "/x.so"}):
         r = subprocess.run([sys.executable, "-c", PROBE.format(name="libmimalloc")], capture_output=True,

@@ -95,6 +95,16 @@ def describe() -> str:
             "flat, or TFM_ALLOCATOR names a library")
 
 
+def _command_line() -> list[str]:
+    """The command line that started this process; where another program imported tfm and
+    runs its `main()` with an `sys.argv` of its own (a forked test harness, say), the
+    equivalent `python -m transformer_cli ARGS`, so the restart runs tfm, not that program."""
+    args, original = sys.argv[1:], sys.orig_argv
+    if len(original) > len(args) and original[len(original) - len(args):] == args:
+        return [sys.executable, *original[1:]]
+    return [sys.executable, "-m", "transformer_cli", *args]
+
+
 def restart_with_preferred() -> None:
     """Re-execute this process with `found()` preloaded, unless it is loaded already, this
     process is itself such a restart, or the platform is not Linux. Returns only when no
@@ -112,7 +122,7 @@ def restart_with_preferred() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     try:
-        os.execve(sys.executable, sys.orig_argv, env)
+        os.execve(sys.executable, _command_line(), env)
     except OSError:  # no executable to restart (embedded Python): go on with the system's
         return
 

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from collections.abc import Callable
 
+from transformer_cli import allocator
+
 TFM = [sys.executable, "-m", "transformer_cli"]
 
 
@@ -164,6 +166,10 @@ class Zygote:
         # Session-scoped, so it starts before the per-test fixture that hides CI's data folder:
         # hide it here too (tests name their sources explicitly).
         env = {k: v for k, v in os.environ.items() if k != "TFM_DATA_SOURCE"}
+        # Start it on the allocator `tfm train` would re-execute itself with, so that the
+        # forks run as a real `tfm train` does and none of them restarts.
+        if (library := allocator.found()) is not None:
+            env.update(LD_PRELOAD=str(library), **{allocator.PRELOADED_ENV: str(library)})
         self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 

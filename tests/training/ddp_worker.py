@@ -28,5 +28,6 @@ bleu = {name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None
         for name, dist in (("sharded", ctx), ("alone", DistContext()))}
 (out / f"rank{ctx.rank}.json").write_text(json.dumps(
     {"digest": digest, "steps": trainer.progress.step, "world_size": ctx.world_size,
+     "agreements": trainer.agreement.count,
      "valid_loss": [r["valid_loss"] for r in trainer.progress.history], "bleu": bleu}))
 shutdown_distributed()

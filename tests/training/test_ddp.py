@@ -33,6 +33,8 @@ def test_two_processes_stay_in_sync(tmp_path, corpus_dir):
     assert ranks[0]["digest"] == ranks[1]["digest"]  # the ranks end with identical weights
     assert ranks[0]["valid_loss"] == ranks[1]["valid_loss"]  # all-reduced validation
     assert ranks[0]["steps"] == 2 * (300 // 16 // 2)  # each rank took half of every epoch
+    # stop/save flags agreed about once a second, not at each of these ~10 ms steps
+    assert ranks[0]["agreements"] == ranks[1]["agreements"] < ranks[0]["steps"] // 2
     assert ranks[0]["valid_loss"][-1] < ranks[0]["valid_loss"][0]
     # validation BLEU decoded half by each rank, gathered in order = decoded by one process
     assert ranks[0]["bleu"]["sharded"] == ranks[0]["bleu"]["alone"] == ranks[1]["bleu"]["alone"]
@@ -106,3 +108,66 @@ def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_pat
         f"tfm: error: {run / 'last.pt'} was written by 2 training process(es), this is 1: resume "
         "it with 2 (torchrun --nproc_per_node, times --nnodes), or start the run over with --restart")
     assert run_tfm("train", "-c", str(cfg), "-q").returncode == 0
+
+
+def _rank_pids(launcher: subprocess.Popen) -> list[int]:
+    out = subprocess.run(["ps", "--ppid", str(launcher.pid), "-o", "pid="], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def _final_weights(run: Path) -> dict:
+    import torch
+
+    return torch.load(run / "last.pt", weights_only=True)["state_dict"]
+
+
+def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corpus_dir):
+    """SIGTERM to torchrun mid-run (as systemd or a scheduler sends it): both ranks are gone
+    within 5 s with one saved state; the same command resumes and ends with the weights of an
+    uninterrupted two-process run."""
+    import os
+    import signal
+    import time
+
+    import torch
+
+    runs = {}
+    for name in ("whole", "cut"):
+        cfg = write_config(tmp_path / f"{name}.yaml", tmp_path, corpus_dir,
+                           train={"epochs": 4, "batch_size": 16, "checkpoint_every_minutes": None})
+        runs[name] = [*TORCHRUN, "-m", "transformer_cli", "train", "-c", str(cfg), "--promote", "never"]
+    for name in runs:
+        preprocess(tmp_path / f"{name}.yaml")
+    whole = subprocess.run(runs["whole"], capture_output=True, text=True, timeout=300)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    log = tmp_path / "cut.log"
+    with open(log, "w") as out:
+        launcher = subprocess.Popen(runs["cut"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "Epoch: 02" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ranks = _rank_pids(launcher)
+        assert len(ranks) == 2, log.read_text()[-2000:]
+        launcher.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        while any(os.path.exists(f"/proc/{pid}") for pid in ranks) and time.monotonic() - signalled < 30:
+            time.sleep(0.05)
+        gone_after = time.monotonic() - signalled
+        assert launcher.wait(timeout=30) != 0
+    finally:
+        launcher.kill()
+    text = log.read_text()
+    assert gone_after < 5, f"ranks still running {gone_after:.1f} s after SIGTERM"
+    assert "state saved to" in text and "internal error" not in text, text[-3000:]
+    run = tmp_path / "checkpoints" / "cut"
+    saved = torch.load(run / "last.pt", weights_only=True)["train_state"]["progress"]
+    assert 0 < saved["step"] < 4 * (300 // 16 // 2)  # stopped mid-run
+
+    resumed = subprocess.run(runs["cut"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming at epoch" in resumed.stderr
+    expected, got = _final_weights(tmp_path / "checkpoints" / "whole"), _final_weights(run)
+    for name, weight in expected.items():
+        assert torch.equal(got[name], weight), name

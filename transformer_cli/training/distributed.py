@@ -6,6 +6,7 @@ Without torchrun's environment variables everything here is a no-op (one process
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -46,6 +47,37 @@ class DistContext:
     def barrier(self) -> None:
         if self.enabled:
             dist.barrier()
+
+
+class Agreement:
+    """The steps at which DDP ranks agree on their stop and save flags (one all-reduce), about
+    every `every_s` seconds: rank 0 derives the next interval in steps from the step rate
+    since the last agreement and sends it with the flags, so all ranks meet at the same step.
+    """
+
+    def __init__(self, every_s: float = 1.0, max_interval: int = 1000):
+        self.every_s, self.max_interval = every_s, max_interval
+        self.count = 0  # agreements so far
+        self._next = 0  # the step of the next one
+        self._mark: tuple[int, float] | None = None  # (step, monotonic time) of the last one
+
+    def due(self, step: int) -> bool:
+        return step >= self._next
+
+    def next_interval(self, step: int) -> int:
+        """Rank 0: steps until the next agreement (1 until a step rate is known)."""
+        now = time.monotonic()
+        interval = 1
+        if self._mark is not None and step > self._mark[0]:
+            seconds_per_step = max((now - self._mark[1]) / (step - self._mark[0]), 1e-6)
+            interval = max(1, min(self.max_interval, int(self.every_s / seconds_per_step)))
+        self._mark = (step, now)
+        return interval
+
+    def schedule(self, step: int, interval: int) -> None:
+        """Every rank: the agreement at `step` set the next one `interval` steps later."""
+        self._next = step + interval
+        self.count += 1
 
 
 class PeerLost(TfmError):

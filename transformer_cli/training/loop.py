@@ -35,7 +35,7 @@ from ..evaluate import LossResult, corpus_nll, loss_result
 from ..model.builders import build_model
 from ..model.transformer import Seq2SeqTransformer
 from .averaging import Snapshots, trying_weights
-from .distributed import DistContext
+from .distributed import Agreement, DistContext
 from .optim import build_optimizer, build_scheduler
 from .progress import Progress, may_continue, should_stop, validation_due_within_epoch
 from .run_dir import RunDir
@@ -93,6 +93,7 @@ class Trainer:
         self._session_mark = time.monotonic()
         self._last_save = time.monotonic()
         self._stepped = False  # whether this session took a step yet (logged once, when it does)
+        self.agreement = Agreement()  # under DDP: when the ranks next agree on stop/save
         self._tensorboard = TensorBoard(run.path / "tensorboard")
 
     def _wrapped_model(self) -> torch.nn.Module:
@@ -198,16 +199,24 @@ class Trainer:
             self._tensorboard.close()
 
     def _check_stop(self, save_due: bool = False) -> bool:
-        """Raise StopRequested if any rank got a stop signal; return whether to save now.
+        """Raise StopRequested if a stop signal arrived; return whether to save now.
 
-        Under DDP both decisions are agreed in one all-reduce (stop: any rank; save: rank 0's
-        clock), so every rank takes the same collective path.
+        One process: at every call. Under DDP every rank must take the same path, so the ranks
+        agree in one all-reduce (stop: any rank's signal; save: rank 0's clock) at the steps
+        `agreement` names, about every AGREEMENT_S seconds rather than at every step: rank 0
+        sends the next interval in steps with the flags, so every rank knows when the next
+        agreement is without another collective, and no step waits on a host read-back.
         """
         requested = self.stop.signum is not None
         if self.dist.enabled:
-            flags = torch.tensor([float(requested), float(save_due and self.dist.is_main)],
+            if not self.agreement.due(self.progress.step):
+                return False
+            interval = self.agreement.next_interval(self.progress.step) if self.dist.is_main else 0
+            flags = torch.tensor([float(requested), float(save_due and self.dist.is_main), float(interval)],
                                  device=self.device)
-            requested, save_due = (bool(x > 0) for x in self.dist.all_reduce_sum(flags))
+            stop, save, interval = self.dist.all_reduce_sum(flags).tolist()
+            requested, save_due = stop > 0, save > 0
+            self.agreement.schedule(self.progress.step, int(interval))
         if requested:
             raise StopRequested(self.stop.signum or 15)
         return save_due
@@ -268,12 +277,15 @@ class Trainer:
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
 
-    def _checkpoint_due(self) -> bool:
-        tc = self.cfg.train
-        by_steps = tc.checkpoint_every_steps and self.progress.step % tc.checkpoint_every_steps == 0
-        by_time = (tc.checkpoint_every_minutes
-                   and time.monotonic() - self._last_save >= 60 * tc.checkpoint_every_minutes)
-        return bool(by_steps or by_time)
+    def _checkpoint_due_by_steps(self) -> bool:
+        """train.checkpoint_every_steps: the same answer on every rank."""
+        every = self.cfg.train.checkpoint_every_steps
+        return bool(every and self.progress.step % every == 0)
+
+    def _checkpoint_due_by_time(self) -> bool:
+        """train.checkpoint_every_minutes on this process's clock (rank 0's decides under DDP)."""
+        minutes = self.cfg.train.checkpoint_every_minutes
+        return bool(minutes and time.monotonic() - self._last_save >= 60 * minutes)
 
     def _progress_bar(self, total: int, initial: int):
         from tqdm import tqdm
@@ -309,7 +321,7 @@ class Trainer:
                     self._stepped = True
                 bar.update()
                 self._show_loss(bar)
-                save_due = self._check_stop(self._checkpoint_due())
+                save_due = self._check_stop(self._checkpoint_due_by_time()) or self._checkpoint_due_by_steps()
                 if g + 1 == steps:
                     break  # the epoch's end takes its own snapshot
                 self._snapshot_if_due()
