@@ -23,20 +23,20 @@ def worker(config: str, overrides: list[str], steps: int, warmup: int) -> None:
     from transformer_cli.config import load_config
     from transformer_cli.data.preprocess import load_prepared
     from transformer_cli.training.distributed import init_distributed, shutdown_distributed
-    from transformer_cli.training.loop import Trainer
+    from transformer_cli.training.build import build_trainer
     from transformer_cli.training.run_dir import RunDir
     from transformer_cli.training.signals import GracefulStop
 
     cfg = load_config(config, overrides)
     ctx, device = init_distributed(torch.device("cpu"))
-    trainer = Trainer(cfg, load_prepared(cfg), RunDir(cfg.run_dir), device, ctx, GracefulStop(), False)
-    trainer.net.train()
+    trainer = build_trainer(cfg, load_prepared(cfg), RunDir(cfg.run_dir), device, ctx, GracefulStop(), False)
+    trainer.optimization.net.train()
     groups = trainer.data.steps_from(0, 0)
     for _ in range(warmup):
-        trainer.train_step(next(groups))
+        trainer.optimization.step(next(groups))[0]
     ctx.barrier()
     started = time.perf_counter()
-    tokens = sum(trainer.train_step(next(groups)) for _ in range(steps))
+    tokens = sum(trainer.optimization.step(next(groups))[0] for _ in range(steps))
     ctx.barrier()
     seconds = time.perf_counter() - started
     total = int(ctx.all_reduce_sum(torch.tensor(tokens)))

@@ -60,7 +60,7 @@ def main() -> None:
     translator.decode.beam_size = args.beam_size
     _, beam_s = timed(lambda: translator.translate(sources))
 
-    subset = translator.encode_sources(sources[: args.naive_sentences])
+    subset, _ = translator.encode_sources(sources[: args.naive_sentences])
     src = pad_batch(subset).to(device)
     d = translator.decode
     limits = output_limits(torch.tensor([len(s) for s in subset]), d.max_len_a, d.max_len_b,
@@ -80,7 +80,7 @@ def main() -> None:
         "naive_greedy_sentences": m, "naive_greedy_sentences_per_s": round(m / naive_s, 2),
         "greedy_speedup_vs_naive": round((n / greedy_s) / (m / naive_s), 1),
         "naive_equals_cached_greedy": identical,
-        "greedy_output_sample": greedy[0][0].text,
+        "greedy_output_sample": greedy.translations[0][0].text,
     }
     if not args.no_cli:
         cmd = [sys.executable, "-m", "transformer_cli", "translate", "--checkpoint", str(checkpoint),

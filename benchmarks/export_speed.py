@@ -69,7 +69,7 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
     for beam in BEAMS:
         d.beam_size, d.n_best = beam, 1
         started = time.perf_counter()
-        hyps = [n_best[0].text for n_best in translator.translate(sources)]
+        hyps = [n_best[0].text for n_best in translator.translate(sources).translations]
         seconds = time.perf_counter() - started
         scores = score_translations(hyps, references, lowercase)
         result[f"beam{beam}"] = {"sentences_per_s": round(len(sources) / seconds, 1),

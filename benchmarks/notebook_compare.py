@@ -62,7 +62,7 @@ def main() -> None:
     if isinstance(tgt, WordTokenizer):
         sources = prepared.text("test", cfg.data.src_lang)
         refs = prepared.text("test", cfg.data.tgt_lang)
-        hyps = [n_best[0] for n_best in translator.translate(sources)]
+        hyps = [n_best[0] for n_best in translator.translate(sources).translations]
         hyp_tokens = [" ".join(tgt.id_to_token(h.tokens)) for h in hyps]
         ref_tokens = [" ".join(tokens) for tokens in tgt.split(refs)]  # lowercased like training
         token_bleu = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyp_tokens, [ref_tokens])

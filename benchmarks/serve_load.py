@@ -5,7 +5,9 @@ single-sentence POST /translate requests from 1, 4, 16 and 64 concurrent HTTP cl
 and reports sentences/s, p50/p95/p99 latency and the mean batch size the server formed, next
 to the same sentences through `model.translate` in this process, one at a time and in one big
 batch (same thread count). Then, with 16 clients sending, it promotes a different checkpoint
-(atomically, as `tfm train` does) and reports failed requests and the reload time.
+(atomically, as `tfm train` does) and reports failed requests and the reload time. The
+server's resident memory is read after each stage and after it has idled for 3 s, with the
+allocator it runs on (compare `TFM_ALLOCATOR=system python benchmarks/serve_load.py ...`).
 
     python benchmarks/serve_load.py --config base.yaml
     python benchmarks/serve_load.py -c base.yaml --sentences 300 --threads 2 --set train.out_dir=/srv/ckpt
@@ -31,7 +33,7 @@ import torch
 
 import transformer_cli as tfm
 from transformer_cli.api import published_model
-from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
+from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.serving.server import serve_threads
@@ -41,6 +43,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return round(int(next(x for x in f if x.startswith("VmRSS:")).split()[1]) / 1024, 1)
+
+
+def allocator_of(pid: int) -> str:
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    return next((name for name in ("mimalloc", "tcmalloc", "jemalloc") if f"lib{name}" in maps), "glibc")
 
 
 def metric(url: str, name: str) -> float:
@@ -118,7 +130,7 @@ def in_process(path: Path, sentences: list[str], threads: int, beam_size: int) -
 def hot_reload(url: str, sentences: list[str], published: Path, other: Path, beam_size: int) -> dict:
     """16 clients send; a third of the way through, `other` is renamed over the served file
     (the last step of a promotion)."""
-    new_sha = load_checkpoint(other)["sha256"]
+    new_sha = Checkpoint.read(other).sha256
     swapped: dict[str, float] = {}
 
     def progress(done: int) -> None:
@@ -189,17 +201,25 @@ def main() -> None:
         if args.other:
             other.write_bytes(args.other.read_bytes())
         else:
-            payload = load_checkpoint(source)
-            payload["metrics"] = {**payload.get("metrics", {}), "benchmark": "promoted mid-load"}
-            save_checkpoint(other, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
+            checkpoint = Checkpoint.read(source)
+            checkpoint.metrics = {**checkpoint.metrics, "benchmark": "promoted mid-load"}
+            checkpoint.write(other)
         port = free_port()
         proc, ready_s = start_server(args.config, args.overrides, published, port, args.threads,
                                      Path(tmp) / "serve.log")
         url = f"http://127.0.0.1:{port}"
+        memory = {"ready": rss_mb(proc.pid)}
         try:
             level(url, sentences[:16], 4, args.beam_size)  # warm-up
-            levels = [level(url, sentences, int(c), args.beam_size) for c in args.clients.split(",")]
+            levels = []
+            for clients in args.clients.split(","):
+                levels.append(level(url, sentences, int(clients), args.beam_size))
+                memory[f"after_{clients}_clients"] = rss_mb(proc.pid)
             reload = hot_reload(url, sentences, published, other, args.beam_size)
+            memory["after_reload"] = rss_mb(proc.pid)
+            time.sleep(3)  # past the batcher's idle trim (serving/batcher.py IDLE_S)
+            memory["idle_3s"] = rss_mb(proc.pid)
+            allocator = allocator_of(proc.pid)
         finally:
             proc.terminate()
             exit_code = proc.wait(60)
@@ -208,7 +228,7 @@ def main() -> None:
         "checkpoint": str(source), "sentences": len(sentences), "beam_size": args.beam_size,
         "threads": args.threads, "cpu_count": os.cpu_count(),
         "torch": torch.__version__, "server_ready_s": round(ready_s, 2),
-        "server": levels,
+        "server": levels, "server_allocator": allocator, "server_rss_mb": memory,
         "speedup_vs_one_client": {x["clients"]: round(x["sentences_per_s"] / one["sentences_per_s"], 2)
                                   for x in levels} if one else None,
         "in_process": baseline,

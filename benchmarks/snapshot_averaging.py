@@ -13,13 +13,14 @@ on the same run.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
 
 import torch
 
-from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
+from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.evaluate import evaluate_texts
@@ -28,10 +29,11 @@ from transformer_cli.training.averaging import Snapshots, average_state_dicts
 from transformer_cli.training.run_dir import RunDir
 
 
-def score(payload: dict, sources: list[str], references: list[str], beam: int | None, work: Path) -> dict:
-    """Validation loss/PPL/BLEU/chrF of the weights in `payload`."""
+def score(checkpoint: Checkpoint, sources: list[str], references: list[str], beam: int | None,
+          work: Path) -> dict:
+    """Validation loss/PPL/BLEU/chrF of `checkpoint`'s weights."""
     path = work / "candidate.pt"
-    save_checkpoint(path, payload)
+    checkpoint.write(path)
     translator = Translator.from_checkpoint(path, torch.device("cpu"))
     if beam is not None:
         translator.decode.beam_size = beam
@@ -52,22 +54,21 @@ def main() -> None:
     if len(paths) < 2:
         raise SystemExit(f"{run.snapshots}: fewer than two snapshots (train with train.average_last > 1)")
     epoch_end_steps = {r["step"] for r in run.read_metrics() if r.get("end_of_epoch")}
-    payloads = [load_checkpoint(p) for p in paths]
+    snapshots = [Checkpoint.read(p) for p in paths]
     steps = [int(p.stem.split("_")[1]) for p in paths]
     prepared = load_prepared(cfg)
     sources, references = (prepared.text("val", lang) for lang in (cfg.data.src_lang, cfg.data.tgt_lang))
-    candidates = {"last_snapshot": [payloads[-1]], "all_kept": payloads,
-                  "epoch_ends_only": [p for p, s in zip(payloads, steps) if s in epoch_end_steps]}
+    candidates = {"last_snapshot": [snapshots[-1]], "all_kept": snapshots,
+                  "epoch_ends_only": [c for c, s in zip(snapshots, steps) if s in epoch_end_steps]}
     out: dict = {"run": str(run.path), "snapshot_steps": steps,
                  "epoch_end_steps": sorted(s for s in steps if s in epoch_end_steps), "scores": {}}
     with tempfile.TemporaryDirectory() as work:
         for name, chosen in candidates.items():
             if not chosen:
                 continue
-            state = average_state_dicts([p["state_dict"] for p in chosen])
+            averaged = dataclasses.replace(chosen[-1], weights=average_state_dicts([c.weights for c in chosen]))
             out["scores"][name] = {"averaged": len(chosen),
-                                   **score({**chosen[-1], "state_dict": state}, sources, references,
-                                           args.beam, Path(work))}
+                                   **score(averaged, sources, references, args.beam, Path(work))}
     print(json.dumps(out, indent=2))
 
 

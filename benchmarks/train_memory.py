@@ -63,21 +63,21 @@ def single(config: str, overrides: list[str], steps: int, seconds: float, first:
     from transformer_cli.data.preprocess import load_prepared
     from transformer_cli.device import resolve_device
     from transformer_cli.training.distributed import DistContext
-    from transformer_cli.training.loop import Trainer
+    from transformer_cli.training.build import build_trainer
     from transformer_cli.training.run_dir import RunDir
     from transformer_cli.training.signals import GracefulStop
 
     cfg = load_config(config, overrides)
     marks = {first * 2**k for k in range(32)}
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), resolve_device(cfg.train.device),
-                          DistContext(), GracefulStop(), show_progress=False)
+        trainer = build_trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), resolve_device(cfg.train.device),
+                                DistContext(), GracefulStop(), show_progress=False)
         every_epoch = (group for epoch in itertools.count() for group in trainer.data.steps_from(epoch, 0))
-        trainer.net.train()
+        trainer.optimization.net.train()
         samples, at_seconds, tokens = [], None, 0
         started = time.perf_counter()
         for i, group in enumerate(every_epoch, start=1):
-            tokens += trainer.train_step(group)
+            tokens += trainer.optimization.step(group)[0]
             if trim_every and i % trim_every == 0:
                 ctypes.CDLL(None).malloc_trim(0)
             if i in marks:

@@ -36,21 +36,21 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
     from transformer_cli.data.preprocess import load_prepared
     from transformer_cli.device import resolve_device
     from transformer_cli.training.distributed import DistContext
-    from transformer_cli.training.loop import Trainer
+    from transformer_cli.training.build import build_trainer
     from transformer_cli.training.run_dir import RunDir
     from transformer_cli.training.signals import GracefulStop
 
     cfg = load_config(config, overrides)
     device = resolve_device(cfg.train.device)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), device, DistContext(),
-                          GracefulStop(), show_progress=False)
+        trainer = build_trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), device, DistContext(),
+                                GracefulStop(), show_progress=False)
         if trainer.data.steps(0) < warmup + steps:
             raise SystemExit(f"only {trainer.data.steps(0)} steps per epoch: lower --steps/--warmup")
         groups = trainer.data.steps_from(0, 0)  # the training loop's own batches, workers and all
-        trainer.net.train()
+        trainer.optimization.net.train()
         for _ in range(warmup):
-            trainer.train_step(next(groups))
+            trainer.optimization.step(next(groups))[0]
         if device.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -58,7 +58,7 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
         tokens = sentences = 0
         for _ in range(steps):  # each step's time includes any wait for its batches
             group = next(groups)
-            tokens += trainer.train_step(group)
+            tokens += trainer.optimization.step(group)[0]
             sentences += sum(len(b.src) for b in group)
         float(trainer.model.generator.weight.sum())  # wait for queued GPU work
         seconds = time.perf_counter() - started

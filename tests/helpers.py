@@ -86,7 +86,7 @@ def untrained_checkpoint(path: Path, **model: int | str | bool) -> Path:
     the (small) ModelConfig."""
     import torch
 
-    from transformer_cli.checkpoint import save_checkpoint
+    from transformer_cli.checkpoint import Checkpoint
     from transformer_cli.config import Config, ModelConfig, TokenizerConfig
     from transformer_cli.data.tokenizers import SubwordTokenizer, TokenizerPair
     from transformer_cli.model.transformer import Seq2SeqTransformer
@@ -99,7 +99,6 @@ def untrained_checkpoint(path: Path, **model: int | str | bool) -> Path:
     with torch.random.fork_rng():
         torch.manual_seed(0)
         net = Seq2SeqTransformer(cfg.model, tokenizer.vocab_size, tokenizer.vocab_size)
-    save_checkpoint(path, {"model": net.describe(), "state_dict": net.state_dict(),
-                           "tokenizer": TokenizerPair(tokenizer, tokenizer, joint=True).state(),
-                           "config": cfg.to_dict(), "metrics": {}})
+    Checkpoint(net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(),
+               TokenizerPair(tokenizer, tokenizer, joint=True).state(), cfg.to_dict()).write(path)
     return path

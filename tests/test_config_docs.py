@@ -7,7 +7,7 @@ import dataclasses
 from helpers import ROOT, run_tfm
 from transformer_cli.config import Config
 from transformer_cli.config_docs import _rows, schema_markdown
-from transformer_cli.training.loop import RESUMABLE_CHANGES
+from transformer_cli.training.run_dir import RESUMABLE_CHANGES
 
 
 def test_every_key_has_help_text():

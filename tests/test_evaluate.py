@@ -13,7 +13,8 @@ from transformer_cli.data.batching import collate
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.tokenizers import fit_tokenizers
 from transformer_cli.data.vocab import PAD
-from transformer_cli.evaluate import (corpus_nll, evaluate_texts, loss_result, score_translations)
+from transformer_cli.evaluate import evaluate_texts, loss_result, score_translations
+from transformer_cli.inference.teacher_forcing import corpus_nll
 from transformer_cli.inference.translate import Translator
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.transformer import Seq2SeqTransformer

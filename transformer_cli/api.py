@@ -23,7 +23,10 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 from .config import DecodeConfig, load_config
 from .errors import UsageError
 
+from .inference.outputs import Output, Translation
+
 if TYPE_CHECKING:
+    from .data.shards import TokenPairs
     from .data.tokenizers import TokenizerPair
 
 CONFIG_SUFFIXES = (".yaml", ".yml")
@@ -32,28 +35,27 @@ PRECISIONS = ("fp32", "bf16", "auto")
 
 
 class Backend(Protocol):
-    """What a `Model` needs from the code that runs the network (`inference.translate.Translator`)."""
+    """What a `Model` needs from the code that runs the network: `inference.translate.
+    TextTranslator` (the torch `Translator` and the CTranslate2 `Ct2Translator`). Every call
+    returns its results; nothing is left in attributes to read afterwards."""
 
     tokenizers: TokenizerPair
     decode: DecodeConfig  # the decoding defaults stored with the model
     max_src_len: int  # longer inputs are truncated to this many tokens
-    truncated: list[tuple[int, int]]  # (line index, its length in tokens) of the last translate()
-    payload: dict[str, Any]  # checkpoint metadata: "sha256", "config", "metrics"
+    metadata: dict[str, Any]  # what was loaded: "sha256", "model", "config", "metrics"
 
-    def translate(self, lines: list[str], decode: DecodeConfig | None = None) -> list[list[Any]]:
-        """n-best `inference.translate.Translation`s (text, tokens, score) per line."""
+    def translate(self, lines: list[str], decode: DecodeConfig | None = None) -> Output:
+        """n-best `Translation`s (text, tokens, score) per line, and which inputs were truncated."""
         ...
 
-    def cross_attention(self, line: str, translation: Any, recase: bool | None = None
-                        ) -> tuple[list[str], list[str], Any]:
-        """Source tokens, target tokens, weights [tgt_len, src_len] (a tensor or nested lists)."""
+    def corpus_nll(self, split: TokenPairs) -> tuple[float, int]:
+        """Summed NLL of the targets given the sources, and the target tokens scored."""
         ...
 
-
-@dataclass
-class Output:
-    translations: list[list[Any]]  # n-best Translation (text, tokens, score) per input line
-    truncated: list[tuple[int, int]]  # (line index, its length in tokens) of truncated inputs
+    def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
+                        ) -> tuple[list[str], list[str], list[list[float]]]:
+        """Source tokens, target tokens, weights [tgt_len][src_len]."""
+        ...
 
 
 @dataclass
@@ -162,15 +164,15 @@ class Model:
 
     @property
     def sha256(self) -> str:
-        return str(self.backend.payload.get("sha256", ""))
+        return str(self.backend.metadata.get("sha256", ""))
 
     @property
     def config_name(self) -> str:
-        return str(self.backend.payload.get("config", {}).get("name", ""))
+        return str(self.backend.metadata.get("config", {}).get("name", ""))
 
     @property
     def metrics(self) -> dict[str, Any]:
-        return dict(self.backend.payload.get("metrics", {}))
+        return dict(self.backend.metadata.get("metrics", {}))
 
     @property
     def max_src_len(self) -> int:
@@ -217,8 +219,7 @@ class Model:
         return self._translate(list(_checked_lines("translate_n_best", lines)), options)
 
     def _translate(self, lines: list[str], options: DecodeConfig | None) -> Output:
-        translations = self.backend.translate(lines, options)
-        return Output(translations, list(self.backend.truncated))
+        return self.backend.translate(lines, options)
 
     def translate_stream(self, lines: Iterable[str], options: DecodeConfig | None = None,
                          chunk_lines: int = 2000) -> Iterator[tuple[list[str], Output]]:
@@ -244,11 +245,10 @@ class Model:
         """The best translation of one line and the last decoder layer's cross-attention
         (averaged over heads), the data `tfm translate --attention` plots."""
         line = _checked_text("attention(): line", line)
-        best = self.backend.translate([line], options)[0][0]
+        best = self.backend.translate([line], options).translations[0][0]
         recase = (options or self.backend.decode).recase  # the source as it was translated
         src_tokens, tgt_tokens, weights = self.backend.cross_attention(line, best, recase)
-        rows = weights.tolist() if hasattr(weights, "tolist") else [list(r) for r in weights]
-        return Attention(best.text, src_tokens, tgt_tokens, rows)
+        return Attention(best.text, src_tokens, tgt_tokens, weights)
 
 
 def _checked_text(what: str, value: Any) -> str:

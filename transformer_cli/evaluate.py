@@ -11,17 +11,12 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import torch
 
 from .config import DecodeConfig
-from .data.batching import collate, plan_batches
-from .data.shards import EncodedSplit, TokenPairs
-from .data.vocab import PAD
-from .device import autocast
-from .inference.translate import TextTranslator, Translator
-from .loss import sequence_loss
+from .data.shards import EncodedSplit
+from .inference.translate import TextTranslator
 
 
 @dataclass
@@ -31,36 +26,7 @@ class LossResult:
     n_tokens: int
 
 
-def corpus_nll(model: torch.nn.Module, split: TokenPairs, device: torch.device,
-               dtype: torch.dtype | None, batch_tokens: int = 8000, max_len: int | None = None,
-               shard: tuple[int, int] = (0, 1), check_stop: Callable[[], None] | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed NLL and target-token count over a split (or this rank's `shard` of it).
-
-    Returns two 0-dim tensors on `device`, so distributed callers can all-reduce them.
-    `check_stop` is called between batches (it may raise to abort).
-    """
-    rank, world = shard
-    batches = plan_batches(split.src_lengths, split.tgt_lengths, batch_size=None,
-                           batch_tokens=batch_tokens, shuffle=False)[rank::world]
-    nll = torch.zeros((), device=device)
-    tokens = torch.zeros((), device=device, dtype=torch.long)
-    was_training = model.training
-    model.eval()
-    with torch.inference_mode():
-        for indices in batches:
-            if check_stop:
-                check_stop()
-            b = collate(split, indices, max_len).to(device)
-            with autocast(device, dtype):
-                logits = model(b.src, b.tgt_in)
-            nll += sequence_loss(logits.float(), b.tgt_out, PAD)[1]  # fp32: exact reported loss
-            tokens += b.n_tokens
-    model.train(was_training)
-    return nll, tokens
-
-
-def loss_result(nll: torch.Tensor, tokens: torch.Tensor) -> LossResult:
+def loss_result(nll: torch.Tensor | float, tokens: torch.Tensor | int) -> LossResult:
     n = int(tokens)
     loss = float(nll) / max(1, n)
     return LossResult(loss, math.exp(min(loss, 50.0)), n)
@@ -100,13 +66,13 @@ class DecodeResult:
                 "sentences_per_s": round(self.sentences_per_s, 2)}
 
 
-def translate_and_score(translator: Translator, sources: list[str], references: list[str],
+def translate_and_score(translator: TextTranslator, sources: list[str], references: list[str],
                         check_stop: Callable[[], None] | None = None,
                         decode: DecodeConfig | None = None) -> DecodeResult:
     """Translate `sources` (best hypothesis each, with `decode` or the translator's settings)
     and score against `references`. `check_stop` is called between batches."""
     started = time.perf_counter()
-    hypotheses = [n_best[0].text for n_best in translator.translate(sources, decode, check_stop)]
+    hypotheses = [n_best[0].text for n_best in translator.translate(sources, decode, check_stop).translations]
     seconds = time.perf_counter() - started
     lowercase = getattr(translator.tokenizers.tgt, "lowercase", False)
     return DecodeResult(hypotheses, score_translations(hypotheses, references, lowercase), seconds)
@@ -141,15 +107,6 @@ class EvaluationReport:
         return "\n".join(f"{k:<11} {v}" for k, v in rows)
 
 
-def _teacher_forced_nll(translator: TextTranslator, split: TokenPairs) -> tuple[Any, Any]:
-    """Summed NLL and target-token count: a tfm model computes them here, a CTranslate2
-    export (export.ct2_translator) with its own engine."""
-    if isinstance(translator, Translator):
-        return corpus_nll(translator.model, split, translator.device, translator.dtype,
-                          max_len=translator.model.config.max_len)
-    return translator.corpus_nll(split)
-
-
 def evaluate_texts(translator: TextTranslator, sources: list[str], references: list[str], label: str,
                    checkpoint: str, hypotheses_path) -> EvaluationReport:
     """Loss/PPL (teacher-forced) and BLEU/chrF (decoded) of a model on aligned texts.
@@ -161,7 +118,7 @@ def evaluate_texts(translator: TextTranslator, sources: list[str], references: l
 
     tok = translator.tokenizers
     split = EncodedSplit.from_lists(tok.src.encode_batch(sources), tok.tgt.encode_batch(references))
-    losses = loss_result(*_teacher_forced_nll(translator, split))
+    losses = loss_result(*translator.corpus_nll(split))
     decoded = translate_and_score(translator, sources, references)
     atomic_write_text(hypotheses_path, "".join(f"{h}\n" for h in decoded.hypotheses))
     s = decoded.scores

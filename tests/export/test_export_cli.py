@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import transformer_cli as tfm
 from reliability.cron_helpers import TFM
 from transformer_cli import __version__
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 from transformer_cli.cli import app
 from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import evaluate_texts
@@ -50,7 +50,7 @@ def test_export_then_translate_and_evaluate(models, corpus_dir, tmp_path):
     assert export.stdout.startswith(f"exported {published} -> {out} (ctranslate2, int8 weights, ")
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["checkpoint"] == str(published) and manifest["quantization"] == "int8"
-    assert manifest["checkpoint_sha256"] == load_checkpoint(published)["sha256"]
+    assert manifest["checkpoint_sha256"] == read_payload(published)["sha256"]
     assert manifest["checkpoint_file_sha256"] == file_sha256(published)
     assert manifest["tfm_version"] == __version__
     assert {"model.bin", "shared_vocabulary.json", "tokenizer.json", "spm.shared.model"} <= set(manifest["files"])
@@ -82,7 +82,7 @@ def test_python_api_loads_an_export_by_its_content(models, tmp_path):
         assert is_export(renamed)
         exported, native = tfm.load(renamed, device="cpu"), tfm.load(m["checkpoint"], device="cpu")
         assert exported.translate(LINES, beam_size=3, n_best=2) == native.translate(LINES, beam_size=3, n_best=2)
-        assert exported.backend.payload["checkpoint_sha256"] == native.sha256
+        assert exported.backend.metadata["checkpoint_sha256"] == native.sha256
         assert exported.sha256 == file_sha256(renamed / MANIFEST) and exported.config_name == native.config_name
         att_a, att_b = exported.attention(LINES[0]), native.attention(LINES[0])
         assert att_a.target_tokens == att_b.target_tokens

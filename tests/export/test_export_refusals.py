@@ -11,7 +11,7 @@ from typing import Literal, get_args, get_origin, get_type_hints
 import ctranslate2
 import pytest
 
-from transformer_cli.checkpoint import CheckpointError, load_checkpoint
+from transformer_cli.checkpoint import Checkpoint, CheckpointError
 from transformer_cli.config import ModelConfig
 from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.data.vocab import SPECIALS, Vocab
@@ -19,7 +19,7 @@ from transformer_cli.errors import UsageError
 from transformer_cli.export.bundle import MANIFEST, export_checkpoint
 from transformer_cli.export.ct2_spec import build_spec, refusal, vocabulary
 from transformer_cli.export.ct2_translator import Ct2Translator
-from transformer_cli.inference.translate import model_from_payload
+from transformer_cli.inference.translate import model_from_checkpoint
 
 
 def schema_choices() -> dict[str, tuple]:
@@ -32,7 +32,7 @@ def schema_choices() -> dict[str, tuple]:
 def test_every_architecture_of_the_schema_exports(models):
     from transformer_cli.model.transformer import Seq2SeqTransformer
 
-    joint = model_from_payload(load_checkpoint(models["subword-post"]["checkpoint"]))[1]
+    joint = model_from_checkpoint(Checkpoint.read(models["subword-post"]["checkpoint"]))[1]
     choices = schema_choices()
     assert {"activation", "positional", "norm", "tie_output", "share_embeddings"} <= set(choices)
     for values in itertools.product(*choices.values()):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from helpers import sentence_pairs, write_config, write_corpus
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 from transformer_cli.config import load_config
 from transformer_cli.device import cuda_has_native_bf16
 from transformer_cli.training.run_dir import RunDir
@@ -44,7 +44,7 @@ def test_a_tiny_model_trains_in_the_gpus_precision(tmp_path):
 def test_fp16_keeps_its_grad_scaler_state_and_resumes(tmp_path):
     cfg = gpu_config(tmp_path, precision="fp16", epochs=1)
     run_training(cfg)
-    state = load_checkpoint(cfg.run_dir / "last.pt")["train_state"]
+    state = read_payload(cfg.run_dir / "last.pt")["train_state"]
     assert state["grad_scaler"]["scale"] > 0
     cfg.train.epochs = 2  # continue the finished run: it resumes from last.pt
     outcome = run_training(cfg)

@@ -129,8 +129,8 @@ def test_evaluate_own_files_and_beam(trained, tmp_path):
 
 def test_cached_greedy_equals_uncached_on_trained_model(trained):
     translator = Translator.from_checkpoint(trained["run"] / "best.pt", torch.device("cpu"))
-    sources = translator.encode_sources(["Ein mann sieht einen ball.", "Zwei hunde tragen eine blume.",
-                                         "Ein kind hält einen hut in der stadt."])
+    sources, _ = translator.encode_sources(["Ein mann sieht einen ball.", "Zwei hunde tragen eine blume.",
+                                            "Ein kind hält einen hut in der stadt."])
     src = torch.nn.utils.rnn.pad_sequence(sources, batch_first=True, padding_value=1)
     limits = output_limits(torch.tensor([len(s) for s in sources]), 1.5, 10, 64)
     cached = greedy_search(translator.model, src, limits)

@@ -108,9 +108,9 @@ def error_lines(stderr: str) -> list[str]:
 
 
 def progress(checkpoint: Path) -> dict:
-    from transformer_cli.checkpoint import load_checkpoint
+    from transformer_cli.checkpoint import read_payload
 
-    return load_checkpoint(checkpoint)["train_state"]["progress"]
+    return read_payload(checkpoint)["train_state"]["progress"]
 
 
 _ZYGOTE = r"""

@@ -13,7 +13,7 @@ import pytest
 
 from cron_helpers import error_lines, run_dir, write_cron_config
 from helpers import write_corpus
-from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
+from transformer_cli.checkpoint import read_payload, write_payload
 
 
 def _snapshot(run) -> dict[str, bytes]:
@@ -106,9 +106,9 @@ def test_unreadable_corpus_and_damaged_files_name_the_file(tmp_path, cron_data, 
     cfg = write_cron_config(tmp_path / "a", {**cron_data, "corpus": corpus, "data": tmp_path / "data"})
 
     crafted = tmp_path / "crafted.pt"
-    payload = load_checkpoint(finished["run"] / "published.pt")
+    payload = read_payload(finished["run"] / "published.pt")
     payload["tokenizer"] = {"joint": True, "shared": {"kind": ["sentencepiece"], "model": 7}}
-    save_checkpoint(crafted, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
+    write_payload(crafted, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
     noise = tmp_path / "noise.pt"
     noise.write_bytes(bytes(range(256)) * 64)
 

@@ -14,7 +14,7 @@ import torch
 
 from cron_helpers import (checkpoint_files, epoch_ends, error_lines, progress, run_dir,
                           temp_leftovers, write_cron_config)
-from transformer_cli.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from transformer_cli.checkpoint import CheckpointError, read_payload, write_payload
 from transformer_cli.config import load_config
 from transformer_cli.errors import TfmError, UsageError
 from transformer_cli.training.session import run_training
@@ -29,7 +29,7 @@ def _damage(path, how: str) -> None:
         data[mid : mid + 64] = bytes(b ^ 0xFF for b in data[mid : mid + 64])
     path.write_bytes(bytes(data))
     with pytest.raises(CheckpointError):
-        load_checkpoint(path)
+        read_payload(path)
 
 
 def _interrupted_run(cfg_path, max_steps: int = 15):
@@ -66,7 +66,7 @@ def test_damaged_last_pt_resumes_from_last_prev_pt(tmp_path, make_config, refere
     run_training(load_config(str(cfg)))  # the nightly command, uncapped
     assert epoch_ends(run) == reference  # resuming from the older checkpoint lost nothing
     for path in checkpoint_files(run):
-        load_checkpoint(path)
+        read_payload(path)
 
 
 def test_both_checkpoints_damaged_starts_over(tmp_path, make_config, reference, tfm_fork):
@@ -82,7 +82,7 @@ def test_both_checkpoints_damaged_starts_over(tmp_path, make_config, reference, 
     assert ": starting on cpu" in r.stderr
     assert epoch_ends(run) == reference  # a clean start reproduces the reference exactly
     for path in checkpoint_files(run):
-        load_checkpoint(path)
+        read_payload(path)
     assert (run / "published.pt").read_bytes() != published  # promoted: better than step 15's
 
 
@@ -114,7 +114,7 @@ def test_malicious_pickle_is_refused_by_train_and_translate(tmp_path, make_confi
     assert len(train.stderr.strip().splitlines()) == 1  # --quiet: the error is all there is
     assert not any(m.exists() for m in markers)  # the payload never ran
     with pytest.raises(UsageError, match="refusing to load"):
-        load_checkpoint(run / "last.pt")
+        read_payload(run / "last.pt")
 
 
 class _PowerCut(BaseException):
@@ -128,7 +128,7 @@ def test_crash_while_rotating_last_pt_never_leaves_it_missing(make_config, monke
     run = run_dir(cfg)
     run_training(load_config(str(cfg)))
     old_last = (run / "last.pt").read_bytes()
-    payload = load_checkpoint(run / "last.pt")
+    payload = read_payload(run / "last.pt")
     real_replace = os.replace
 
     def cut_power_before_the_new_file_lands(src, dst):
@@ -138,12 +138,12 @@ def test_crash_while_rotating_last_pt_never_leaves_it_missing(make_config, monke
 
     monkeypatch.setattr(os, "replace", cut_power_before_the_new_file_lands)
     with pytest.raises(_PowerCut):
-        save_checkpoint(run / "last.pt", payload, keep_previous=run / "last.prev.pt")
+        write_payload(run / "last.pt", payload, keep_previous=run / "last.prev.pt")
     monkeypatch.undo()
     assert (run / "last.pt").read_bytes() == old_last
     assert (run / "last.prev.pt").read_bytes() == old_last
     for path in checkpoint_files(run):
-        load_checkpoint(path)
+        read_payload(path)
 
 
 def _snapshot(run):
@@ -183,7 +183,7 @@ def test_failed_save_keeps_the_old_checkpoints_and_says_so_in_one_line(make_conf
             assert after[name] != data  # the first save of the session had gone through
         else:
             assert after[name] == data, name  # untouched
-        load_checkpoint(run / name)
+        read_payload(run / name)
     assert temp_leftovers(run) == []
     monkeypatch.undo()
     outcome = run_training(cfg)  # space freed: the next run just continues
@@ -208,5 +208,5 @@ def test_disk_full_through_the_cli_exits_1_with_one_line(make_config):
         f"tfm: error: cannot write {run / 'best.pt'}: File too large"]
     assert _snapshot(run) == before and temp_leftovers(run) == []
     for path in checkpoint_files(run):
-        load_checkpoint(path)
+        read_payload(path)
 

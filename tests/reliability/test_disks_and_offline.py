@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from cron_helpers import error_lines, run_dir, write_cron_config
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 
 
 def _namespaces_work() -> bool:
@@ -122,4 +122,4 @@ def test_offline_reruns_use_the_recorded_source_then_the_prepared_data(tmp_path,
     [warning] = [x for x in second.stderr.splitlines() if "download failed" in x]
     assert "warning:" in warning and f"using the preprocessed data in {tmp_path / 'data' / 'cron'}" in warning
     assert "resuming at epoch 2" in second.stderr
-    assert load_checkpoint(run_dir(cfg) / "last.pt")["train_state"]["progress"]["epoch"] == 2
+    assert read_payload(run_dir(cfg) / "last.pt")["train_state"]["progress"]["epoch"] == 2

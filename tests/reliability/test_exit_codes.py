@@ -7,7 +7,7 @@ import json
 import shutil
 
 from cron_helpers import epoch_ends, run_all, run_dir, write_cron_config
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 from transformer_cli.config import load_config
 from transformer_cli.training.session import run_training
 
@@ -58,7 +58,7 @@ def test_changed_settings_or_data_start_a_new_run(tmp_path, make_config, cron_da
     cfg_path = make_config("changed", epochs=1)
     run = run_dir(cfg_path)
     run_training(load_config(str(cfg_path)))
-    first = load_checkpoint(run / "last.pt")["run_identity"]
+    first = read_payload(run / "last.pt")["run_identity"]
     published = (run / "published.pt").read_bytes()
 
     changed = load_config(str(cfg_path))
@@ -67,7 +67,7 @@ def test_changed_settings_or_data_start_a_new_run(tmp_path, make_config, cron_da
     log = (run / "train.log").read_text()
     assert "was trained with other data or settings: starting a new run" in log
     assert "the published model stays until a better one is promoted" in log
-    second = load_checkpoint(run / "last.pt")["run_identity"]
+    second = read_payload(run / "last.pt")["run_identity"]
     assert second != first and epoch_ends(run)[0][0] == 10 and len(epoch_ends(run)) == 1
     # The new run's first epoch is worse than the published model: the gate keeps the latter.
     assert _last_decision(run)["decision"] == "kept published (it is better)"
@@ -84,7 +84,7 @@ def test_changed_settings_or_data_start_a_new_run(tmp_path, make_config, cron_da
     config = load_config(str(new_data))
     config.train.lr = 1e-3
     run_training(config)
-    assert load_checkpoint(run / "last.pt")["run_identity"] not in (first, second)
+    assert read_payload(run / "last.pt")["run_identity"] not in (first, second)
     assert (run / "train.log").read_text().count("starting a new run") == 2
     assert len(epoch_ends(run)) == 1
     # New data, new tokenizer: losses are not comparable, so the gate compared validation BLEU.

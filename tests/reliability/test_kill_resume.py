@@ -17,7 +17,7 @@ import torch
 from cron_helpers import (Tfm, checkpoint_files, epoch_ends, progress, run_dir,
                           temp_leftovers)
 from helpers import run_tfm
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 from transformer_cli.config import load_config
 from transformer_cli.training.session import run_training
 
@@ -36,7 +36,7 @@ class PublishedWatcher(threading.Thread):
     def run(self):
         while not self.stop.is_set():
             try:
-                load_checkpoint(self.path)
+                read_payload(self.path)
                 self.loads += 1
             except Exception as e:  # noqa: BLE001 - any failure is the finding
                 self.failures.append(f"{type(e).__name__}: {e}")
@@ -95,12 +95,12 @@ def test_sigkill_ten_times_then_finish_equals_an_uninterrupted_run(tmp_path, mak
     assert got == want
     # Every checkpoint left behind loads; temp files of interrupted writes were cleared.
     for path in checkpoint_files(run):
-        load_checkpoint(path)
+        read_payload(path)
     assert temp_leftovers(run) == []
     # published.pt was never missing nor partial; at the end the better model was promoted...
     assert watcher.failures == [] and watcher.loads > 50
     assert (run / "published.pt").read_bytes() != published_before
-    assert load_checkpoint(run / "published.pt")["sha256"] == load_checkpoint(run / "best.pt")["sha256"]
+    assert read_payload(run / "published.pt")["sha256"] == read_payload(run / "best.pt")["sha256"]
     # ...and it holds exactly the weights the uninterrupted run published.
-    mine, theirs = (load_checkpoint(r / "published.pt")["state_dict"] for r in (run, straight))
+    mine, theirs = (read_payload(r / "published.pt")["state_dict"] for r in (run, straight))
     assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from cron_helpers import run_dir, write_cron_config
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.training.promotion import Decision, Outcome, Scorer, promote
@@ -30,7 +30,7 @@ def models(tmp_path_factory, cron_data):
     # The scorer the session builds for the gate (session.py), here on the CPU in fp32.
     scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, torch.device("cpu"), "fp32")
     good, weak = run_dir(good_cfg), run_dir(weak_cfg)
-    good_loss, weak_loss = (scorer(load_checkpoint(r / "best.pt"), "valid_loss") for r in (good, weak))
+    good_loss, weak_loss = (scorer(Checkpoint.read(r / "best.pt"), "valid_loss") for r in (good, weak))
     assert good_loss < weak_loss
     return {"good_run": good, "good": good / "best.pt", "weak": weak / "best.pt", "scorer": scorer,
             "data": cron_data}
@@ -56,8 +56,8 @@ def test_worse_best_is_kept_out_and_the_decision_is_not_repeated(tmp_path, model
     [entry] = _decisions(run)
     assert entry["decision"] == decision.text and entry["policy"] == "if-better"
     assert entry["metric"] == "valid_loss" and entry["candidate"] > entry["published"]
-    assert entry["candidate_sha256"] == load_checkpoint(models["weak"])["sha256"]
-    assert entry["published_sha256"] == load_checkpoint(models["good"])["sha256"]
+    assert entry["candidate_sha256"] == read_payload(models["weak"])["sha256"]
+    assert entry["published_sha256"] == read_payload(models["good"])["sha256"]
     # The next nightly run with the same best.pt does not score or log it again.
     again = promote(run, "if-better", "valid_loss", models["scorer"])
     assert again == Decision(Outcome.ALREADY_DECIDED, f"already decided for this best.pt: {decision}")

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cron_helpers import error_lines, run_dir, write_cron_config
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared, prepare
 from transformer_cli.errors import TfmError
@@ -99,7 +99,7 @@ def test_damaged_published_is_restored_even_when_the_decision_was_taken(tmp_path
     assert r.returncode == 0, r.stderr
     assert "already finished" in r.stderr  # the run itself had nothing to do ...
     assert "promotion: promoted (published.pt was damaged)" in r.stderr  # ... the gate repaired it
-    assert published.read_bytes() == good and load_checkpoint(published)
+    assert published.read_bytes() == good and read_payload(published)
     assert (run / "published.pt.damaged").is_file()
     assert error_lines(r.stderr) == []
 
@@ -145,7 +145,7 @@ def test_margin_and_minimum_quality_keep_a_marginal_model_out(tmp_path, two_mode
     assert "promote_min_bleu=99.0" in decision.text
     assert not run.published.exists()
     shutil.copyfile(two_models["weak"], run.published)
-    weak, good = (scorer(load_checkpoint(p), "valid_loss") for p in (two_models["weak"], two_models["good"]))
+    weak, good = (scorer(Checkpoint.read(p), "valid_loss") for p in (two_models["weak"], two_models["good"]))
     margin = GateRules(margin_loss=(weak - good) + 0.01)  # better, but not by this much
     decision = promote(run, "if-better", "valid_loss", scorer, margin)
     assert decision == Decision(Outcome.KEPT, f"kept published (not better by {margin.margin_loss} or more)")

@@ -7,7 +7,7 @@ import signal
 import time
 
 from cron_helpers import Tfm, epoch_ends, error_lines, progress, run_dir, wait_until
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 from transformer_cli.config import load_config
 from transformer_cli.training.session import run_training
 
@@ -60,7 +60,7 @@ def test_sigint_exits_130_and_a_second_signal_exits_at_once(tmp_path, make_confi
     assert "stopped by signal 2" in line and "Traceback" not in stderr_a
     assert "SIGINT received" in stderr_b and "stopped by signal" not in stderr_b
     for path in [*run_dir(cfg_a).glob("*.pt"), *run_dir(cfg_b).glob("*.pt")]:
-        load_checkpoint(path)  # whatever either had written is whole
+        read_payload(path)  # whatever either had written is whole
     assert progress(run_dir(cfg_b) / "last.pt")["step"] >= 10  # B still has its epoch-1 state
     step = progress(run_dir(cfg_a) / "last.pt")["step"]
     assert 10 <= step < 40

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 
 from reliability.cron_helpers import Tfm, wait_until
-from transformer_cli.checkpoint import load_checkpoint, save_checkpoint
+from transformer_cli.checkpoint import read_payload, write_payload
 
 SENTENCES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.",
              "Ein kind hält einen hut.", "Zwei hunde trägt ein fahrrad im park.",
@@ -71,10 +71,10 @@ class Served:
 def republish(source: Path, target: Path, note: str) -> str:
     """Write `source`'s model to `target` atomically as a new checkpoint (same weights, another
     sha256, as a promotion would); returns the new sha256."""
-    payload = load_checkpoint(source)
+    payload = read_payload(source)
     payload["metrics"] = {**payload.get("metrics", {}), "note": note}
-    save_checkpoint(target, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
-    return load_checkpoint(target)["sha256"]
+    write_payload(target, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
+    return read_payload(target)["sha256"]
 
 
 @dataclass

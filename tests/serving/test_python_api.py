@@ -11,10 +11,11 @@ import torch
 
 import transformer_cli as tfm
 from serve_helpers import SENTENCES
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config import DecodeConfig
+from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.errors import UsageError
-from transformer_cli.inference.translate import Translator, model_from_payload
+from transformer_cli.inference.translate import Translator, model_from_checkpoint
 from transformer_cli.model.transformer import Seq2SeqTransformer
 
 
@@ -31,16 +32,16 @@ def test_load_by_config_or_path_and_translate(trained, model):
 def test_sources_typed_without_casing_are_recased_unless_switched_off(trained, model):
     """The toy corpus capitalizes only first words: its truecaser (stored in the checkpoint)
     gives "ein mann ..." and "EIN MANN ..." the training sources' spelling back."""
-    assert "source_truecaser" in load_checkpoint(trained["run"] / "published.pt")["tokenizer"]
+    assert "source_truecaser" in read_payload(trained["run"] / "published.pt")["tokenizer"]
     backend = model.backend
     typed, trained_like = "ein mann sieht einen ball.", "Ein mann sieht einen ball."
-    ids = [backend.encode_sources([x])[0].tolist() for x in (typed, typed.upper(), trained_like)]
+    ids = [backend.encode_sources([x])[0][0].tolist() for x in (typed, typed.upper(), trained_like)]
     assert ids[0] == ids[1] == ids[2]
-    assert backend.encode_sources([typed], recase=False)[0].tolist() != ids[2]
+    assert backend.encode_sources([typed], recase=False)[0][0].tolist() != ids[2]
     assert model.translate([typed, typed.upper()]) == ["A man sees a ball."] * 2
     assert model.source_lengths([typed]) == [len(ids[2]) - 1]  # what the server budgets: recased
     as_typed = model.attention(typed, model.options(recase=False)).source_tokens
-    assert as_typed == backend.tokenizers.src.id_to_token(backend.encode_sources([typed], recase=False)[0].tolist())
+    assert as_typed == backend.tokenizers.src.id_to_token(backend.encode_sources([typed], recase=False)[0][0].tolist())
     assert model.attention(typed).source_tokens == backend.tokenizers.src.id_to_token(ids[2])
     with pytest.raises(UsageError, match="recase must be true or false"):
         model.options(recase="no")
@@ -71,17 +72,18 @@ def test_mistakes_are_clear_errors(trained, tmp_path, model):
 
 def test_decoding_leaves_the_callers_train_mode_alone(trained):
     """A model being trained is decoded in eval mode (no dropout) and handed back as it was."""
-    payload = load_checkpoint(trained["run"] / "best.pt")
-    trained_net, tokenizers = model_from_payload(payload)
+    trained_net, tokenizers = model_from_checkpoint(Checkpoint.read(trained["run"] / "best.pt"))
     net = Seq2SeqTransformer(dataclasses.replace(trained_net.config, dropout=0.5),
                              trained_net.src_vocab_size, trained_net.tgt_vocab_size)
     net.load_state_dict(trained_net.state_dict())
     net.encoder.eval()  # a mixed state must survive too
     modes = {name: m.training for name, m in net.named_modules()}
     translator = Translator(net, tokenizers, torch.device("cpu"), DecodeConfig())
-    first = translator.translate(SENTENCES)
-    again = translator.translate(SENTENCES)
+    first = translator.translate(SENTENCES).translations
+    again = translator.translate(SENTENCES).translations
     translator.cross_attention(SENTENCES[0], first[0][0])
+    translator.corpus_nll(EncodedSplit.from_lists(tokenizers.src.encode_batch(SENTENCES),
+                                                  tokenizers.tgt.encode_batch(SENTENCES)))
     assert {name: m.training for name, m in net.named_modules()} == modes
     assert [h[0].text for h in first] == [h[0].text for h in again]  # no dropout while decoding
 

@@ -8,7 +8,7 @@ import json
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 from reliability.cron_helpers import wait_until
 from serve_helpers import Load
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 
 
 def test_serve_retrain_promote_switch(tmp_path, start_server):
@@ -22,7 +22,7 @@ def test_serve_retrain_promote_switch(tmp_path, start_server):
     assert first.returncode == 0, first.stderr
     server = start_server("-c", str(config), "--set", "serve.threads=1", "--set", "serve.reload_poll_s=0.1")
     old = server.sha256()
-    assert old == load_checkpoint(run / "published.pt")["sha256"]
+    assert old == read_payload(run / "published.pt")["sha256"]
     with Load(server.url, clients=2) as load:
         new_pairs = sentence_pairs(400, seed=99)
         for lang, side in (("de", 0), ("en", 1)):

@@ -11,14 +11,14 @@ from transformer_cli.checkpoint import content_digest
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.training.distributed import DistContext, init_distributed, shutdown_distributed
-from transformer_cli.training.loop import Trainer
+from transformer_cli.training.build import build_trainer
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.signals import GracefulStop
 from transformer_cli.training.validation import validation_bleu
 
 cfg, out = load_config(sys.argv[1]), Path(sys.argv[2])
 ctx, device = init_distributed(torch.device("cpu"))
-trainer = Trainer(cfg, load_prepared(cfg), RunDir(out / "run"), device, ctx, GracefulStop(), False)
+trainer = build_trainer(cfg, load_prepared(cfg), RunDir(out / "run"), device, ctx, GracefulStop(), False)
 if ctx.is_main:
     (out / "run").mkdir(parents=True, exist_ok=True)
 ctx.barrier()
@@ -28,6 +28,6 @@ bleu = {name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None
         for name, dist in (("sharded", ctx), ("alone", DistContext()))}
 (out / f"rank{ctx.rank}.json").write_text(json.dumps(
     {"digest": digest, "steps": trainer.progress.step, "world_size": ctx.world_size,
-     "agreements": trainer.agreement.count,
+     "agreements": trainer.cadence.agreement.count,
      "valid_loss": [r["valid_loss"] for r in trainer.progress.history], "bleu": bleu}))
 shutdown_distributed()

@@ -11,17 +11,17 @@ import torch
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.training.distributed import init_distributed, shutdown_distributed
-from transformer_cli.training.loop import Trainer
+from transformer_cli.training.build import build_trainer
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.signals import GracefulStop
 
 config, steps, out, overrides = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 cfg = load_config(config, overrides)
 ctx, device = init_distributed(torch.device("cpu"))
-trainer = Trainer(cfg, load_prepared(cfg), RunDir(cfg.run_dir), device, ctx, GracefulStop(), False)
-trainer.net.train()
+trainer = build_trainer(cfg, load_prepared(cfg), RunDir(cfg.run_dir), device, ctx, GracefulStop(), False)
+trainer.optimization.net.train()
 groups = itertools.islice(trainer.data.steps_from(0, 0), steps)
-tokens = [trainer.train_step(group) for group in groups]
+tokens = [trainer.optimization.step(group)[0] for group in groups]
 if ctx.is_main:
     torch.save({"state_dict": trainer.model.state_dict(), "tokens": tokens}, out)
 shutdown_distributed()

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from test_train import make_trainer, small_config
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.training.averaging import Snapshots, average_state_dicts, trying_weights
 from transformer_cli.training.session import run_training
 
@@ -25,8 +25,9 @@ def test_the_average_of_states_is_their_mean():
     assert torch.equal(averaged["count"], torch.tensor([6]))  # not floating point: the last one's
 
 
-def _snapshot(epoch: int) -> dict:
-    return {"state_dict": {"w": torch.full((3,), float(epoch))}, "metrics": {"epoch": epoch}}
+def _snapshot(epoch: int) -> Checkpoint:
+    return Checkpoint("transformer", 10, 10, {"w": torch.full((3,), float(epoch))}, {}, {"model": {}},
+                      {"epoch": epoch})
 
 
 def test_snapshots_keep_the_last_ones_by_step_and_average_them(tmp_path):
@@ -76,13 +77,13 @@ def test_a_run_averages_its_last_epochs_and_keeps_the_average_only_if_it_is_bett
     epoch_end_steps = [r["step"] for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())]
     assert [p.name for p in snapshots.paths()] == [f"step_{s:08}.pt" for s in epoch_end_steps[-2:]]
     averaged, _ = snapshots.average()
-    trained = load_checkpoint(snapshots.paths()[-1])["state_dict"]
-    assert _weights_equal(load_checkpoint(run / "last.pt")["state_dict"], trained)  # not the average
+    trained = read_payload(snapshots.paths()[-1])["state_dict"]
+    assert _weights_equal(read_payload(run / "last.pt")["state_dict"], trained)  # not the average
     [line] = [x for x in (run / "train.log").read_text().splitlines()
               if "average of the last 2 snapshots: Val. Loss " in x]
     average_loss = float(line.split("Val. Loss ")[1].split(" |")[0])
     best_single = float(line.split("(best single: ")[1].rstrip(")"))
-    best = load_checkpoint(run / "best.pt")
+    best = read_payload(run / "best.pt")
     assert _weights_equal(best["state_dict"], averaged) == (average_loss < best_single)
     assert ("averaged_snapshots" in best["metrics"]) == (average_loss < best_single)
 
@@ -91,17 +92,17 @@ def test_a_run_averages_its_last_epochs_and_keeps_the_average_only_if_it_is_bett
     for best_single, replaced in ((0.0, False), (math.inf, True)):
         before = (run / "best.pt").read_bytes()
         trainer = make_trainer(cfg)
-        trainer.restore(load_checkpoint(run / "last.pt"))
+        trainer.restore(Checkpoint.read(run / "last.pt"))
         trainer.progress.pending_average, trainer.progress.best_valid_loss = True, best_single
         trainer.run()
-        best = load_checkpoint(run / "best.pt")
+        best = read_payload(run / "best.pt")
         assert ((run / "best.pt").read_bytes() != before) == replaced
         if replaced:
             assert _weights_equal(best["state_dict"], averaged)
             assert best["metrics"]["averaged_snapshots"] == 2
             assert math.isclose(best["metrics"]["valid_loss"], trainer.progress.best_valid_loss,
                                 abs_tol=1e-5)
-        assert _weights_equal(load_checkpoint(run / "last.pt")["state_dict"], trained)
+        assert _weights_equal(read_payload(run / "last.pt")["state_dict"], trained)
         assert not trainer.progress.pending_average
 
 
@@ -122,4 +123,4 @@ def test_snapshots_every_n_steps_add_to_the_epoch_ends_and_survive_a_resume(tmp_
     kept = [Snapshots(c.run_dir / "snapshots", keep=4).paths() for c in (straight, interrupted)]
     assert [p.name for p in kept[0]] == [p.name for p in kept[1]] == [f"step_{s:08}.pt" for s in expected]
     for a, b in zip(*kept):
-        assert _weights_equal(load_checkpoint(a)["state_dict"], load_checkpoint(b)["state_dict"])
+        assert _weights_equal(read_payload(a)["state_dict"], read_payload(b)["state_dict"])

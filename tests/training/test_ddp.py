@@ -19,6 +19,32 @@ def preprocess(cfg: Path) -> None:
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 pytestmark = pytest.mark.slow  # two processes train
+# The runs that are interrupted and resumed, and the uninterrupted one they must end equal to.
+INTERRUPTED = {"epochs": 4, "batch_size": 16, "checkpoint_every_minutes": None}
+
+
+def torchrun_train(cfg: Path, *options: str) -> list[str]:
+    return [*TORCHRUN, "-m", "transformer_cli", "train", "-c", str(cfg), *options]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, corpus_dir) -> dict:
+    """The final weights of a two-process run of INTERRUPTED that nothing stopped."""
+    work = tmp_path_factory.mktemp("ddp-whole")
+    cfg = write_config(work / "whole.yaml", work, corpus_dir, train=INTERRUPTED)
+    preprocess(cfg)
+    whole = subprocess.run(torchrun_train(cfg, "--promote", "never"), capture_output=True, text=True,
+                           timeout=300)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    return _final_weights(work / "checkpoints" / "whole")
+
+
+def assert_same_weights(got: dict, expected: dict) -> None:
+    import torch
+
+    assert got.keys() == expected.keys()
+    for name, weight in expected.items():
+        assert torch.equal(got[name], weight), name
 
 
 def test_two_processes_stay_in_sync(tmp_path, corpus_dir):
@@ -65,17 +91,18 @@ def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_ba
                                    msg=lambda m, name=name: f"{name}: {m}")
 
 
-def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_path, corpus_dir):
+def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_path, corpus_dir, uninterrupted):
     """`tfm train` under torchrun as a user starts it: a rank SIGKILLed mid-run stops the other
-    at once with one line; the same command resumes and finishes; one process then finds the
-    finished run a no-op, and refuses to continue it under another world size."""
+    at once with one line; the same command resumes and ends with the weights of an
+    uninterrupted two-process run; one process then finds the finished run a no-op, and
+    refuses to continue it under another world size."""
     import os
     import signal
     import time
 
-    cfg = write_config(tmp_path / "die.yaml", tmp_path, corpus_dir, train={"epochs": 3, "batch_size": 16})
+    cfg = write_config(tmp_path / "die.yaml", tmp_path, corpus_dir, train=INTERRUPTED)
     preprocess(cfg)
-    command = [*TORCHRUN, "-m", "transformer_cli", "train", "-c", str(cfg)]
+    command = torchrun_train(cfg)
     log = tmp_path / "torchrun.log"
     with open(log, "w") as out:
         launcher = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
@@ -99,10 +126,11 @@ def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_pat
     assert "resuming at epoch" in resumed.stderr
     run = tmp_path / "checkpoints" / "die"
     assert json.loads((run / "manifest.json").read_text())["world_size"] == 2
-    assert (run / "published.pt").is_file() and len((run / "metrics.jsonl").read_text().splitlines()) == 3
+    assert (run / "published.pt").is_file() and len((run / "metrics.jsonl").read_text().splitlines()) == 4
+    assert_same_weights(_final_weights(run), uninterrupted)
     # Continuing the finished two-process run (more epochs) in one process would re-split the
     # batches: refused with one line saying what to do. Unchanged, it is a no-op.
-    more = run_tfm("train", "-c", str(cfg), "--set", "train.epochs=4")
+    more = run_tfm("train", "-c", str(cfg), "--set", "train.epochs=5")
     assert more.returncode == 2, more.stderr[-2000:]
     assert more.stderr.strip().splitlines()[-1] == (
         f"tfm: error: {run / 'last.pt'} was written by 2 training process(es), this is 1: resume "
@@ -121,7 +149,7 @@ def _final_weights(run: Path) -> dict:
     return torch.load(run / "last.pt", weights_only=True)["state_dict"]
 
 
-def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corpus_dir):
+def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corpus_dir, uninterrupted):
     """SIGTERM to torchrun mid-run (as systemd or a scheduler sends it): both ranks are gone
     within 5 s with one saved state; the same command resumes and ends with the weights of an
     uninterrupted two-process run."""
@@ -131,19 +159,12 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
 
     import torch
 
-    runs = {}
-    for name in ("whole", "cut"):
-        cfg = write_config(tmp_path / f"{name}.yaml", tmp_path, corpus_dir,
-                           train={"epochs": 4, "batch_size": 16, "checkpoint_every_minutes": None})
-        runs[name] = [*TORCHRUN, "-m", "transformer_cli", "train", "-c", str(cfg), "--promote", "never"]
-    for name in runs:
-        preprocess(tmp_path / f"{name}.yaml")
-    whole = subprocess.run(runs["whole"], capture_output=True, text=True, timeout=300)
-    assert whole.returncode == 0, whole.stderr[-3000:]
-
+    cfg = write_config(tmp_path / "cut.yaml", tmp_path, corpus_dir, train=INTERRUPTED)
+    preprocess(cfg)
+    command = torchrun_train(cfg, "--promote", "never")
     log = tmp_path / "cut.log"
     with open(log, "w") as out:
-        launcher = subprocess.Popen(runs["cut"], stdout=out, stderr=subprocess.STDOUT)
+        launcher = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while "Epoch: 02" not in log.read_text() and time.monotonic() < deadline:
@@ -165,9 +186,7 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
     saved = torch.load(run / "last.pt", weights_only=True)["train_state"]["progress"]
     assert 0 < saved["step"] < 4 * (300 // 16 // 2)  # stopped mid-run
 
-    resumed = subprocess.run(runs["cut"], capture_output=True, text=True, timeout=300)
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at epoch" in resumed.stderr
-    expected, got = _final_weights(tmp_path / "checkpoints" / "whole"), _final_weights(run)
-    for name, weight in expected.items():
-        assert torch.equal(got[name], weight), name
+    assert_same_weights(_final_weights(run), uninterrupted)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from test_train import small_config
-from transformer_cli.checkpoint import load_checkpoint
+from transformer_cli.checkpoint import read_payload
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 
@@ -29,7 +29,7 @@ def test_noised_training_in_workers_resumes_exactly_and_learns(tmp_path):
     run_training(straight)
     interrupted = _noised(tmp_path / "b", max_steps=17)  # stops in epoch 2
     run_training(interrupted)
-    assert load_checkpoint(interrupted.run_dir / "last.pt")["train_state"]["progress"]["step"] == 17
+    assert read_payload(interrupted.run_dir / "last.pt")["train_state"]["progress"]["step"] == 17
     interrupted.train.max_steps = None
     interrupted.train.data_workers = 2  # the number of workers is not part of the run
     run_training(interrupted)

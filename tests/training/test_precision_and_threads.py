@@ -17,19 +17,20 @@ from transformer_cli.training.session import run_training
 def test_fp16_trains_with_a_grad_scaler_that_skips_overflowing_steps(tmp_path):
     cfg = small_config(tmp_path, epochs=1, precision="fp16", threads=1)
     trainer = make_trainer(cfg)
-    assert trainer.scaler is not None and trainer.dtype is torch.float16
+    optimization = trainer.optimization
+    assert optimization.scaler is not None and optimization.dtype is torch.float16
     groups = list(trainer.data.steps_from(0, 0))
-    trainer.net.train()
+    optimization.net.train()
     # A scale this large turns the fp16 gradients into inf: the step must be skipped.
-    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 120)
+    optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 120)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
-    trainer.train_step(groups[0])
+    optimization.step(groups[0])
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
-    assert trainer.scaler.get_scale() < 2.0 ** 120  # backed off
+    assert optimization.scaler.get_scale() < 2.0 ** 120  # backed off
     # With a sane scale the next steps update the weights and the loss falls.
-    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+    optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
     for group in groups[1:]:
-        trainer.train_step(group)
+        optimization.step(group)
     assert not all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
     assert all(torch.isfinite(v).all() for v in trainer.model.state_dict().values())
 
@@ -40,9 +41,9 @@ def test_fp16_run_end_to_end_saves_and_resumes_the_scaler(tmp_path):
     outcome = run_training(cfg)
     records = outcome.progress.history
     assert records[-1]["valid_loss"] < records[0]["valid_loss"]
-    from transformer_cli.checkpoint import load_checkpoint
+    from transformer_cli.checkpoint import read_payload
 
-    state = load_checkpoint(cfg.run_dir / "last.pt")["train_state"]
+    state = read_payload(cfg.run_dir / "last.pt")["train_state"]
     assert state["grad_scaler"]["scale"] > 0
 
 

@@ -21,7 +21,7 @@ from ..device import default_threads
 from .augment import Augmentation
 from .batching import (Batch, batch_seed, collate, collate_pairs, epoch_seed, plan_batches,
                        within_budget)
-from .parallel import as_helper_process, available_cpus
+from .parallel import as_helper_process, available_cpus, stop_signals_held
 from .shards import ShardedSplit
 from .tokenizers import SubwordTokenizer
 
@@ -153,7 +153,9 @@ class TrainingData:
         self._plan_ahead(epoch + 1)
         group: list[Batch] = []
         planned = 0
-        for micro_batches in loader:
+        with stop_signals_held():
+            worker_batches = iter(loader)  # the workers start here
+        for micro_batches in worker_batches:
             group += micro_batches
             planned += 1
             if planned == accumulate:

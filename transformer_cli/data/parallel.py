@@ -10,6 +10,7 @@ main process, which stops between chunks and shuts them down, and die with it
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import multiprocessing
 import os
@@ -25,6 +26,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 POLL_S = 0.2  # how often a wait for a worker checks for a stop request
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def available_cpus() -> int:
@@ -40,13 +42,28 @@ def as_helper_process() -> None:
     torchrun or systemd SIGTERM to the whole group, must not kill a worker under a parent that
     is saving its state), and the worker dies with its parent (Linux: PR_SET_PDEATHSIG), so a
     SIGKILLed tfm leaves no orphans behind."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # see `stop_signals_held`
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the parent's shutdown still ends the worker
         pass
+
+
+@contextlib.contextmanager
+def stop_signals_held() -> Iterator[None]:
+    """Hold stop signals back (blocked in this thread) while it forks workers. A worker starts
+    with them blocked and unblocks them only once `as_helper_process` ignores them, so a
+    SIGTERM to the whole process group (torchrun, systemd) that arrives while workers start
+    cannot kill one on its way up (torch's DataLoader workers re-raise a SIGTERM not sent by
+    their parent). This process receives a held signal when the block ends."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _start_worker(setup: Callable[..., None], args: tuple[Any, ...]) -> None:
@@ -86,7 +103,8 @@ class ChunkPool:
             return
         pending: deque[concurrent.futures.Future] = deque()
         for chunk in chunks:
-            pending.append(self._executor.submit(fn, chunk))
+            with stop_signals_held():  # a submission may fork the workers
+                pending.append(self._executor.submit(fn, chunk))
             if len(pending) >= 2 * self.workers:
                 yield self._result(pending.popleft(), check_stop)
         while pending:

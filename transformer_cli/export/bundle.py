@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..checkpoint import CheckpointError, load_checkpoint
+from ..checkpoint import Checkpoint, CheckpointError
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_sha256
@@ -42,7 +42,7 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     earlier export there); returns the manifest, with "seconds" it took added. All the work
     happens inside the work folder of `atomic_write_folder`, so a stop or failure at any point
     leaves `output` as it was and no work folder behind."""
-    from ..inference.translate import model_from_payload
+    from ..inference.translate import model_from_checkpoint
     from .ct2_spec import build_spec
 
     started = time.perf_counter()
@@ -53,8 +53,8 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     manifest: dict[str, Any] = {}
 
     def build(folder: Path) -> None:
-        payload = load_checkpoint(checkpoint)
-        model, tokenizers = model_from_payload(payload, checkpoint)
+        read = Checkpoint.read(checkpoint)
+        model, tokenizers = model_from_checkpoint(read, checkpoint)
         spec = build_spec(model, tokenizers)
         spec.optimize(quantization=weights)
         spec.save(str(folder))
@@ -63,10 +63,9 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
             "format": FORMAT, "engine": "ctranslate2", "engine_version": ct2.__version__,
             "quantization": quantization, "weights": weights, "tfm_version": __version__,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "checkpoint": str(checkpoint), "checkpoint_sha256": payload["sha256"],
+            "checkpoint": str(checkpoint), "checkpoint_sha256": read.sha256,
             "checkpoint_file_sha256": file_sha256(checkpoint),
-            "model": payload["model"], "config": payload.get("config", {}),
-            "metrics": payload.get("metrics", {}),
+            "model": read.model_description(), "config": read.config, "metrics": read.metrics,
             "files": {p.name: file_sha256(p) for p in sorted(folder.iterdir())}})
         (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
                                        encoding="utf-8")

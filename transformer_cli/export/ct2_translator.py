@@ -16,6 +16,7 @@ a cut output. Scores are tfm's: log-probability / (tokens + <eos>)^length_penalt
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -54,12 +55,11 @@ class Ct2Translator(TextTranslator):
                 decode = build_section(DecodeConfig, manifest["config"].get("decode", {}), "decode")
             # "sha256" names what is loaded (the export: its manifest holds every file's sha256),
             # "checkpoint_sha256" the checkpoint it was exported from.
-            payload = {"sha256": file_sha256(Path(folder) / MANIFEST),
-                       **{k: manifest[k] for k in ("checkpoint_sha256", "config", "metrics", "model")}}
+            metadata = {"sha256": file_sha256(Path(folder) / MANIFEST),
+                        **{k: manifest[k] for k in ("checkpoint_sha256", "config", "metrics", "model")}}
         except (KeyError, TypeError, ValueError, AttributeError, UsageError) as e:
             raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
-        super().__init__(tokenizers, decode, self.max_len)
-        self.payload = payload
+        super().__init__(tokenizers, decode, self.max_len, metadata)
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
@@ -105,11 +105,9 @@ class Ct2Translator(TextTranslator):
         return Hypothesis(ids, log_prob, log_prob / (len(ids) + 1) ** penalty)
 
     def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
-                        ) -> tuple[list[str], list[str], torch.Tensor]:
-        """Source tokens, target tokens and the last decoder layer's attention averaged over
-        heads, [tgt_len, src_len], with the translation forced as the target (`recase`: see
-        encode_sources)."""
-        src = self.encode_sources([line], recase)[0]
+                        ) -> tuple[list[str], list[str], list[list[float]]]:
+        """The translation is forced as the target prefix."""
+        [src], _ = self.encode_sources([line], recase)
         prefix = [self.tgt_tokens[i] for i in translation.tokens]
         result = self.engine.translate_batch(
             [self._source_tokens(src)], target_prefix=[prefix], beam_size=1,
@@ -120,12 +118,13 @@ class Ct2Translator(TextTranslator):
         weights = torch.cat([weights, 1.0 - weights.sum(-1, keepdim=True)], dim=-1)
         src_tokens = self.tokenizers.src.id_to_token(src.tolist())
         tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, EOS])
-        return src_tokens, tgt_tokens, weights
+        return src_tokens, tgt_tokens, weights.tolist()
 
-    def corpus_nll(self, split: TokenPairs) -> tuple[float, int]:
-        """Summed negative log-likelihood of the targets given the sources (teacher forcing,
-        `<eos>` included) and the number of target tokens scored, by CTranslate2's
-        `score_batch`; both sides are cut to the model's positions as in tfm's evaluation."""
+    def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None
+                   ) -> tuple[float, int]:
+        """By CTranslate2's `score_batch`, in one call (`check_stop` is called before it)."""
+        if check_stop is not None:
+            check_stop()
         limit = self.max_len - 1
         sources, targets = [], []
         for i in range(len(split)):

@@ -1,7 +1,6 @@
 """Models by architecture name. A checkpoint records the name its model was built under
-(`payload["model"]["architecture"]`, by `describe()`), and `build_model` rebuilds it from the
-same name, so another model family is added as one more entry here. Checkpoints written before
-the name was recorded hold a Transformer."""
+(`Checkpoint.architecture`, the model class's ARCHITECTURE), and `build_model` rebuilds it from
+the same name, so another model family is added as one more entry here."""
 
 from __future__ import annotations
 
@@ -29,7 +28,3 @@ def build_model(architecture: str, cfg: ModelConfig, src_vocab_size: int, tgt_vo
                          f"{', '.join(sorted(ARCHITECTURES))})") from None
     return builder(cfg, src_vocab_size, tgt_vocab_size)
 
-
-def architecture_of(described: dict[str, Any]) -> str:
-    """The architecture name a checkpoint's model description records."""
-    return described.get("architecture", Seq2SeqTransformer.ARCHITECTURE)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -141,8 +141,3 @@ class Seq2SeqTransformer(nn.Module):
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
-
-    def describe(self) -> dict:
-        """Plain data that rebuilds this architecture (stored in checkpoints)."""
-        return {"architecture": self.ARCHITECTURE, "config": asdict(self.config),
-                "src_vocab_size": self.src_vocab_size, "tgt_vocab_size": self.tgt_vocab_size}

@@ -10,26 +10,34 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from ..checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from ..checkpoint import Checkpoint, CheckpointError
 
 log = logging.getLogger("tfm")
 
 
-def average_state_dicts(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Mean of each floating-point tensor over `states`; other tensors come from the last one."""
-    averaged = {}
-    for key, last in states[-1].items():
-        if last.is_floating_point():
-            averaged[key] = torch.stack([s[key].float() for s in states]).mean(0).to(last.dtype)
-        else:
-            averaged[key] = last
-    return averaged
+def average_state_dicts(states: Iterable[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Mean of each floating-point tensor over `states`; other tensors come from the last one.
+    The states are summed in fp32 one at a time, so an iterator that loads them holds one
+    besides the sum (a stack of all of them lifted a run's peak memory by their total size)."""
+    total: dict[str, torch.Tensor] = {}
+    last: dict[str, torch.Tensor] = {}
+    n = 0
+    for last in states:
+        n += 1
+        for key, value in last.items():
+            if not value.is_floating_point():
+                continue
+            if key in total:
+                total[key] += value.float()
+            else:
+                total[key] = value.float().clone()
+    return {key: (total[key] / n).to(value.dtype) if value.is_floating_point() else value
+            for key, value in last.items()}
 
 
 class Snapshots:
@@ -47,11 +55,11 @@ class Snapshots:
         """The kept snapshots, oldest first."""
         return sorted(self.folder.glob("step_*.pt"))
 
-    def add(self, step: int, payload: dict[str, Any]) -> None:
-        """Save `payload` (the weights after optimizer step `step`; taking the same step twice
-        replaces it) and drop all but the last `keep`."""
+    def add(self, step: int, checkpoint: Checkpoint) -> None:
+        """Save `checkpoint` (the weights after optimizer step `step`; taking the same step
+        twice replaces it) and drop all but the last `keep`."""
         self.folder.mkdir(exist_ok=True)
-        save_checkpoint(self.folder / f"step_{step:08}.pt", payload)
+        checkpoint.write(self.folder / f"step_{step:08}.pt")
         for old in self.paths()[: -self.keep]:
             old.unlink()
 
@@ -62,11 +70,10 @@ class Snapshots:
         if len(paths) < 2:
             return None
         try:
-            states = [load_checkpoint(p)["state_dict"] for p in paths]
+            return average_state_dicts(Checkpoint.read(p).weights for p in paths), len(paths)
         except CheckpointError as e:
             log.warning("checkpoint averaging skipped: %s", e)
             return None
-        return average_state_dicts(states), len(paths)
 
 
 @contextlib.contextmanager

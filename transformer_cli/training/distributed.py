@@ -9,12 +9,13 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from ..errors import TfmError
+from ..errors import TfmError, UsageError
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,16 @@ class Agreement:
         """Every rank: the agreement at `step` set the next one `interval` steps later."""
         self._next = step + interval
         self.count += 1
+
+
+def check_same_world_size(checkpoint: Path, saved: int, current: int) -> None:
+    """Refuse to go on from a last.pt written under another number of processes: each rank's
+    share of an epoch's batches and its RNG stream depend on it, so the resumed run would not
+    be the one that was interrupted."""
+    if saved != current:
+        raise UsageError(f"{checkpoint} was written by {saved} training process(es), this is "
+                         f"{current}: resume it with {saved} (torchrun --nproc_per_node, times "
+                         "--nnodes), or start the run over with --restart")
 
 
 class PeerLost(TfmError):

@@ -23,14 +23,14 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import CheckpointError, content_digest, load_checkpoint
+from ..checkpoint import Checkpoint, CheckpointError, content_digest
 from ..config import DecodeConfig, TrainConfig
 from ..data.preprocess import Prepared
 from ..device import autocast_dtype
 from ..errors import UsageError
-from ..evaluate import corpus_nll, loss_result, translate_and_score
+from ..evaluate import loss_result, translate_and_score
 from ..fsutil import atomic_write_bytes, atomic_write_text
-from ..inference.translate import Translator, model_from_payload
+from ..inference.translate import Translator
 from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
@@ -60,7 +60,7 @@ class Decision:
 
 
 class Scorer:
-    """Scores a checkpoint payload on the validation split of the prepared data."""
+    """Scores a checkpoint on the validation split of the prepared data."""
 
     def __init__(self, prepared: Prepared, src_lang: str, tgt_lang: str, device: torch.device,
                  precision: str, check_stop: Callable[[], None] | None = None):
@@ -68,14 +68,11 @@ class Scorer:
         self.device, self.dtype = device, autocast_dtype(device, precision)
         self.check_stop = check_stop
 
-    def __call__(self, payload: dict[str, Any], metric: str) -> float:
-        model, tokenizers = model_from_payload(payload)
-        model.to(self.device).eval()
+    def __call__(self, checkpoint: Checkpoint, metric: str) -> float:
+        """`metric` of `checkpoint`: valid_loss, or greedy valid_bleu (default decoding)."""
+        translator = Translator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
         if metric == "valid_loss":
-            nll, tokens = corpus_nll(model, self.prepared.split("val"), self.device, self.dtype,
-                                     max_len=model.config.max_len, check_stop=self.check_stop)
-            return loss_result(nll, tokens).loss
-        translator = Translator(model, tokenizers, self.device, DecodeConfig(), self.dtype)
+            return loss_result(*translator.corpus_nll(self.prepared.split("val"), self.check_stop)).loss
         result = translate_and_score(translator, self.prepared.text("val", self.src_lang),
                                      self.prepared.text("val", self.tgt_lang), self.check_stop)
         return result.scores.bleu
@@ -128,13 +125,13 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _verified_published(run: RunDir) -> tuple[dict[str, Any] | None, bool]:
-    """published.pt's payload (None when absent or damaged) and whether it was damaged.
+def _verified_published(run: RunDir) -> tuple[Checkpoint | None, bool]:
+    """published.pt (None when absent or damaged) and whether it was damaged.
     A damaged file is moved aside to published.pt.damaged so that it is never served again."""
     if not run.published.is_file():
         return None, False
     try:
-        return load_checkpoint(run.published), False
+        return Checkpoint.read(run.published), False
     except (CheckpointError, UsageError) as e:
         aside = run.path / "published.pt.damaged"
         os.replace(run.published, aside)
@@ -142,11 +139,11 @@ def _verified_published(run: RunDir) -> tuple[dict[str, Any] | None, bool]:
         return None, True
 
 
-def _archive(run: RunDir, payload: dict[str, Any], keep: int) -> None:
+def _archive(run: RunDir, published: Checkpoint, keep: int) -> None:
     """Keep the model being replaced in published.history/ (the newest `keep` are kept)."""
     folder = run.published_history
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    atomic_write_bytes(folder / f"{stamp}-{payload['sha256'][:12]}.pt", run.published.read_bytes())
+    atomic_write_bytes(folder / f"{stamp}-{published.sha256[:12]}.pt", run.published.read_bytes())
     for old in history(run)[keep:]:
         old.unlink(missing_ok=True)
 
@@ -162,7 +159,7 @@ def _restore_from_history(run: RunDir) -> str | None:
     """Put the newest readable archived model back as published.pt; its file name, or None."""
     for path in history(run):
         try:
-            load_checkpoint(path)
+            Checkpoint.read(path)
         except (CheckpointError, UsageError) as e:
             log.warning("%s: skipped", e)
             continue
@@ -180,7 +177,7 @@ def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
         return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING,
                                                                       "no best.pt to promote")
     try:
-        candidate = load_checkpoint(run.best)
+        candidate = Checkpoint.read(run.best)
     except CheckpointError as e:  # keep serving what is published; a retrain makes a new best
         log.warning("%s: nothing promoted (published.pt is unchanged)", e)
         if was_damaged:
@@ -188,13 +185,13 @@ def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
         return Decision(Outcome.NOTHING, "nothing promoted: best.pt is damaged")
     last = _last_decision(run)
     rules_used = rules.as_record()
-    if (published is not None and last and last.get("candidate_sha256") == candidate["sha256"]
+    if (published is not None and last and last.get("candidate_sha256") == candidate.sha256
             and last.get("policy") == policy and last.get("rules", rules_used) == rules_used):
         return Decision(Outcome.ALREADY_DECIDED,
                         f"already decided for this best.pt: {last['decision']}")
     entry: dict[str, Any] = {"time": _now(), "policy": policy, "rules": rules_used,
-                             "candidate_sha256": candidate["sha256"],
-                             "published_sha256": published["sha256"] if published else None}
+                             "candidate_sha256": candidate.sha256,
+                             "published_sha256": published.sha256 if published else None}
     decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged)
     if decision.outcome is Outcome.PROMOTED:
         if published is not None:
@@ -205,10 +202,10 @@ def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
     return decision
 
 
-def _decide(candidate: dict[str, Any], published: dict[str, Any] | None, policy: str, metric: str,
+def _decide(candidate: Checkpoint, published: Checkpoint | None, policy: str, metric: str,
             scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
     """The decision for a readable best.pt not decided before: by identity, policy, or judged."""
-    if published is not None and published["sha256"] == candidate["sha256"]:
+    if published is not None and published.sha256 == candidate.sha256:
         return Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
     if policy == "never" and not was_damaged:
         return Decision(Outcome.KEPT, "kept published (--promote never)")
@@ -217,7 +214,7 @@ def _decide(candidate: dict[str, Any], published: dict[str, Any] | None, policy:
     return _judge(candidate, published, metric, scorer, rules, entry, was_damaged)
 
 
-def _judge(candidate: dict[str, Any], published: dict[str, Any] | None, metric: str,
+def _judge(candidate: Checkpoint, published: Checkpoint | None, metric: str,
            scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
     """The if-better decision (also for a first or a repairing promotion: the minimum quality)."""
     if rules.min_bleu is not None:
@@ -229,8 +226,8 @@ def _judge(candidate: dict[str, Any], published: dict[str, Any] | None, metric: 
     if published is None:
         return Decision(Outcome.PROMOTED, "promoted (published.pt was damaged)" if was_damaged
                         else "promoted (none published yet)")
-    same_tokenizer = (content_digest({"t": candidate["tokenizer"]})
-                      == content_digest({"t": published["tokenizer"]}))
+    same_tokenizer = (content_digest({"t": candidate.tokenizer})
+                      == content_digest({"t": published.tokenizer}))
     used = metric if (metric != "valid_loss" or same_tokenizer) else "valid_bleu"
     if used != metric:
         log.info("the published model has another tokenizer: comparing valid_bleu, not valid_loss")
@@ -263,10 +260,10 @@ def rollback(run: RunDir, policy: str) -> str:
         raise UsageError(f"nothing to roll back to: {run.published_history} holds no earlier "
                          "published model")
     entry: dict[str, Any] = {"time": _now(), "policy": policy,
-                             "published_sha256": current["sha256"] if current else None,
+                             "published_sha256": current.sha256 if current else None,
                              "decision": f"rolled back to {restored}"}
     try:
-        entry["candidate_sha256"] = load_checkpoint(run.best)["sha256"]
+        entry["candidate_sha256"] = Checkpoint.read(run.best).sha256
     except (CheckpointError, UsageError):
         pass
     _record(run, entry)
@@ -278,12 +275,12 @@ def describe_published(run: RunDir) -> str:
     lines = []
     for label, path in [("published", run.published), *(("earlier", p) for p in history(run))]:
         try:
-            payload = load_checkpoint(path)
+            checkpoint = Checkpoint.read(path)
         except (CheckpointError, UsageError) as e:
             lines.append(f"{label:<9} {path}: {e}")
             continue
-        metrics = payload.get("metrics") or {}
+        metrics = checkpoint.metrics
         shown = ", ".join(f"{k} {metrics[k]}" for k in ("epoch", "step", "valid_loss", "valid_bleu")
                           if k in metrics)
-        lines.append(f"{label:<9} {path}  sha256 {payload['sha256'][:12]}  {shown}")
+        lines.append(f"{label:<9} {path}  sha256 {checkpoint.sha256[:12]}  {shown}")
     return "\n".join(lines)

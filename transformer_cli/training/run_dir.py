@@ -18,17 +18,32 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import logging
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from ..config import Config, TrainConfig
 from ..errors import BusyError, TfmError
 from ..fsutil import atomic_write_text, remove_stale_temp_files
 
 log = logging.getLogger("tfm")
+
+# Settings that may change between sessions of one run without starting it over (schema metadata).
+RESUMABLE_CHANGES = {f.name for f in fields(TrainConfig) if f.metadata.get("resumable")}
+
+
+def run_identity(cfg: Config, data_fingerprint: str) -> str:
+    """What makes two sessions the same run: the data, tokenizer, model and optimization. A
+    last.pt of another identity is not resumed: the run starts over."""
+    d = cfg.to_dict()
+    train = {k: v for k, v in d["train"].items() if k not in RESUMABLE_CHANGES}
+    payload = {"data": data_fingerprint, "tokenizer": d["tokenizer"], "model": d["model"], "train": train}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 # The lock file descriptors this process holds. A flock belongs to the open file, which a
 # forked child (a DataLoader or preprocessing worker) shares: the child closes its copies at

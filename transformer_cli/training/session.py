@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .. import allocator
-from ..checkpoint import CheckpointError, load_checkpoint
+from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
 from ..data.preprocess import Prepared, load_prepared, prepare
 from ..device import resolve_device
@@ -27,6 +27,7 @@ from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..provenance import git_commit, package_versions
 from .distributed import init_distributed, peer_lost, shutdown_distributed
+from .build import build_trainer
 from .loop import Trainer
 from .progress import Progress
 from .promotion import Decision, GateRules, Scorer, promote
@@ -43,7 +44,7 @@ class TrainOutcome:
     promotion: Decision | None  # None on the ranks other than the first
 
 
-def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
+def _resume_checkpoint(run: RunDir, identity: str) -> Checkpoint | None:
     """The newest readable checkpoint of this same run, or None to start from scratch."""
     found = damaged = False
     for path in (run.last, run.last_prev):
@@ -51,12 +52,12 @@ def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
             continue
         found = True
         try:
-            payload = load_checkpoint(path)
+            checkpoint = Checkpoint.read(path)
         except CheckpointError as e:
             log.warning("%s; trying the previous checkpoint", e)
             damaged = damaged or path == run.last  # last.pt exists but cannot be used
             continue
-        if payload.get("run_identity") != identity:
+        if checkpoint.run_identity != identity or checkpoint.train_state is None:
             log.warning("%s was trained with other data or settings: starting a new run "
                         "(the published model stays until a better one is promoted)", path)
             return None
@@ -66,7 +67,7 @@ def _resume_payload(run: RunDir, identity: str) -> dict[str, Any] | None:
                 aside = run.path / "last.pt.damaged"
                 os.replace(run.last, aside)
                 log.warning("moved the damaged checkpoint aside to %s", aside)
-        return payload
+        return checkpoint
     if found:
         log.warning("no readable checkpoint in %s: starting over", run.path)
     return None
@@ -100,7 +101,7 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
         dist_ctx.barrier()
         if not dist_ctx.is_main:
             prepared = load_prepared(cfg)
-        trainer = Trainer(cfg, prepared, run, device, dist_ctx, stop, show_progress)
+        trainer = build_trainer(cfg, prepared, run, device, dist_ctx, stop, show_progress)
         resumed = _resume_or_start(trainer, restart)
         trained = trainer.extend_if_asked()
         p = trainer.progress
@@ -135,13 +136,13 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
 def _resume_or_start(trainer: Trainer, restart: bool) -> bool:
     """Restore this run's newest readable checkpoint, or clear the run folder for a new start
     (every rank waits for that); returns whether the run resumed."""
-    payload = None if restart else _resume_payload(trainer.run_dir, trainer.identity)
-    if payload is None:
+    checkpoint = None if restart else _resume_checkpoint(trainer.run_dir, trainer.identity)
+    if checkpoint is None:
         if trainer.dist.is_main:
             _clear_run(trainer.run_dir)
         trainer.dist.barrier()
         return False
-    trainer.restore(payload)
+    trainer.restore(checkpoint)
     return True
 
 

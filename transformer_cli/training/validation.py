@@ -13,12 +13,22 @@ import torch
 
 from ..config import Config, DecodeConfig
 from ..data.preprocess import Prepared
+from ..errors import TfmError
 from ..evaluate import LossResult, score_translations
 from ..inference.translate import Translator
 from .distributed import DistContext
 from .progress import Progress
 
 log = logging.getLogger("tfm")
+
+
+def check_finite(train: LossResult, valid: LossResult, step: int, lr: float) -> None:
+    """A non-finite loss ends the run with an error: nothing is saved or promoted from it."""
+    if math.isfinite(train.loss) and math.isfinite(valid.loss):
+        return
+    raise TfmError(f"training diverged: train loss {train.loss}, validation loss {valid.loss} at "
+                   f"step {step} (train.lr={lr}); nothing was saved or promoted from it: lower "
+                   "train.lr (or set train.clip_norm) and run again")
 
 
 def validation_record(p: Progress, end_of_epoch: bool, train: LossResult, valid: LossResult,
@@ -75,7 +85,7 @@ def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
     if dist.is_main:
         log.info("validation BLEU: translating %d sentences (%s%s)", len(sources),
                  decode_label(settings), f", {dist.world_size} ranks" if dist.enabled else "")
-    mine = translator.translate(sources[dist.rank :: dist.world_size], check_stop=check_stop)
+    mine = translator.translate(sources[dist.rank :: dist.world_size], check_stop=check_stop).translations
     hypotheses = [""] * len(sources)
     for rank, shard in enumerate(dist.all_gather_object([n_best[0].text for n_best in mine])):
         hypotheses[rank :: dist.world_size] = shard

@@ -1,0 +1,56 @@
+"""A model's negative log-likelihood of reference translations (teacher forcing), and the
+eval-mode block every decode and score runs in."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import torch
+
+from ..data.batching import collate, plan_batches
+from ..data.shards import TokenPairs
+from ..data.vocab import PAD
+from ..device import autocast
+from ..loss import sequence_loss
+
+VALID_BATCH_TOKENS = 8000  # tokens per scoring batch: memory depends on it, the sum (up to rounding) not
+
+
+@contextlib.contextmanager
+def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Dropout off for the block; every submodule's train/eval mode is restored afterwards,
+    so scoring or decoding a model that is being trained does not change how it trains."""
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
+def corpus_nll(model: torch.nn.Module, split: TokenPairs, device: torch.device,
+               dtype: torch.dtype | None, batch_tokens: int = VALID_BATCH_TOKENS,
+               max_len: int | None = None, shard: tuple[int, int] = (0, 1),
+               check_stop: Callable[[], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Summed NLL and target-token count over a split (or this rank's `shard` of it).
+
+    Returns two 0-dim tensors on `device`, so distributed callers can all-reduce them.
+    `check_stop` is called between batches (it may raise to abort).
+    """
+    rank, world = shard
+    batches = plan_batches(split.src_lengths, split.tgt_lengths, batch_size=None,
+                           batch_tokens=batch_tokens, shuffle=False)[rank::world]
+    nll = torch.zeros((), device=device)
+    tokens = torch.zeros((), device=device, dtype=torch.long)
+    with torch.inference_mode(), eval_mode(model):
+        for indices in batches:
+            if check_stop:
+                check_stop()
+            b = collate(split, indices, max_len).to(device)
+            with autocast(device, dtype):
+                logits = model(b.src, b.tgt_in)  # [batch, tgt_len, vocab]
+            nll += sequence_loss(logits.float(), b.tgt_out, PAD)[1]  # fp32: exact reported loss
+            tokens += b.n_tokens
+    return nll, tokens

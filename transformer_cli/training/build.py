@@ -1,0 +1,58 @@
+"""A `Trainer` from a config: the parts the loop orchestrates, each made by its own builder.
+
+    model         model.builders.build_model, by the architecture name checkpoints record
+    data          data.loader.TrainingData: this rank's batches, read from the memory map
+    optimization  training.optim.Optimization around the training step (training.step.BatchLoss),
+                  stepping `net`: the model, in DDP under torchrun, compiled if asked
+    cadence       training.cadence.Cadence: stop signals and between-validation saves
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..config import Config
+from ..data.augment import Augmentation
+from ..data.loader import TrainingData
+from ..data.preprocess import Prepared
+from ..device import autocast_dtype, default_threads
+from ..model.builders import build_model
+from ..model.transformer import Seq2SeqTransformer
+from .cadence import Cadence
+from .distributed import DistContext
+from .loop import Trainer
+from .optim import Optimization
+from .run_dir import RunDir, run_identity
+from .signals import GracefulStop
+from .step import BatchLoss
+
+
+def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.device,
+                  dist: DistContext, stop: GracefulStop, show_progress: bool) -> Trainer:
+    """Sets torch's threads (train.threads) and seeds its RNG with train.seed + rank first:
+    the model's initial weights and the dropout stream are the run's."""
+    tc = cfg.train
+    torch.set_num_threads(tc.threads or default_threads())
+    torch.manual_seed(tc.seed + dist.rank)
+    tokenizers = prepared.tokenizers
+    model = build_model(Seq2SeqTransformer.ARCHITECTURE, cfg.model, tokenizers.src.vocab_size,
+                        tokenizers.tgt.vocab_size).to(device)
+    optimization = Optimization(model, training_module(model, dist, device, tc.compile),
+                                BatchLoss.from_config(tc), tc, device, autocast_dtype(device, tc.precision),
+                                dist)
+    data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, tokenizers),
+                        dist.rank, dist.world_size, pin_memory=device.type == "cuda")
+    return Trainer(cfg, prepared, run, model, data, optimization, Cadence(tc, stop, dist, device),
+                   run_identity(cfg, prepared.manifest["fingerprint"]), show_progress)
+
+
+def training_module(model: nn.Module, dist: DistContext, device: torch.device, compile: bool) -> nn.Module:
+    """The module that trains: `model`, in DDP under torchrun, compiled if asked."""
+    net: nn.Module = model
+    if dist.enabled:
+        net = nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+    if compile:
+        net = torch.compile(net, dynamic=True)
+    return net

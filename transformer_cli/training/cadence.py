@@ -1,0 +1,71 @@
+"""When a training run honours a stop signal and saves last.pt between validations.
+
+After every optimizer step the loop asks `after_step`: a stop signal raises StopRequested (the
+loop saves and exits), and a save is due every `train.checkpoint_every_steps` steps or
+`train.checkpoint_every_minutes` minutes. Under DDP every rank must take the same path, so the
+ranks agree on the signal and the clock in one all-reduce, at the steps `Agreement` names
+(about once a second) rather than at every step: no step waits on a host read-back.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from ..config import TrainConfig
+from .distributed import Agreement, DistContext
+from .signals import GracefulStop, StopRequested
+
+StopCheck = Callable[[], None]
+
+
+class Cadence:
+    def __init__(self, tc: TrainConfig, stop: GracefulStop, dist: DistContext, device: torch.device):
+        self.every_steps, self.every_minutes = tc.checkpoint_every_steps, tc.checkpoint_every_minutes
+        self.stop, self.dist, self.device = stop, dist, device
+        self.agreement = Agreement()  # under DDP: when the ranks next agree on stop/save
+        self.last_save = time.monotonic()
+
+    def after_step(self, step: int) -> bool:
+        """After optimizer step `step`: raise StopRequested if a stop signal arrived (on any
+        rank); return whether to save last.pt now."""
+        return self._agree(step, self._due_by_time()) or self._due_by_steps(step)
+
+    def saved(self) -> None:
+        self.last_save = time.monotonic()
+
+    def between_batches(self) -> StopCheck | None:
+        """The stop check for validation and decoding batches. One process stops mid-validation
+        on a signal; under DDP ranks may hold different numbers of validation batches, so the
+        (collective) check waits for the next training step."""
+        return None if self.dist.enabled else self.stop.check
+
+    def _agree(self, step: int, save_due: bool) -> bool:
+        """Raise StopRequested on a signal; return `save_due` as the ranks agree on it.
+
+        One process: at every call. Under DDP, at the agreed steps only (stop: any rank's
+        signal; save: rank 0's clock): rank 0 sends the next interval in steps with the flags,
+        so every rank knows when the next agreement is without another collective."""
+        requested = self.stop.signum is not None
+        if self.dist.enabled:
+            if not self.agreement.due(step):
+                return False
+            interval = self.agreement.next_interval(step) if self.dist.is_main else 0
+            flags = torch.tensor([float(requested), float(save_due and self.dist.is_main), float(interval)],
+                                 device=self.device)
+            stop, save, interval = self.dist.all_reduce_sum(flags).tolist()
+            requested, save_due = stop > 0, save > 0
+            self.agreement.schedule(step, int(interval))
+        if requested:
+            raise StopRequested(self.stop.signum or 15)
+        return save_due
+
+    def _due_by_steps(self, step: int) -> bool:
+        """train.checkpoint_every_steps: the same answer on every rank."""
+        return bool(self.every_steps and step % self.every_steps == 0)
+
+    def _due_by_time(self) -> bool:
+        """train.checkpoint_every_minutes on this process's clock (rank 0's decides under DDP)."""
+        return bool(self.every_minutes and time.monotonic() - self.last_save >= 60 * self.every_minutes)
