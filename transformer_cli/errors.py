@@ -35,7 +35,7 @@ class UsageError(TfmError):
 
 
 class BusyError(TfmError):
-    """The run directory is locked by another live process (exit 75)."""
+    """A run directory or data folder is held by another live process (exit 75)."""
 
     exit_code = EXIT_BUSY
 

@@ -69,17 +69,18 @@ def test_bad_configs_and_options_are_refused_before_anything_is_touched(tmp_path
 
 def test_too_few_training_pairs_is_an_error_and_nothing_is_published(tmp_path, cron_data, tfm_fork):
     cfg = write_cron_config(tmp_path, cron_data, epochs=1)
-    data = tmp_path / "data"
+    data = [tmp_path / "data1", tmp_path / "data2"]  # run side by side: a folder each
     one, few = tfm_fork.run_all(
         tmp_path / "logs",
-        ("train", "-c", str(cfg), "--set", "data.train_max_len=1", "--set", f"data.dir={data}"),
-        ("preprocess", "-c", str(cfg), "--set", "data.limit_train=20", "--set", f"data.dir={data}"))
+        ("train", "-c", str(cfg), "--set", "data.train_max_len=1", "--set", f"data.dir={data[0]}"),
+        ("preprocess", "-c", str(cfg), "--set", "data.limit_train=20", "--set", f"data.dir={data[1]}"))
     line = _one_error(one, 2)
     assert line == ("tfm: error: only 0 training pairs are left of 300 (0 empty, 300 longer than "
                     "data.train_max_len=1 tokens); at least data.min_train_pairs=100 are needed")
     assert "only 20 training pairs are left" in _one_error(few, 2)
     assert not (run_dir(cfg) / "published.pt").exists() and not (run_dir(cfg) / "best.pt").exists()
-    assert not data.exists() or not any(data.iterdir())  # no folder, no work folder left
+    for folder in data:  # no data folder, no work folder: only the (empty) lock file
+        assert [p.name for p in folder.iterdir()] == [".cron.lock"]
 
 
 def test_a_diverging_run_stops_with_an_error_and_promotes_nothing(tmp_path, cron_data, tfm_fork):

@@ -43,6 +43,7 @@ from ..fsutil import (WriteError, atomic_write_folder, file_record, recorded_sha
                       remove_stale_work_folders)
 from ..provenance import package_versions
 from .encoding import Chunk, EncodedResult, EncodeSettings, count_words, encode_chunk, setup
+from .folder_lock import hold_shared, rebuilding, release
 from .parallel import ChunkPool, available_cpus
 from .shards import ShardedSplit, ShardWriter, id_dtype
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, iter_parallel,
@@ -123,8 +124,20 @@ def settings_fingerprint(cfg: Config) -> str:
     return hashlib.sha256(json.dumps(_settings(cfg), sort_keys=True).encode()).hexdigest()
 
 
-def load_prepared(cfg: Config) -> Prepared:
-    """The preprocessed folder of `cfg`, which must exist (see `prepare`)."""
+def load_prepared(cfg: Config, hold: bool = False) -> Prepared:
+    """The preprocessed folder of `cfg`, which must exist (see `prepare`); held for reading
+    when `hold`, until the caller's `folder_lock.release(cfg.data_dir)`."""
+    if hold:
+        hold_shared(cfg.data_dir)
+    try:
+        return _load_prepared(cfg)
+    except BaseException:
+        if hold:
+            release(cfg.data_dir)
+        raise
+
+
+def _load_prepared(cfg: Config) -> Prepared:
     manifest_path = cfg.data_dir / "manifest.json"
     if not manifest_path.is_file():
         raise UsageError(f"no preprocessed data in {cfg.data_dir}: run "
@@ -303,13 +316,28 @@ def _choose_source(cfg: Config, old: dict[str, Any] | None) -> str:
 
 
 def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | None = None,
-            verify: bool = False) -> tuple[Prepared, bool]:
+            verify: bool = False, hold: bool = False) -> tuple[Prepared, bool]:
     """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built.
 
     Corpus and prepared files that kept the size and modification time recorded when they were
     last hashed are not read again (a start does not re-hash gigabytes); `verify` reads them all.
     `check_stop` is called between units of work (it may raise to abort; nothing is left behind).
+    The folder is held for reading while this runs (data/folder_lock.py), and afterwards when
+    `hold`, until the caller's `folder_lock.release(cfg.data_dir)`.
     """
+    hold_shared(cfg.data_dir, check_stop)
+    try:
+        prepared = _prepare(cfg, force, check_stop, verify)
+    except BaseException:
+        release(cfg.data_dir)
+        raise
+    if not hold:
+        release(cfg.data_dir)
+    return prepared
+
+
+def _prepare(cfg: Config, force: bool, check_stop: Callable[[], None] | None,
+             verify: bool) -> tuple[Prepared, bool]:
     started = time.monotonic()
     folder = cfg.data_dir
     removed = remove_stale_work_folders(folder)
@@ -339,7 +367,8 @@ def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | N
         "tgt_lang": cfg.data.tgt_lang,
         "tokenizer": cfg.tokenizer.kind,
     }
-    pair = _build(cfg, files, manifest, started, check_stop)
+    with rebuilding(folder, check_stop):
+        pair = _build(cfg, files, manifest, started, check_stop)
     return Prepared(folder, manifest, pair), True
 
 

@@ -21,6 +21,7 @@ import torch
 from .. import allocator
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
+from ..data import folder_lock
 from ..data.preprocess import Prepared, load_prepared, prepare
 from ..device import resolve_device
 from ..errors import StoppedBySignal
@@ -89,6 +90,7 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
     handler = None
     stop = GracefulStop()
     stage = "preparing the data"
+    data_held = False  # the data folder, held for reading while this session uses it
     try:
         if dist_ctx.is_main:
             if not run.locked:
@@ -97,10 +99,11 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
             log.info("tfm %s", " ".join(sys.argv[1:]))
         stop.__enter__()  # from here on a signal is honoured at the next safe point
         if dist_ctx.is_main:
-            prepared, _ = prepare(cfg, check_stop=stop.check)
+            prepared, _ = prepare(cfg, check_stop=stop.check, hold=True)
         dist_ctx.barrier()
         if not dist_ctx.is_main:
-            prepared = load_prepared(cfg)
+            prepared = load_prepared(cfg, hold=True)
+        data_held = True
         trainer = build_trainer(cfg, prepared, run, device, dist_ctx, stop, show_progress)
         resumed = _resume_or_start(trainer, restart)
         trained = trainer.extend_if_asked()
@@ -126,6 +129,8 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
         raise lost from None
     finally:
         stop.__exit__(None, None, None)
+        if data_held:
+            folder_lock.release(cfg.data_dir)
         if handler is not None:
             log.removeHandler(handler)
             handler.close()
