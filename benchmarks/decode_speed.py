@@ -61,7 +61,7 @@ def main() -> None:
     _, beam_s = timed(lambda: translator.translate(sources))
 
     subset, _ = translator.encode_sources(sources[: args.naive_sentences])
-    src = pad_batch(subset).to(device)
+    src = pad_batch(subset, translator.tokenizers.src.ids.pad).to(device)
     d = translator.decode
     limits = output_limits(torch.tensor([len(s) for s in subset]), d.max_len_a, d.max_len_b,
                            translator.model.config.max_len)

@@ -27,7 +27,6 @@ from transformer_cli.config import load_config
 from transformer_cli.data.batching import collate
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.data.tokenizers import WordTokenizer
-from transformer_cli.data.vocab import PAD
 from transformer_cli.evaluate import score_translations
 from transformer_cli.inference.translate import Translator
 from transformer_cli.loss import sequence_loss
@@ -52,8 +51,9 @@ def main() -> None:
         batch_means, nll_sum, tokens = [], 0.0, 0
         with torch.inference_mode():
             for start in range(0, len(order), args.batch_size):
-                b = collate(data, order[start : start + args.batch_size], model.config.max_len)
-                nll = float(sequence_loss(model(b.src, b.tgt_in).float(), b.tgt_out, PAD)[1])
+                b = collate(data, order[start : start + args.batch_size], translator.tokenizers.framing,
+                            model.config.max_len)
+                nll = float(sequence_loss(model(b.src, b.tgt_in).float(), b.tgt_out, model.tgt_ids.pad)[1])
                 batch_means.append(nll / b.n_tokens)
                 nll_sum, tokens = nll_sum + nll, tokens + b.n_tokens
         out[split] = {"per_token_ppl": round(math.exp(nll_sum / tokens), 3),

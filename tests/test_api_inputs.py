@@ -37,7 +37,7 @@ def test_lines_that_are_not_text_are_refused_naming_the_item(model, bad, index, 
     calls = {"translate": lambda: model.translate(bad),
              "translate_n_best": lambda: model.translate_n_best(bad),
              "translate_stream": lambda: list(model.translate_stream(iter(bad))),
-             "source_lengths": lambda: model.source_lengths(bad)}
+             "encode": lambda: model.encode(bad)}
     for method, call in calls.items():
         with pytest.raises(error) as caught:
             call()

@@ -12,7 +12,7 @@ from transformer_cli.config import DecodeConfig, ModelConfig, TokenizerConfig
 from transformer_cli.data.batching import collate
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.tokenizers import fit_tokenizers
-from transformer_cli.data.vocab import PAD
+from transformer_cli.data.vocab import PAD, TFM_IDS, Framing
 from transformer_cli.evaluate import evaluate_texts, loss_result, score_translations
 from transformer_cli.inference.teacher_forcing import corpus_nll
 from transformer_cli.inference.translate import Translator
@@ -49,7 +49,7 @@ def test_corpus_nll_is_the_summed_nll_of_all_pairs_and_keeps_the_train_mode():
     nll, tokens = corpus_nll(model, split, CPU, None, batch_tokens=40)
     assert model.training  # restored after the eval-mode pass
     model.eval()
-    whole = collate(split, range(len(split)))  # one batch: padding must not change the sum
+    whole = collate(split, range(len(split)), Framing(TFM_IDS, TFM_IDS))  # one batch: padding must not change the sum
     with torch.no_grad():
         expected = sequence_loss(model(whole.src, whole.tgt_in), whole.tgt_out, PAD)[1]
     assert int(tokens) == whole.n_tokens

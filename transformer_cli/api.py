@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
 from .config import DecodeConfig, load_config
 from .errors import UsageError
-
-from .inference.outputs import Output, Translation
+from .inference.outputs import Output, Sources, Translation
 
 if TYPE_CHECKING:
     from .data.shards import TokenPairs
@@ -46,6 +45,14 @@ class Backend(Protocol):
 
     def translate(self, lines: list[str], decode: DecodeConfig | None = None) -> Output:
         """n-best `Translation`s (text, tokens, score) per line, and which inputs were truncated."""
+        ...
+
+    def encode(self, lines: list[str], recase: bool | None = None) -> Sources:
+        """The lines tokenized as `translate_sources` decodes them."""
+        ...
+
+    def translate_sources(self, sources: Sources, decode: DecodeConfig | None = None) -> Output:
+        """`translate` of lines `encode` gave."""
         ...
 
     def corpus_nll(self, split: TokenPairs) -> tuple[float, int]:
@@ -234,12 +241,16 @@ class Model:
         if chunk:
             yield chunk, self._translate(chunk, options)
 
-    def source_lengths(self, lines: list[str], options: DecodeConfig | None = None) -> list[int]:
-        """Source tokens per line, as the model will see them with `options` (recased or not,
-        before truncation)."""
-        lines = list(_checked_lines("source_lengths", lines))
-        recase = (options or self.backend.decode).recase
-        return [len(ids) for ids in self.backend.tokenizers.encode_sources(lines, recase)]
+    def encode(self, lines: list[str], options: DecodeConfig | None = None) -> Sources:
+        """The lines tokenized once, as `options` will decode them (recased or not, truncated
+        to the model's limit), for `translate_encoded`: a server counts their `tokens` against
+        its batch budget first."""
+        lines = list(_checked_lines("encode", lines))
+        return self.backend.encode(lines, (options or self.backend.decode).recase)
+
+    def translate_encoded(self, sources: Sources, options: DecodeConfig | None = None) -> Output:
+        """`translate_n_best` of lines `encode` gave (with the same `options`)."""
+        return self.backend.translate_sources(sources, options)
 
     def attention(self, line: str, options: DecodeConfig | None = None) -> Attention:
         """The best translation of one line and the last decoder layer's cross-attention

@@ -66,7 +66,7 @@ def test_without_sampling_or_noise_the_batches_are_the_preprocessed_ids(tmp_path
     data = _data(cfg, prepared)
     assert not data.augmentation.active
     split = prepared.split("train")
-    planned = [collate(split, idx, cfg.model.max_len) for s in range(data.steps(0))
+    planned = [collate(split, idx, prepared.tokenizers.framing, cfg.model.max_len) for s in range(data.steps(0))
                for idx in data.step_indices(0, s)]
     assert _same(_epoch(data, 0), planned)
     assert sum(len(b.src) for b in planned) == len(split)  # every pair once (one process)
@@ -79,7 +79,7 @@ def test_subword_sampling_differs_per_epoch_and_keeps_the_text(tmp_path, corpus_
     e0, e1 = _epoch(one, 0), _epoch(one, 1)
     assert not _same(e0, e1)
     split = prepared.split("train")
-    fixed = [collate(split, idx, cfg.model.max_len) for s in range(one.steps(0))
+    fixed = [collate(split, idx, prepared.tokenizers.framing, cfg.model.max_len) for s in range(one.steps(0))
              for idx in one.step_indices(0, s)]
     assert not _same(e0, fixed)
     tok = prepared.tokenizers

@@ -7,7 +7,9 @@ import torch
 
 from transformer_cli.data.batching import batch_seed, collate, plan_batches, within_budget
 from transformer_cli.data.shards import EncodedSplit
-from transformer_cli.data.vocab import EOS, PAD, SOS
+from transformer_cli.data.vocab import EOS, PAD, SOS, TFM_IDS, Framing, SpecialIds
+
+FRAMING = Framing(TFM_IDS, TFM_IDS)
 
 
 def _split() -> EncodedSplit:
@@ -23,7 +25,7 @@ def test_encoded_split_pairs_and_lengths():
 
 
 def test_collate_adds_specials_pads_and_counts_target_tokens():
-    b = collate(_split(), [0, 1])
+    b = collate(_split(), [0, 1], FRAMING)
     assert b.src.tolist() == [[10, 11, 12, EOS], [13, EOS, PAD, PAD]]
     # `<sos> ... <eos>` padded, then shifted: a shorter target's <eos> stays in tgt_in, where
     # its tgt_out position is PAD (no loss).
@@ -32,8 +34,16 @@ def test_collate_adds_specials_pads_and_counts_target_tokens():
     assert b.n_tokens == 3 + 5 and b.src.dtype == torch.int64
 
 
+def test_collate_frames_each_side_with_its_own_vocabularys_ids():
+    framing = Framing(SpecialIds(unk=90, pad=91, sos=92, eos=93), SpecialIds(unk=0, pad=7, sos=8, eos=9))
+    b = collate(_split(), [0, 1], framing)
+    assert b.src.tolist() == [[10, 11, 12, 93], [13, 93, 91, 91]]
+    assert b.tgt_in.tolist() == [[8, 20, 21, 9, 7], [8, 22, 23, 24, 25]]
+    assert b.tgt_out.tolist() == [[20, 21, 9, 7, 7], [22, 23, 24, 25, 9]]
+
+
 def test_collate_caps_both_sides_to_max_len_with_their_specials():
-    b = collate(_split(), [1], max_len=3)
+    b = collate(_split(), [1], FRAMING, max_len=3)
     assert b.src.tolist() == [[13, EOS]]
     assert b.tgt_in.tolist() == [[SOS, 22, 23]] and b.tgt_out.tolist() == [[22, 23, EOS]]
 

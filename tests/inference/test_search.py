@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from transformer_cli.config import ModelConfig
-from transformer_cli.data.vocab import EOS, PAD, SOS
+from transformer_cli.data.vocab import EOS, PAD, SOS, TFM_IDS
 from transformer_cli.inference.search import (beam_search, greedy_search, greedy_search_uncached,
                                               output_limits)
 from transformer_cli.model.transformer import Seq2SeqTransformer
@@ -24,6 +24,8 @@ class TableState:
 
 class TableModel:
     """p(next | previous token) from a fixed table: a first-order toy 'language model'."""
+
+    tgt_ids = TFM_IDS
 
     def __init__(self, table: dict[int, dict[int, float]], vocab: int = 8):
         self.logp = torch.full((vocab, vocab), float("-inf"))

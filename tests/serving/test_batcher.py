@@ -54,7 +54,7 @@ def test_requests_share_batches_within_the_budget_and_get_their_own_lines(models
     roomy, roomy_metrics = serve_requests(requests, batch_tokens=10_000)
     assert [texts(o) for o in roomy] == [texts(a.translate_n_best(c)) for c in chunks]
     assert batches_seen(roomy_metrics) == 1  # all four in one batch
-    one_each = max(sum(a.source_lengths(c)) for c in chunks)
+    one_each = max(a.encode(c).tokens for c in chunks)
     tight, tight_metrics = serve_requests(requests, batch_tokens=one_each)
     assert [texts(o) for o in tight] == [texts(o) for o in roomy]
     assert batches_seen(tight_metrics) == 4  # the budget holds one request per batch

@@ -39,7 +39,9 @@ def test_sources_typed_without_casing_are_recased_unless_switched_off(trained, m
     assert ids[0] == ids[1] == ids[2]
     assert backend.encode_sources([typed], recase=False)[0][0].tolist() != ids[2]
     assert model.translate([typed, typed.upper()]) == ["A man sees a ball."] * 2
-    assert model.source_lengths([typed]) == [len(ids[2]) - 1]  # what the server budgets: recased
+    encoded = model.encode([typed, ""])  # what the server budgets and decodes: recased, once
+    assert encoded.tokens == len(ids[2]) - 1 and encoded.todo == [0] and encoded.ids[0].tolist() == ids[2]
+    assert model.translate_encoded(encoded).translations == model.translate_n_best([typed, ""]).translations
     as_typed = model.attention(typed, model.options(recase=False)).source_tokens
     assert as_typed == backend.tokenizers.src.id_to_token(backend.encode_sources([typed], recase=False)[0][0].tolist())
     assert model.attention(typed).source_tokens == backend.tokenizers.src.id_to_token(ids[2])

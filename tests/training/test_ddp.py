@@ -104,16 +104,10 @@ def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_pat
     preprocess(cfg)
     command = torchrun_train(cfg)
     log = tmp_path / "torchrun.log"
-    with open(log, "w") as out:
-        launcher = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    # a last.pt to resume from exists after the first epoch
+    launcher, workers = _launch_until(command, log, "Epoch: 01")
     try:
-        deadline = time.monotonic() + 120
-        while "Epoch: 01" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)  # a last.pt to resume from exists after the first epoch
-        workers = subprocess.run(["ps", "--ppid", str(launcher.pid), "-o", "pid="], capture_output=True,
-                                 text=True).stdout.split()
-        assert len(workers) == 2, log.read_text()[-2000:]
-        os.kill(int(workers[-1]), signal.SIGKILL)
+        os.kill(workers[-1], signal.SIGKILL)
         killed = time.monotonic()
         assert launcher.wait(timeout=60) != 0
         assert time.monotonic() - killed < 15
@@ -138,9 +132,22 @@ def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_pat
     assert run_tfm("train", "-c", str(cfg), "-q").returncode == 0
 
 
-def _rank_pids(launcher: subprocess.Popen) -> list[int]:
+def _launch_until(command: list[str], log: Path, line: str) -> tuple[subprocess.Popen, list[int]]:
+    """torchrun started with `command`, output to `log`, once `line` is in the log (at most
+    120 s); with the PIDs of its two ranks."""
+    import time
+
+    with open(log, "w") as out:
+        launcher = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while line not in log.read_text() and time.monotonic() < deadline and launcher.poll() is None:
+        time.sleep(0.05)
     out = subprocess.run(["ps", "--ppid", str(launcher.pid), "-o", "pid="], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
+    ranks = [int(p) for p in out.stdout.split()]
+    if len(ranks) != 2:
+        launcher.kill()
+        raise AssertionError(log.read_text()[-2000:])
+    return launcher, ranks
 
 
 def _final_weights(run: Path) -> dict:
@@ -163,14 +170,8 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
     preprocess(cfg)
     command = torchrun_train(cfg, "--promote", "never")
     log = tmp_path / "cut.log"
-    with open(log, "w") as out:
-        launcher = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    launcher, ranks = _launch_until(command, log, "Epoch: 02")
     try:
-        deadline = time.monotonic() + 120
-        while "Epoch: 02" not in log.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        ranks = _rank_pids(launcher)
-        assert len(ranks) == 2, log.read_text()[-2000:]
         launcher.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         while any(os.path.exists(f"/proc/{pid}") for pid in ranks) and time.monotonic() - signalled < 30:

@@ -26,7 +26,8 @@ def test_accumulated_batches_make_the_step_of_one_batch_of_all_their_pairs(tmp_p
     whole = make_trainer(cfg)  # the same seed: the same initial weights
 
     def batches(*index_sets):
-        return [collate(accumulating.data.split, idx, cfg.model.max_len) for idx in index_sets]
+        framing = accumulating.data.augmentation.tokenizers.framing
+        return [collate(accumulating.data.split, idx, framing, cfg.model.max_len) for idx in index_sets]
 
     (tokens, nll), (tokens_whole, nll_whole) = (
         t.optimization.step(group) for t, group in ((accumulating, batches(first, second)),

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .shards import TokenPairs
-from .vocab import EOS, PAD, SOS
+from .vocab import Framing
 
 IdPair = tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray]  # source ids, target ids
 
@@ -23,7 +23,7 @@ IdPair = tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray]  # source
 class Batch:
     """One padded batch. `tgt_in` starts with `<sos>`, `tgt_out` ends with `<eos>`."""
 
-    src: torch.Tensor  # [batch, src_len] int64, PAD-padded, ends with <eos>
+    src: torch.Tensor  # [batch, src_len] int64, <pad>-padded, ends with <eos>
     tgt_in: torch.Tensor  # [batch, tgt_len]
     tgt_out: torch.Tensor  # [batch, tgt_len]
     n_tokens: int  # non-pad target tokens, for loss normalisation and throughput
@@ -41,36 +41,39 @@ class Batch:
                      self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens)
 
 
-def pad_batch(seqs: Sequence[torch.Tensor]) -> torch.Tensor:
-    """Stack 1-D id tensors into [batch, longest], padding with PAD."""
+def pad_batch(seqs: Sequence[torch.Tensor], pad: int) -> torch.Tensor:
+    """Stack 1-D id tensors into [batch, longest], padding with `pad`."""
     return torch.nn.utils.rnn.pad_sequence([s.long() for s in seqs], batch_first=True,
-                                           padding_value=PAD)
+                                           padding_value=pad)
 
 
-def collate_pairs(pairs: Sequence[IdPair], max_len: int | None = None) -> Batch:
-    """Pad id pairs into a batch: the source gets `<eos>`, the target `<sos>`…`<eos>`.
+def collate_pairs(pairs: Sequence[IdPair], framing: Framing, max_len: int | None = None) -> Batch:
+    """Pad id pairs into a batch: the source gets `<eos>`, the target `<sos>`…`<eos>`, both
+    `<pad>`, with `framing`'s ids.
 
     `max_len` caps each side (including the added specials) to the model's positions.
     """
+    s_ids, t_ids = framing.src, framing.tgt
     limit = None if max_len is None else max_len - 1  # room for the added <sos> or <eos>
     sources = [np.asarray(s)[:limit] for s, _ in pairs]
     targets = [np.asarray(t)[:limit] for _, t in pairs]
-    src = np.full((len(pairs), max(map(len, sources), default=0) + 1), PAD, dtype=np.int64)
-    tgt = np.full((len(pairs), max(map(len, targets), default=0) + 2), PAD, dtype=np.int64)
-    tgt[:, 0] = SOS
+    src = np.full((len(pairs), max(map(len, sources), default=0) + 1), s_ids.pad, dtype=np.int64)
+    tgt = np.full((len(pairs), max(map(len, targets), default=0) + 2), t_ids.pad, dtype=np.int64)
+    tgt[:, 0] = t_ids.sos
     for row, (s, t) in enumerate(zip(sources, targets)):
         src[row, : len(s)] = s
-        src[row, len(s)] = EOS
+        src[row, len(s)] = s_ids.eos
         tgt[row, 1 : len(t) + 1] = t
-        tgt[row, len(t) + 1] = EOS
+        tgt[row, len(t) + 1] = t_ids.eos
     tgt_tensor = torch.from_numpy(tgt)
     n_tokens = sum(len(t) + 1 for t in targets)  # every target token and its <eos>
     return Batch(torch.from_numpy(src), tgt_tensor[:, :-1], tgt_tensor[:, 1:], n_tokens)
 
 
-def collate(split: TokenPairs, indices: Sequence[int] | np.ndarray, max_len: int | None = None) -> Batch:
+def collate(split: TokenPairs, indices: Sequence[int] | np.ndarray, framing: Framing,
+            max_len: int | None = None) -> Batch:
     """The pairs of `split` at `indices`, padded (see `collate_pairs`)."""
-    return collate_pairs([split.pair(int(i)) for i in indices], max_len)
+    return collate_pairs([split.pair(int(i)) for i in indices], framing, max_len)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:

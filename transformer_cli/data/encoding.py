@@ -18,7 +18,6 @@ import numpy as np
 from .shards import EncodedChunk
 from .tokenizers import SubwordTokenizer, TokenizerPair, WordCounts, WordTokenizer
 from .truecase import spelling_counts
-from .vocab import UNK
 
 Chunk = tuple[list[str], list[str]]  # source lines, target lines
 
@@ -89,7 +88,7 @@ def encode_chunk(chunk: Chunk) -> EncodedResult:
     (src_text, src_bytes), (tgt_text, tgt_bytes) = _text(sources), _text(targets)
     return EncodedResult(
         EncodedChunk(src, src_len, tgt, tgt_len, src_text, src_bytes, tgt_text, tgt_bytes),
-        too_long, (int((src == UNK).sum()), int((tgt == UNK).sum())),
+        too_long, (int((src == _pair.src.ids.unk).sum()), int((tgt == _pair.tgt.ids.unk).sum())),
         spelling_counts(sources) if _settings.count_spellings else Counter())
 
 

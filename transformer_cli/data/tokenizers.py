@@ -26,7 +26,7 @@ from typing import Any
 from ..config import TokenizerConfig
 from ..errors import UsageError
 from .truecase import Truecaser
-from .vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
+from .vocab import EOS, PAD, SOS, SPECIALS, UNK, Framing, SpecialIds, Vocab
 
 ProgressCallback = Callable[[int], None]
 
@@ -52,13 +52,14 @@ def _is_word(token: str) -> bool:
     return any(c.isalnum() for c in token)
 
 
-def _strip_specials(ids: Sequence[int]) -> list[int]:
+def _strip_specials(ids: Sequence[int], specials: SpecialIds) -> list[int]:
     """Ids up to the first `<eos>`, without `<sos>` and `<pad>`."""
     out = []
+    skipped = (specials.sos, specials.pad)
     for i in ids:
-        if i == EOS:
+        if i == specials.eos:
             break
-        if i not in (SOS, PAD):
+        if i not in skipped:
             out.append(int(i))
     return out
 
@@ -72,6 +73,11 @@ class Tokenizer(ABC):
     @property
     @abstractmethod
     def vocab_size(self) -> int: ...
+
+    @property
+    @abstractmethod
+    def ids(self) -> SpecialIds:
+        """Where this tokenizer's vocabulary keeps `<unk>`, `<pad>`, `<sos>` and `<eos>`."""
 
     @abstractmethod
     def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
@@ -110,6 +116,10 @@ class WordTokenizer(Tokenizer):
     @property
     def vocab_size(self) -> int:
         return len(self.vocab)
+
+    @property
+    def ids(self) -> SpecialIds:
+        return self.vocab.ids
 
     def _tokenizer(self):
         if self._nlp is None:
@@ -175,7 +185,7 @@ class WordTokenizer(Tokenizer):
         out: list[str] = []
         glue_next = True  # no space before the first token
         open_quote = False
-        for token in self.vocab.tokens(_strip_specials(ids)):
+        for token in self.vocab.tokens(_strip_specials(ids, self.ids)):
             if token == '"':  # ambiguous: alternate between opening and closing
                 open_quote = not open_quote
                 glue_left, glue_right = not open_quote, open_quote
@@ -221,6 +231,10 @@ class SubwordTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
 
+    @property
+    def ids(self) -> SpecialIds:
+        return SpecialIds(self.sp.unk_id(), self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id())
+
     @classmethod
     def train(cls, lines: Sequence[str], cfg: TokenizerConfig, threads: int) -> SubwordTokenizer:
         """Fit on `lines` (all of them: the caller bounds how many) with `threads` threads."""
@@ -261,7 +275,7 @@ class SubwordTokenizer(Tokenizer):
         return self.sp.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.sp.decode(_strip_specials(ids))
+        return self.sp.decode(_strip_specials(ids, self.ids))
 
     def id_to_token(self, ids: Sequence[int]) -> list[str]:
         return [self.sp.id_to_piece(int(i)) for i in ids]
@@ -294,6 +308,11 @@ class TokenizerPair:
         sides = ({"joint": True, "shared": self.src.state()} if self.joint
                  else {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()})
         return sides if self.recaser is None else {**sides, "source_truecaser": self.recaser.state()}
+
+    @property
+    def framing(self) -> Framing:
+        """The two vocabularies' special ids, as batches are built with them."""
+        return Framing(self.src.ids, self.tgt.ids)
 
     def recase_sources(self, lines: list[str]) -> list[str]:
         """Sources with their casing restored where they have none (see data/truecase.py)."""

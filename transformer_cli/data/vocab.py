@@ -1,26 +1,55 @@
-"""Word vocabulary with the notebook's special tokens, for tokenizers that have no vocab.
+"""Word vocabulary with the notebook's special tokens, for tokenizers that have no vocab;
+`SpecialIds`, where a vocabulary keeps its special tokens.
 
-Ids 0-3 are the specials in every tokenizer of tfm (SentencePiece is trained to use the
-same ids), so the model and the search code can rely on them.
+The vocabularies tfm builds put the specials at ids 0-3 (`TFM_IDS`; SentencePiece is trained
+to use the same ids), but nothing else relies on that: the model, the search, batching and
+the loss take the ids from the tokenizer (`Tokenizer.ids`), so a vocabulary with another
+layout (a pretrained model's) works as well.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
+# The layout of the vocabularies tfm builds (word vocabularies, SentencePiece models).
 UNK, PAD, SOS, EOS = 0, 1, 2, 3
 SPECIALS = ("<unk>", "<pad>", "<sos>", "<eos>")
 
 
+@dataclass(frozen=True)
+class SpecialIds:
+    """The ids of one vocabulary's special tokens."""
+
+    unk: int
+    pad: int
+    sos: int  # starts every target sequence (the decoder's first input)
+    eos: int  # ends every source and target sequence
+
+
+TFM_IDS = SpecialIds(unk=UNK, pad=PAD, sos=SOS, eos=EOS)
+
+
+@dataclass(frozen=True)
+class Framing:
+    """The special ids a pair of sequences is framed with (batching): the source
+    vocabulary's and the target's (`TokenizerPair.framing`)."""
+
+    src: SpecialIds
+    tgt: SpecialIds
+
+
 class Vocab:
-    """Maps tokens to ids and back; unknown tokens map to `<unk>`."""
+    """Maps tokens to ids and back; unknown tokens map to `<unk>`. The specials may be
+    anywhere (`ids` says where); the vocabularies tfm builds put them first."""
 
     def __init__(self, itos: Sequence[str]):
-        if tuple(itos[: len(SPECIALS)]) != SPECIALS:
-            raise ValueError(f"a vocab must start with {SPECIALS}")
         self.itos = list(itos)
         self.stoi = {tok: i for i, tok in enumerate(self.itos)}
+        missing = [t for t in SPECIALS if t not in self.stoi]
+        if missing:
+            raise ValueError(f"a vocab must hold the special tokens {SPECIALS} (missing: {missing})")
 
     @classmethod
     def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1,
@@ -42,9 +71,13 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.itos)
 
+    @property
+    def ids(self) -> SpecialIds:
+        return SpecialIds(*(self.stoi[token] for token in SPECIALS))
+
     def lookup(self, tokens: Iterable[str]) -> list[int]:
-        get = self.stoi.get
-        return [get(t, UNK) for t in tokens]
+        get, unk = self.stoi.get, self.stoi[SPECIALS[UNK]]
+        return [get(t, unk) for t in tokens]
 
     def tokens(self, ids: Iterable[int]) -> list[str]:
         return [self.itos[i] if 0 <= i < len(self.itos) else SPECIALS[UNK] for i in ids]

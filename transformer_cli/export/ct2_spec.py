@@ -30,7 +30,6 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..data.tokenizers import Tokenizer, TokenizerPair
-from ..data.vocab import EOS, SOS, SPECIALS, UNK
 from ..errors import UsageError
 from ..model.attention import MultiHeadAttention
 from ..model.layers import PositionwiseFeedForward
@@ -74,8 +73,6 @@ def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:
     """The tokenizer's id -> token table, checked to be usable as a CTranslate2 vocabulary
     (CTranslate2 maps tokens by their text, so every token must be distinct)."""
     tokens = tokenizer.id_to_token(range(tokenizer.vocab_size))
-    if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
-        raise UsageError(f"cannot export: the {side} vocabulary does not start with {SPECIALS}")
     seen: set[str] = set()
     for i, token in enumerate(tokens):
         if token in seen:
@@ -83,6 +80,17 @@ def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:
                              f"(again at id {i}); CTranslate2 maps tokens by their text")
         seen.add(token)
     return tokens
+
+
+def special_tokens(tokenizers: TokenizerPair) -> tuple[str, str, str]:
+    """The text of `<unk>`, `<sos>` and `<eos>` (found at the tokenizers' special ids).
+    CTranslate2 names one set of special tokens for both sides, by their text."""
+    src, tgt = ((tuple(t.id_to_token([t.ids.unk, t.ids.sos, t.ids.eos])))
+                for t in (tokenizers.src, tokenizers.tgt))
+    if src != tgt:
+        raise UsageError(f"cannot export: the source vocabulary names its special tokens {src}, "
+                         f"the target {tgt}; CTranslate2 takes one set for both")
+    return src
 
 
 def _linear(spec: Any, *layers: nn.Linear) -> None:
@@ -159,8 +167,8 @@ def build_spec(model: Seq2SeqTransformer, tokenizers: TokenizerPair) -> Any:
     spec.register_source_vocabulary(src_tokens)
     spec.register_target_vocabulary(tgt_tokens)
     c = spec.config
-    c.unk_token, c.bos_token, c.eos_token = SPECIALS[UNK], SPECIALS[SOS], SPECIALS[EOS]
-    c.decoder_start_token = SPECIALS[SOS]  # tfm's decoder starts from <sos>...
+    c.unk_token, c.bos_token, c.eos_token = special_tokens(tokenizers)
+    c.decoder_start_token = c.bos_token  # tfm's decoder starts from <sos>...
     c.add_source_eos = True  # ...and reads the source followed by <eos>
     c.layer_norm_epsilon = _layer_norm_eps(model)
     spec.validate()

@@ -25,7 +25,6 @@ import torch
 from ..checkpoint import CheckpointError
 from ..config import DecodeConfig, build_section
 from ..data.shards import TokenPairs
-from ..data.vocab import EOS
 from ..errors import UsageError
 from ..inference.search import Hypothesis, output_limits
 from ..inference.translate import TextTranslator, Translation
@@ -99,7 +98,7 @@ class Ct2Translator(TextTranslator):
         """tfm's Hypothesis from CTranslate2's (tokens with their <eos>, normalised score)."""
         ids = [self.tgt_ids[t] for t in tokens]
         log_prob = score * len(ids) ** penalty  # CTranslate2 normalised by this length
-        if ids and ids[-1] == EOS:
+        if ids and ids[-1] == self.tokenizers.tgt.ids.eos:
             ids.pop()
         ids = ids[: limit - 1]
         return Hypothesis(ids, log_prob, log_prob / (len(ids) + 1) ** penalty)
@@ -117,7 +116,7 @@ class Ct2Translator(TextTranslator):
         # CTranslate2 leaves out the column of the <eos> it appended; each row sums to 1.
         weights = torch.cat([weights, 1.0 - weights.sum(-1, keepdim=True)], dim=-1)
         src_tokens = self.tokenizers.src.id_to_token(src.tolist())
-        tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, EOS])
+        tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, self.tokenizers.tgt.ids.eos])
         return src_tokens, tgt_tokens, weights.tolist()
 
     def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None

@@ -1,8 +1,9 @@
-"""What translating returns (plain data, no torch: `transformer_cli.api` imports it)."""
+"""What translating takes and returns (no torch imported: `transformer_cli.api` imports it)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -10,6 +11,33 @@ class Translation:
     text: str
     tokens: list[int]
     score: float
+
+
+@dataclass
+class Sources:
+    """Lines tokenized once for decoding (`TextTranslator.encode`): what the search reads, and
+    what a server counts against its token budget before it decodes them."""
+
+    n_lines: int
+    todo: list[int]  # indices of the non-empty lines: only they are decoded
+    ids: list[Any]  # per non-empty line: its token ids, truncated, then <eos> (1-D tensors)
+    truncated: list[tuple[int, int]]  # (line index, its length in tokens) of inputs cut to the limit
+
+    @property
+    def tokens(self) -> int:
+        """Source tokens to decode, `<eos>` not counted."""
+        return sum(len(ids) - 1 for ids in self.ids)
+
+    @classmethod
+    def concat(cls, parts: list[Sources]) -> Sources:
+        """The parts' lines one after the other, as if encoded together."""
+        n, todo, ids, truncated = 0, [], [], []
+        for p in parts:
+            todo += [n + i for i in p.todo]
+            ids += p.ids
+            truncated += [(n + i, length) for i, length in p.truncated]
+            n += p.n_lines
+        return cls(n, todo, ids, truncated)
 
 
 @dataclass

@@ -17,10 +17,12 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ..data.vocab import EOS, SOS
+from ..data.vocab import SpecialIds
 
 
 class IncrementalModel(Protocol):
+    tgt_ids: SpecialIds  # where the target vocabulary keeps <sos> and <eos>
+
     def start(self, src: Tensor) -> Any: ...
 
     def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]: ...
@@ -38,11 +40,11 @@ def output_limits(src_lengths: Tensor, a: float, b: int, cap: int) -> Tensor:
     return (src_lengths.float() * a + b).long().clamp(min=1, max=cap)
 
 
-def _force_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
-    """Rows where `at_limit` may only produce <eos>."""
+def _force_eos(log_probs: Tensor, at_limit: Tensor, eos: int) -> Tensor:
+    """Rows where `at_limit` may only produce <eos> (id `eos`)."""
     if at_limit.any():
         forced = torch.full_like(log_probs[0], float("-inf"))
-        forced[EOS] = 0.0
+        forced[eos] = 0.0
         log_probs = torch.where(at_limit[:, None], forced, log_probs)
     return log_probs
 
@@ -50,9 +52,9 @@ def _force_eos(log_probs: Tensor, at_limit: Tensor) -> Tensor:
 @torch.inference_mode()
 def greedy_search(model: IncrementalModel, src: Tensor, limits: Tensor) -> list[Hypothesis]:
     """The most likely next token at each step, for each sentence of src [batch, src_len]."""
-    batch = src.size(0)
+    batch, (sos, eos) = src.size(0), (model.tgt_ids.sos, model.tgt_ids.eos)
     state = model.start(src)
-    tokens = torch.full((batch,), SOS, dtype=torch.long, device=src.device)
+    tokens = torch.full((batch,), sos, dtype=torch.long, device=src.device)
     alive = torch.arange(batch, device=src.device)  # original index of each row still decoding
     out: list[list[int]] = [[] for _ in range(batch)]
     log_prob = [0.0] * batch
@@ -60,13 +62,13 @@ def greedy_search(model: IncrementalModel, src: Tensor, limits: Tensor) -> list[
     t = 0
     while alive.numel():
         log_probs, state = model.step(tokens, state)
-        log_probs = _force_eos(log_probs, limits[alive] <= t + 1)
+        log_probs = _force_eos(log_probs, limits[alive] <= t + 1, eos)
         best, tokens = log_probs.max(dim=-1)
         for i, tok, lp in zip(alive.tolist(), tokens.tolist(), best.tolist()):
             log_prob[i] += lp
-            if tok != EOS:
+            if tok != eos:
                 out[i].append(tok)
-        keep = (tokens != EOS).nonzero().squeeze(1)
+        keep = (tokens != eos).nonzero().squeeze(1)
         if keep.numel() < alive.numel():
             alive, tokens, state = alive[keep], tokens[keep], state.reorder(keep)
         t += 1
@@ -79,16 +81,16 @@ def greedy_search_uncached(model: torch.nn.Module, src: Tensor, limits: Tensor) 
 
     The slow textbook loop; tests and the decode benchmark compare `greedy_search` with it.
     """
-    results = []
+    results, (sos, eos) = [], (model.tgt_ids.sos, model.tgt_ids.eos)
     for i in range(src.size(0)):
-        prefix = torch.tensor([[SOS]], device=src.device)
+        prefix = torch.tensor([[sos]], device=src.device)
         log_prob = 0.0
         for t in range(int(limits[i])):
             log_probs = torch.log_softmax(model(src[i : i + 1], prefix)[0, -1].float(), dim=-1)
-            log_probs = _force_eos(log_probs[None], torch.tensor([t + 1 >= int(limits[i])]))[0]
+            log_probs = _force_eos(log_probs[None], torch.tensor([t + 1 >= int(limits[i])]), eos)[0]
             lp, tok = log_probs.max(dim=-1)
             log_prob += float(lp)
-            if int(tok) == EOS:
+            if int(tok) == eos:
                 break
             prefix = torch.cat([prefix, tok.view(1, 1)], dim=1)
         tokens = prefix[0, 1:].tolist()
@@ -106,7 +108,7 @@ def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size:
     log_prob / length**length_penalty (length incl. <eos>; 0 = raw log-probability).
     """
     batch, k = src.size(0), beam_size
-    device = src.device
+    device, (sos, eos) = src.device, (model.tgt_ids.sos, model.tgt_ids.eos)
     limits = limits.to(device)
     beam_rows = torch.arange(batch, device=device).repeat_interleave(k)  # k state rows per sentence
     state = model.start(src).reorder(beam_rows)
@@ -114,18 +116,18 @@ def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size:
     scores = torch.full((batch, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first
     prefixes = torch.empty(batch, k, 0, dtype=torch.long, device=device)
-    tokens = torch.full((batch * k,), SOS, dtype=torch.long, device=device)
+    tokens = torch.full((batch * k,), sos, dtype=torch.long, device=device)
     ended: list[list[Hypothesis]] = [[] for _ in range(batch)]
     t = 0
     while alive.numel():
         n = alive.numel()
         log_probs, state = model.step(tokens, state)
-        log_probs = _force_eos(log_probs, (limits[alive] <= t + 1).repeat_interleave(k))
+        log_probs = _force_eos(log_probs, (limits[alive] <= t + 1).repeat_interleave(k), eos)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, k, vocab)).view(n, k * vocab)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)
         top_beam, top_token = top_index // vocab, top_index % vocab
-        is_eos = top_token == EOS
+        is_eos = top_token == eos
         # End hypotheses whose <eos> ranks among the first k candidates.
         sent, rank = (is_eos[:, :k] & (top_scores[:, :k] > float("-inf"))).nonzero(as_tuple=True)
         if sent.numel():  # sent: index among the alive sentences; rank: among its candidates

@@ -10,9 +10,10 @@ import torch
 
 from ..data.batching import collate, plan_batches
 from ..data.shards import TokenPairs
-from ..data.vocab import PAD
+from ..data.vocab import Framing
 from ..device import autocast
 from ..loss import sequence_loss
+from ..model.transformer import Seq2SeqTransformer
 
 VALID_BATCH_TOKENS = 8000  # tokens per scoring batch: memory depends on it, the sum (up to rounding) not
 
@@ -30,11 +31,12 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
             m.training = training
 
 
-def corpus_nll(model: torch.nn.Module, split: TokenPairs, device: torch.device,
+def corpus_nll(model: Seq2SeqTransformer, split: TokenPairs, device: torch.device,
                dtype: torch.dtype | None, batch_tokens: int = VALID_BATCH_TOKENS,
                max_len: int | None = None, shard: tuple[int, int] = (0, 1),
                check_stop: Callable[[], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed NLL and target-token count over a split (or this rank's `shard` of it).
+    """Summed NLL and target-token count over a split (or this rank's `shard` of it), framed
+    with the model's special ids.
 
     Returns two 0-dim tensors on `device`, so distributed callers can all-reduce them.
     `check_stop` is called between batches (it may raise to abort).
@@ -44,13 +46,14 @@ def corpus_nll(model: torch.nn.Module, split: TokenPairs, device: torch.device,
                            batch_tokens=batch_tokens, shuffle=False)[rank::world]
     nll = torch.zeros((), device=device)
     tokens = torch.zeros((), device=device, dtype=torch.long)
+    framing = Framing(model.src_ids, model.tgt_ids)
     with torch.inference_mode(), eval_mode(model):
         for indices in batches:
             if check_stop:
                 check_stop()
-            b = collate(split, indices, max_len).to(device)
+            b = collate(split, indices, framing, max_len).to(device)
             with autocast(device, dtype):
                 logits = model(b.src, b.tgt_in)  # [batch, tgt_len, vocab]
-            nll += sequence_loss(logits.float(), b.tgt_out, PAD)[1]  # fp32: exact reported loss
+            nll += sequence_loss(logits.float(), b.tgt_out, framing.tgt.pad)[1]  # fp32: exact reported loss
             tokens += b.n_tokens
     return nll, tokens

@@ -15,12 +15,11 @@ from ..config import DecodeConfig, ModelConfig, build_section
 from ..data.batching import pad_batch
 from ..data.shards import TokenPairs
 from ..data.tokenizers import TokenizerPair
-from ..data.vocab import EOS, SOS
 from ..device import autocast
 from ..errors import UsageError
 from ..model.builders import build_model
 from ..model.transformer import Seq2SeqTransformer
-from .outputs import Output, Translation
+from .outputs import Output, Sources, Translation
 from .search import Hypothesis, beam_search, greedy_search, output_limits
 from .teacher_forcing import corpus_nll, eval_mode
 
@@ -31,10 +30,10 @@ def model_from_checkpoint(checkpoint: Checkpoint, path: Path | None = None
     is named in errors)."""
     try:
         cfg = build_section(ModelConfig, checkpoint.model_config, "model")
-        model = build_model(checkpoint.architecture, cfg, checkpoint.src_vocab_size,
-                            checkpoint.tgt_vocab_size)
-        model.load_state_dict(checkpoint.weights)
         tokenizers = TokenizerPair.from_state(checkpoint.tokenizer)
+        model = build_model(checkpoint.architecture, cfg, checkpoint.src_vocab_size,
+                            checkpoint.tgt_vocab_size, tokenizers.src.ids, tokenizers.tgt.ids)
+        model.load_state_dict(checkpoint.weights)
     except (KeyError, TypeError, ValueError, RuntimeError, UsageError) as e:
         raise CheckpointError.unfit(path, e) from None
     return model, tokenizers
@@ -61,13 +60,20 @@ class TextTranslator(ABC):
         length) of each line that was. Lines without casing are recased first unless `recase`
         (default: decode.recase) is off."""
         recase = self.decode.recase if recase is None else recase
-        out, truncated = [], []
+        out, truncated, eos = [], [], self.tokenizers.src.ids.eos
         for i, ids in enumerate(self.tokenizers.encode_sources(lines, recase)):
             if len(ids) > self.max_src_len:
                 truncated.append((i, len(ids)))
                 ids = ids[: self.max_src_len]
-            out.append(torch.tensor([*ids, EOS]))
+            out.append(torch.tensor([*ids, eos]))
         return out, truncated
+
+    def encode(self, lines: list[str], recase: bool | None = None) -> Sources:
+        """The lines as `translate_sources` decodes them: the non-empty ones encoded (see
+        `encode_sources`)."""
+        todo = [i for i, line in enumerate(lines) if line.strip()]
+        ids, truncated = self.encode_sources([lines[i] for i in todo], recase)
+        return Sources(len(lines), todo, ids, [(todo[j], n) for j, n in truncated])
 
     def translate(self, lines: list[str], decode: DecodeConfig | None = None,
                   check_stop: Callable[[], None] | None = None) -> Output:
@@ -75,18 +81,23 @@ class TextTranslator(ABC):
         `decode` (default: self.decode) for this call only. `check_stop` is called before each
         batch (it may raise to abandon the call)."""
         d = decode or self.decode
-        results: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in lines]
-        todo = [i for i, line in enumerate(lines) if line.strip()]
-        sources, truncated = self.encode_sources([lines[i] for i in todo], d.recase)
-        order = sorted(range(len(todo)), key=lambda j: len(sources[j]))  # similar lengths together
+        return self.translate_sources(self.encode(lines, d.recase), d, check_stop)
+
+    def translate_sources(self, sources: Sources, decode: DecodeConfig | None = None,
+                          check_stop: Callable[[], None] | None = None) -> Output:
+        """`translate` of lines already encoded (with `decode`'s recase setting)."""
+        d = decode or self.decode
+        results: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(sources.n_lines)]
+        ids = sources.ids
+        order = sorted(range(len(ids)), key=lambda j: len(ids[j]))  # similar lengths together
         for start in range(0, len(order), d.batch_size):
             if check_stop is not None:
                 check_stop()
             chunk = order[start : start + d.batch_size]
-            for j, hyps in zip(chunk, self._search([sources[j] for j in chunk], d)):
-                results[todo[j]] = [Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens, h.score)
-                                    for h in hyps]
-        return Output(results, [(todo[j], n) for j, n in truncated])
+            for j, hyps in zip(chunk, self._search([ids[j] for j in chunk], d)):
+                results[sources.todo[j]] = [Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens,
+                                                        h.score) for h in hyps]
+        return Output(results, list(sources.truncated))
 
     @abstractmethod
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
@@ -139,7 +150,7 @@ class Translator(TextTranslator):
         return cls(model.eval(), tokenizers, device, decode, dtype, metadata)
 
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
-        src = pad_batch(sources).to(self.device)
+        src = pad_batch(sources, self.tokenizers.src.ids.pad).to(self.device)
         lengths = torch.tensor([len(s) for s in sources])
         limits = output_limits(lengths, d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
         with autocast(self.device, self.dtype), eval_mode(self.model):
@@ -150,11 +161,12 @@ class Translator(TextTranslator):
     def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
                         ) -> tuple[list[str], list[str], list[list[float]]]:
         [src], _ = self.encode_sources([line], recase)
-        tgt_in = torch.tensor([[SOS, *translation.tokens]])
+        specials = self.tokenizers.tgt.ids
+        tgt_in = torch.tensor([[specials.sos, *translation.tokens]])
         with torch.inference_mode(), eval_mode(self.model):
             weights = self.model.cross_attention(src[None].to(self.device), tgt_in.to(self.device))
         src_tokens = self.tokenizers.src.id_to_token(src.tolist())
-        tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, EOS])
+        tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, specials.eos])
         return src_tokens, tgt_tokens, weights[0].mean(0).float().cpu().tolist()  # [tgt_len][src_len]
 
     def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None

@@ -10,21 +10,24 @@ from typing import Any
 from torch import nn
 
 from ..config import ModelConfig
+from ..data.vocab import SpecialIds
 from ..errors import UsageError
 from .transformer import Seq2SeqTransformer
 
-# name -> builder(model config, source vocabulary size, target vocabulary size)
-ARCHITECTURES: dict[str, Callable[[ModelConfig, int, int], nn.Module]] = {
+# name -> builder(model config, source and target vocabulary sizes, their special ids)
+ARCHITECTURES: dict[str, Callable[[ModelConfig, int, int, SpecialIds, SpecialIds], nn.Module]] = {
     Seq2SeqTransformer.ARCHITECTURE: Seq2SeqTransformer,
 }
 
 
-def build_model(architecture: str, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Any:
-    """A new model of `architecture` (its weights freshly initialised)."""
+def build_model(architecture: str, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,
+                src_ids: SpecialIds, tgt_ids: SpecialIds) -> Any:
+    """A new model of `architecture` (its weights freshly initialised) for vocabularies of
+    these sizes and special ids (the tokenizers')."""
     try:
         builder = ARCHITECTURES[architecture]
     except KeyError:
         raise UsageError(f"unknown model architecture {architecture!r} (this tfm builds: "
                          f"{', '.join(sorted(ARCHITECTURES))})") from None
-    return builder(cfg, src_vocab_size, tgt_vocab_size)
+    return builder(cfg, src_vocab_size, tgt_vocab_size, src_ids, tgt_ids)
 

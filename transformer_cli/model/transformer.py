@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..data.vocab import PAD
+from ..data.vocab import TFM_IDS, SpecialIds
 from .attention import padding_mask
 from .layers import (DecoderLayer, Dropout, EncoderLayer, LayerCache, LearnedPositionalEmbedding,
                      SinusoidalPositionalEncoding, TokenEmbedding)
@@ -99,10 +99,15 @@ class Seq2SeqTransformer(nn.Module):
 
     ARCHITECTURE = "transformer"  # the name checkpoints record (model/builders.py)
 
-    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,
+                 src_ids: SpecialIds = TFM_IDS, tgt_ids: SpecialIds = TFM_IDS):
+        """`src_ids`/`tgt_ids`: the vocabularies' special ids (the tokenizers' `ids`): the
+        source's `<pad>` is masked, the search starts from the target's `<sos>` and ends at
+        its `<eos>`."""
         super().__init__()
         self.config = cfg
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
+        self.src_ids, self.tgt_ids = src_ids, tgt_ids
         src_embed = TokenEmbedding(src_vocab_size, cfg.d_model)
         tgt_embed = src_embed if cfg.share_embeddings else TokenEmbedding(tgt_vocab_size, cfg.d_model)
         self.encoder = Encoder(cfg, src_embed)
@@ -117,20 +122,20 @@ class Seq2SeqTransformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing. src: [batch, src_len], tgt_in: [batch, tgt_len] -> logits
         [batch, tgt_len, tgt_vocab]."""
-        src_mask = padding_mask(src, PAD)
+        src_mask = padding_mask(src, self.src_ids.pad)
         memory = self.encoder(src, src_mask)
         hidden, _ = self.decoder(tgt_in, memory, src_mask)
         return self.generator(hidden)
 
     def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """The last decoder layer's attention over the source: [batch, heads, tgt_len, src_len]."""
-        src_mask = padding_mask(src, PAD)
+        src_mask = padding_mask(src, self.src_ids.pad)
         _, weights = self.decoder(tgt_in, self.encoder(src, src_mask), src_mask, need_weights=True)
         return weights
 
     def start(self, src: Tensor) -> DecoderState:
         """Encode the source and prepare incremental decoding."""
-        src_mask = padding_mask(src, PAD)
+        src_mask = padding_mask(src, self.src_ids.pad)
         memory = self.encoder(src, src_mask)
         return DecoderState(src_mask, [layer.start_cache(memory) for layer in self.decoder.layers], 0)
 

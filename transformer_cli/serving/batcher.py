@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from ..allocator import release_freed_memory
-from ..api import Model, Output
+from ..api import Model, Output, Sources
 from ..config import DecodeConfig
 from .metrics import Metrics
 
@@ -37,11 +37,14 @@ IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes 
 
 @dataclass
 class Job:
-    lines: list[str]
+    sources: Sources  # the request's lines, tokenized once, by `model`, with `options`
     options: DecodeConfig
     model: Model  # the one the request was accepted with, which decodes it
-    tokens: int  # source tokens of all lines
     done: asyncio.Future  # -> Output: the lines' translations
+
+    @property
+    def tokens(self) -> int:
+        return self.sources.tokens
 
 
 class Batcher:
@@ -55,9 +58,9 @@ class Batcher:
 
     async def translate(self, lines: list[str], options: DecodeConfig, model: Model) -> Output:
         """Queue `lines` for the next batches, to be decoded by `model` with `options` (built
-        from that model's defaults); returns their Output."""
-        tokens = sum(model.source_lengths(lines, options))
-        job = Job(lines, options, model, tokens, asyncio.get_running_loop().create_future())
+        from that model's defaults); returns their Output. The lines are tokenized here, once:
+        for the token budget and for decoding."""
+        job = Job(model.encode(lines, options), options, model, asyncio.get_running_loop().create_future())
         self._queue.append(job)
         self._owed = max(0, self._owed - 1)
         self._arrived.set()
@@ -120,7 +123,7 @@ class Batcher:
             for job, out in zip(jobs, outputs):
                 if not job.done.done():
                     job.done.set_result(out)
-        n = sum(len(job.lines) for job in batch)
+        n = sum(job.sources.n_lines for job in batch)
         self._metrics.batch_sentences.observe(n)
         self._metrics.batch_seconds.observe(time.perf_counter() - started)
         self._metrics.sentences.inc(n)
@@ -129,11 +132,10 @@ class Batcher:
 def _decode_group(jobs: list[Job]) -> list[Output]:
     """Runs on the decode thread: all lines of `jobs` (same model and options) in one call,
     split back."""
-    lines = [line for job in jobs for line in job.lines]
-    out = jobs[0].model.translate_n_best(lines, jobs[0].options)
+    out = jobs[0].model.translate_encoded(Sources.concat([job.sources for job in jobs]), jobs[0].options)
     outputs, start = [], 0
     for job in jobs:
-        end = start + len(job.lines)
+        end = start + job.sources.n_lines
         truncated = [(i - start, n) for i, n in out.truncated if start <= i < end]
         outputs.append(Output(out.translations[start:end], truncated))
         start = end

@@ -37,10 +37,10 @@ def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.de
     torch.manual_seed(tc.seed + dist.rank)
     tokenizers = prepared.tokenizers
     model = build_model(Seq2SeqTransformer.ARCHITECTURE, cfg.model, tokenizers.src.vocab_size,
-                        tokenizers.tgt.vocab_size).to(device)
+                        tokenizers.tgt.vocab_size, tokenizers.src.ids, tokenizers.tgt.ids).to(device)
     optimization = Optimization(model, training_module(model, dist, device, tc.compile),
-                                BatchLoss.from_config(tc), tc, device, autocast_dtype(device, tc.precision),
-                                dist)
+                                BatchLoss.from_config(tc, tokenizers.tgt.ids.pad), tc, device,
+                                autocast_dtype(device, tc.precision), dist)
     data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, tokenizers),
                         dist.rank, dist.world_size, pin_memory=device.type == "cuda")
     return Trainer(cfg, prepared, run, model, data, optimization, Cadence(tc, stop, dist, device),

@@ -12,20 +12,19 @@ from torch import Tensor, nn
 
 from ..config import TrainConfig
 from ..data.batching import Batch
-from ..data.vocab import PAD
 from ..device import autocast
 from ..loss import sequence_loss, symmetric_kl
 
 
 @dataclass(frozen=True)
 class BatchLoss:
+    pad_id: int  # the target vocabulary's <pad>: positions not scored
     label_smoothing: float = 0.0  # epsilon_ls
     rdrop_alpha: float = 0.0  # weight of R-Drop's symmetric KL; 0: off
-    pad_id: int = PAD
 
     @classmethod
-    def from_config(cls, tc: TrainConfig) -> BatchLoss:
-        return cls(tc.label_smoothing, tc.rdrop_alpha)
+    def from_config(cls, tc: TrainConfig, pad_id: int) -> BatchLoss:
+        return cls(pad_id, tc.label_smoothing, tc.rdrop_alpha)
 
     def __call__(self, net: nn.Module, batch: Batch, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
         """The batch's summed training loss (with gradients) and summed NLL (for perplexity),
