@@ -15,7 +15,10 @@ from ..device import autocast
 from ..loss import sequence_loss
 from ..model.transformer import Seq2SeqTransformer
 
-VALID_BATCH_TOKENS = 8000  # tokens per scoring batch: memory depends on it, the sum (up to rounding) not
+# Tokens per scoring batch: memory depends on it, the sum (up to rounding) not. Each batch holds
+# its logits [tokens, vocabulary] in fp32 two or three times over: at 8000 tokens and base.yaml's
+# 8k vocabulary that was a 626 MiB peak, the largest in a training run (docs/results.md, issue 25).
+VALID_BATCH_TOKENS = 2000
 
 
 @contextlib.contextmanager
