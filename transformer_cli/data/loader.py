@@ -151,11 +151,14 @@ class TrainingData:
             dataset, batch_size=None, shuffle=False, num_workers=self.workers,
             pin_memory=self.pin_memory, worker_init_fn=_in_worker,
             prefetch_factor=PREFETCH_BATCHES if self.workers else None, generator=private)
-        self._plan_ahead(epoch + 1)
         group: list[Batch] = []
         planned = 0
         with stop_signals_held():
             worker_batches = iter(loader)  # the workers start here
+        # Only now: a fork while another thread holds a lock (numpy's, torch's, malloc's) can
+        # leave the child deadlocked before it runs `_in_worker`: no batches, and a worker
+        # that outlives a killed parent, holding its sockets open (a DDP peer then hangs).
+        self._plan_ahead(epoch + 1)
         for micro_batches in worker_batches:
             group += micro_batches
             planned += 1
