@@ -17,7 +17,7 @@ from ..model.transformer import Seq2SeqTransformer
 
 # Tokens per scoring batch: memory depends on it, the sum (up to rounding) not. Each batch holds
 # its logits [tokens, vocabulary] in fp32 two or three times over: at 8000 tokens and base.yaml's
-# 8k vocabulary that was a 626 MiB peak, the largest in a training run (docs/results.md, issue 25).
+# 8k vocabulary that added 690 MiB to a training run's peak, its largest (benchmarks/validation_memory.py).
 VALID_BATCH_TOKENS = 2000
 
 
