@@ -21,6 +21,35 @@ from typing import Any
 
 from .errors import TfmError
 
+# The descriptors of the flock()s this process holds (run and data-folder locks). A flock
+# belongs to the open file, which a forked child (a DataLoader or preprocessing worker)
+# shares: the child closes its copies at once, or a worker outliving a SIGKILLed parent
+# would keep the lock.
+_LOCK_FDS: set[int] = set()
+
+
+def _close_inherited_locks() -> None:
+    for fd in _LOCK_FDS:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _LOCK_FDS.clear()
+
+
+os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
+def track_lock(fd: int) -> None:
+    """`fd` holds (or will hold) a flock: forked children close their copy of it."""
+    _LOCK_FDS.add(fd)
+
+
+def close_lock(fd: int) -> None:
+    """Close a `track_lock` descriptor, which releases its flock."""
+    _LOCK_FDS.discard(fd)
+    os.close(fd)
+
 
 class WriteError(TfmError):
     """A write that failed (disk full, read-only folder): `cannot write <path>: <reason>`."""

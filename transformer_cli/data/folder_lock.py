@@ -28,24 +28,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..errors import BusyError, TfmError
+from ..fsutil import close_lock, track_lock
 
 log = logging.getLogger("tfm")
 POLL_S = 0.2  # how often a wait for a rebuild checks again (and checks for a stop)
 
 # One descriptor per lock file in this process, with the number of holds on it: flock treats
 # two descriptors of one process as two holders, so a second one would make the process's own
-# shared lock refuse its rebuild.
+# shared lock refuse its rebuild. A forked child closes the descriptors (fsutil.track_lock)
+# and forgets them.
 _HELD: dict[Path, list[int]] = {}  # lock file -> [descriptor, holds]
-
-
-def _close_inherited() -> None:
-    for fd, _ in _HELD.values():
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _HELD.clear()
-
-
-os.register_at_fork(after_in_child=_close_inherited)
+os.register_at_fork(after_in_child=_HELD.clear)
 
 
 def lock_file(folder: Path) -> Path:
@@ -59,6 +52,7 @@ def _descriptor(folder: Path) -> int:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             _HELD[path] = [os.open(path, os.O_RDWR | os.O_CREAT, 0o644), 0]
+            track_lock(_HELD[path][0])
         except OSError as e:
             raise TfmError(f"cannot open the lock file {path}: {e.strerror} (the data folder's "
                            "parent must be writable; see data.dir)") from None
@@ -90,7 +84,7 @@ def release(folder: Path) -> None:
     held[1] -= 1
     if held[1] <= 0:
         del _HELD[lock_file(folder).absolute()]
-        os.close(held[0])  # closing drops the flock
+        close_lock(held[0])
 
 
 def _share(folder: Path, check_stop: Callable[[], None] | None = None) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..config import Config, TrainConfig
 from ..errors import BusyError, TfmError
-from ..fsutil import atomic_write_text, remove_stale_temp_files
+from ..fsutil import atomic_write_text, close_lock, remove_stale_temp_files, track_lock
 
 log = logging.getLogger("tfm")
 
@@ -45,22 +45,6 @@ def run_identity(cfg: Config, data_fingerprint: str) -> str:
     payload = {"data": data_fingerprint, "tokenizer": d["tokenizer"], "model": d["model"], "train": train}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-# The lock file descriptors this process holds. A flock belongs to the open file, which a
-# forked child (a DataLoader or preprocessing worker) shares: the child closes its copies at
-# once, or a worker outliving a SIGKILLed trainer would keep the run locked.
-_HELD_LOCKS: set[int] = set()
-
-
-def _close_inherited_locks() -> None:
-    for fd in _HELD_LOCKS:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    _HELD_LOCKS.clear()
-
-
-os.register_at_fork(after_in_child=_close_inherited_locks)
 
 
 class _RunLogHandler(logging.FileHandler):
@@ -151,7 +135,7 @@ class RunDir:
             os.close(fd)
             raise TfmError(f"cannot write {self.lock_file}: {e.strerror}") from None
         self._lock_fd = fd
-        _HELD_LOCKS.add(fd)
+        track_lock(fd)
         # A session killed mid-write leaves its temp file; only the lock holder may clear them.
         removed = sum(remove_stale_temp_files(d) for d in (self.path, self.snapshots) if d.is_dir())
         if removed:
@@ -159,8 +143,7 @@ class RunDir:
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
-            _HELD_LOCKS.discard(self._lock_fd)
-            os.close(self._lock_fd)  # closing releases the flock
+            close_lock(self._lock_fd)
             self._lock_fd = None
 
     # ------------------------------------------------------------------ log and metrics
