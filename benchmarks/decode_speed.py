@@ -28,7 +28,7 @@ from transformer_cli.data.batching import pad_batch
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.device import autocast, autocast_dtype, resolve_device
 from transformer_cli.inference.search import greedy_search, greedy_search_uncached, output_limits
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 
 
 def timed(fn):
@@ -53,7 +53,7 @@ def main() -> None:
     checkpoint = args.checkpoint or cfg.run_dir / "best.pt"
     device = resolve_device(args.device)
     dtype = autocast_dtype(device, args.precision)
-    translator = Translator.from_checkpoint(checkpoint, device, dtype=dtype)
+    translator = TorchTranslator.from_checkpoint(checkpoint, device, dtype=dtype)
     sources = load_prepared(cfg).text(args.split, cfg.data.src_lang)
     translator.decode.beam_size = 1
     greedy, greedy_s = timed(lambda: translator.translate(sources))

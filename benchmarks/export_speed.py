@@ -53,9 +53,9 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
     before = rss_mb()
     started = time.perf_counter()
     if engine == "native-fp32":
-        from transformer_cli.inference.translate import Translator
+        from transformer_cli.inference.translate import TorchTranslator
 
-        translator = Translator.from_checkpoint(model, torch.device("cpu"))
+        translator = TorchTranslator.from_checkpoint(model, torch.device("cpu"))
     else:
         from transformer_cli.export.ct2_translator import Ct2Translator
 

@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from transformer_cli.api import open_model, published_model
+from transformer_cli.api import open_translator, published_model
 from transformer_cli.config import load_config
 from transformer_cli.data.augment import SOURCE_VARIANTS
 from transformer_cli.data.preprocess import load_prepared
@@ -38,7 +38,7 @@ def main() -> None:
     args = ap.parse_args()
     cfg = load_config(args.config, args.overrides)
     checkpoint = args.checkpoint or published_model(cfg.run_dir, args.config)
-    model = open_model(checkpoint, device="cpu")
+    model = open_translator(checkpoint, device="cpu")
     prepared = load_prepared(cfg)
     sources = prepared.text(args.split, cfg.data.src_lang)[: args.limit]
     references = prepared.text(args.split, cfg.data.tgt_lang)[: args.limit]

@@ -28,7 +28,7 @@ from transformer_cli.data.batching import collate
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.evaluate import score_translations
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss
 
 
@@ -41,7 +41,7 @@ def main() -> None:
     args = ap.parse_args()
     cfg = load_config(args.config, args.overrides)
     checkpoint = args.checkpoint or cfg.run_dir / "best.pt"
-    translator = Translator.from_checkpoint(checkpoint, torch.device("cpu"))
+    translator = TorchTranslator.from_checkpoint(checkpoint, torch.device("cpu"))
     model = translator.model
     prepared = load_prepared(cfg)
     out = {"checkpoint": str(checkpoint)}

@@ -24,7 +24,7 @@ from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.evaluate import evaluate_texts
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.training.averaging import Snapshots, average_state_dicts
 from transformer_cli.training.run_dir import RunDir
 
@@ -34,7 +34,7 @@ def score(checkpoint: Checkpoint, sources: list[str], references: list[str], bea
     """Validation loss/PPL/BLEU/chrF of `checkpoint`'s weights."""
     path = work / "candidate.pt"
     checkpoint.write(path)
-    translator = Translator.from_checkpoint(path, torch.device("cpu"))
+    translator = TorchTranslator.from_checkpoint(path, torch.device("cpu"))
     if beam is not None:
         translator.decode.beam_size = beam
     report = evaluate_texts(translator, sources, references, "val", str(path), work / "hyps.txt")

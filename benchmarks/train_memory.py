@@ -1,7 +1,7 @@
 """Resident memory and speed over a stretch of training, per allocator setting (JSON).
 
-bf16 training on the CPU under glibc's malloc grows its RSS with the batch shapes it has seen
-(issue 25). Each variant trains the config in its own process for `--steps` optimizer steps
+bf16 training on the CPU under glibc's malloc grows its RSS with the batch shapes it has seen.
+Each variant trains the config in its own process for `--steps` optimizer steps
 and at least `--seconds` seconds, and records the RSS after steps 25, 50, 100, 200, ... (every
 doubling of `--first`) and when `--seconds` have passed; tokens/s over the whole stretch.
 

@@ -35,20 +35,20 @@ def single(config: str, overrides: list[str], checkpoint: str, stage: str, size:
     from transformer_cli.data.preprocess import load_prepared
     from transformer_cli.device import autocast_dtype
     from transformer_cli.inference.teacher_forcing import corpus_nll
-    from transformer_cli.inference.translate import Translator
+    from transformer_cli.inference.translate import TorchTranslator
 
     torch.set_num_threads(1)
     cfg = load_config(config, overrides)
     prepared = load_prepared(cfg)
     device = torch.device("cpu")
     dtype = autocast_dtype(device, cfg.train.precision)
-    translator = Translator.from_checkpoint(checkpoint, device, dtype=dtype)
+    translator = TorchTranslator.from_checkpoint(checkpoint, device, dtype=dtype)
     val = prepared.split("val")
-    corpus_nll(translator.model, val, device, dtype, batch_tokens=500, max_len=cfg.model.max_len)
+    corpus_nll(translator.model, val, device, dtype, batch_tokens=500, max_positions=cfg.model.max_len)
     before = peak_mib()
     if stage == "loss":
         nll, tokens = corpus_nll(translator.model, val, device, dtype, batch_tokens=size,
-                                 max_len=cfg.model.max_len)
+                                 max_positions=cfg.model.max_len)
         result = {"valid_loss": round(float(nll) / int(tokens), 5)}
     else:
         greedy = dataclasses.replace(translator.decode, beam_size=1, n_best=1, batch_size=size)

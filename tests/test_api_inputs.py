@@ -48,18 +48,18 @@ def test_lines_that_are_not_text_are_refused_naming_the_item(model, bad, index, 
     assert model.translate(["Ein Mann."]) == [model.translate_n_best(["Ein Mann."]).translations[0][0].text]
 
 
-BOUNDS = {"beam_size": 256, "n_best": 256, "max_len": 16384, "batch_size": 100_000,
+BOUNDS = {"beam_size": 256, "n_best": 256, "max_output_len": 16384, "batch_size": 100_000,
           "length_penalty": 100.0}
 
 
 @pytest.mark.parametrize("option, value", [
     ("beam_size", 10**6), ("beam_size", 257), ("beam_size", 0), ("beam_size", "5"),
-    ("beam_size", True), ("n_best", 257), ("max_len", 16385), ("batch_size", 100_001),
+    ("beam_size", True), ("n_best", 257), ("max_output_len", 16385), ("batch_size", 100_001),
     ("length_penalty", 100.5), ("length_penalty", -1), ("length_penalty", math.nan),
     ("length_penalty", math.inf),
 ])
 def test_decoding_options_have_the_bounds_of_the_config(model, option, value):
-    low = {"max_len": 1, "length_penalty": 0.0}.get(option, 1)
+    low = {"max_output_len": 1, "length_penalty": 0.0}.get(option, 1)
     what = "a number" if option == "length_penalty" else "an integer"
     with pytest.raises(UsageError) as caught:
         model.options(**{option: value})
@@ -69,7 +69,7 @@ def test_decoding_options_have_the_bounds_of_the_config(model, option, value):
 def test_the_bounds_are_the_configs_and_reach_the_cli(model, checkpoint):
     fields = {f.name: f.metadata for f in dataclasses.fields(DecodeConfig)}
     assert BOUNDS == {"beam_size": fields["beam_size"]["le"], "n_best": fields["n_best"]["le"],
-                      "max_len": fields["max_len_b"]["le"], "batch_size": fields["batch_size"]["le"],
+                      "max_output_len": fields["max_len_b"]["le"], "batch_size": fields["batch_size"]["le"],
                       "length_penalty": fields["length_penalty"]["le"]}
     with pytest.raises(UsageError, match=r"beam_size must be an integer >= 1 and <= 256 \(got 1000000\)"):
         model.translate(["Ein Mann."], beam_size=10**6)  # at once, not after minutes of search

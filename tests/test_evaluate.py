@@ -15,7 +15,7 @@ from transformer_cli.data.tokenizers import fit_tokenizers
 from transformer_cli.data.vocab import PAD, TFM_IDS, Framing
 from transformer_cli.evaluate import evaluate_texts, loss_result, score_translations
 from transformer_cli.inference.teacher_forcing import corpus_nll
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.transformer import Seq2SeqTransformer
 
@@ -91,14 +91,14 @@ def test_evaluate_texts_reports_what_it_measured_and_writes_the_hypotheses(tmp_p
     de, en = [p[0] for p in pairs], [p[1] for p in pairs]
     tokenizers = fit_tokenizers(TokenizerConfig(kind="spacy", min_freq=1), "de", "en", de, en)
     model = _model(max(tokenizers.src.vocab_size, tokenizers.tgt.vocab_size)).eval()
-    translator = Translator(model, tokenizers, CPU, DecodeConfig(beam_size=1, max_len_b=5))
+    translator = TorchTranslator(model, tokenizers, CPU, DecodeConfig(beam_size=1, max_len_b=5))
     out = tmp_path / "hyp.txt"
     report = evaluate_texts(translator, de[:8], en[:8], "val", "model.pt", out)
     hypotheses = out.read_text(encoding="utf-8").splitlines()
     assert len(hypotheses) == report.n_sentences == 8 and report.hypotheses == str(out)
     assert report.bleu == score_translations(hypotheses, en[:8], lowercase=False).bleu
     split = EncodedSplit.from_lists(tokenizers.src.encode_batch(de[:8]), tokenizers.tgt.encode_batch(en[:8]))
-    expected = loss_result(*corpus_nll(model, split, CPU, None, max_len=32))
+    expected = loss_result(*corpus_nll(model, split, CPU, None, max_positions=32))
     assert report.loss == round(expected.loss, 5) and report.ppl == round(expected.ppl, 4)
     assert report.as_json()["beam_size"] == 1 and "greedy" in report.as_table()
 

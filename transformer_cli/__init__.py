@@ -1,6 +1,6 @@
 """tfm: train, evaluate and serve Transformer translation models from the command line.
 
-The Python API (`load`, `Model`; see transformer_cli/api.py) is imported on first use, so
+The Python API (`load`, `Translator`; see transformer_cli/api.py) is imported on first use, so
 `import transformer_cli` (and `tfm --help`) does not import torch.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Model", "load", "__version__"]
+__all__ = ["Translator", "load", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("load", "Model"):
+    if name in ("load", "Translator"):
         from . import api
 
         return getattr(api, name)

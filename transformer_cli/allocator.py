@@ -3,7 +3,7 @@
 bf16 training on a CPU allocates tensors whose sizes change with every batch shape, and
 glibc's malloc fragments under that: base.yaml's resident memory grows from 1.9 to 3.4 GB
 in its first 200 steps and keeps growing, while mimalloc, tcmalloc and jemalloc hold it flat
-at 1.2-1.5 GB and train faster (docs/results.md, issue 25). An allocator replaces malloc only
+at 1.2-1.5 GB and train faster (docs/results.md, "Flat training memory"). An allocator replaces malloc only
 when it is loaded before everything else, so `tfm train` and `tfm serve` re-execute
 themselves once, first thing (same PID, same arguments, nothing imported or locked yet),
 with `LD_PRELOAD` naming the first library found:

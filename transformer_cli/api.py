@@ -1,4 +1,4 @@
-"""The Python API: `tfm.load(path_or_config)` gives a `Model` that translates lists of lines.
+"""The Python API: `tfm.load(path_or_config)` gives a `Translator` that translates lists of lines.
 
     import transformer_cli as tfm
     model = tfm.load("base.yaml")                      # the run's published model, as `tfm translate` picks it
@@ -7,8 +7,9 @@
     model.sha256, model.config_name, model.metrics     # what is loaded
 
 `tfm translate` and `tfm serve` use the same object. `open_backend` is the one place where a
-model file becomes the thing that runs it; any backend with the `Backend` interface (the torch
-`Translator` today) fits behind a `Model`.
+model file becomes the engine that runs it; either backend with the `Backend` interface (torch's
+`TorchTranslator` for a checkpoint, CTranslate2's `Ct2Translator` for an export) fits behind a
+`Translator`.
 """
 
 from __future__ import annotations
@@ -20,22 +21,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
 
-from .config import DecodeConfig, load_config
-from .errors import UsageError
+from .config import DEVICES, PRECISIONS, DecodeConfig, load_config, resolve_config_path
+from .errors import UsageError, check_choice
 from .inference.outputs import Output, Sources, Translation
 
 if TYPE_CHECKING:
     from .data.shards import TokenPairs
     from .data.tokenizers import TokenizerPair
 
-CONFIG_SUFFIXES = (".yaml", ".yml")
-DEVICES = ("auto", "cpu", "cuda", "mps")
-PRECISIONS = ("fp32", "bf16", "auto")
-
 
 class Backend(Protocol):
-    """What a `Model` needs from the code that runs the network: `inference.translate.
-    TextTranslator` (the torch `Translator` and the CTranslate2 `Ct2Translator`). Every call
+    """What a `Translator` needs from the code that runs the network: `inference.translate.
+    TextTranslator` (`TorchTranslator` and the CTranslate2 `Ct2Translator`). Every call
     returns its results; nothing is left in attributes to read afterwards."""
 
     tokenizers: TokenizerPair
@@ -75,8 +72,8 @@ class Attention:
 
 def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
                  decode: DecodeConfig | None = None, threads: int | None = None) -> Backend:
-    """Open the model at `path` on `device` ("auto", "cpu", "cuda", "mps") in `precision`
-    ("fp32", "bf16", "auto"); `decode` replaces the decoding defaults stored with the model.
+    """Open the model at `path` on `device` (`config.DEVICES`) in `precision`
+    (`config.PRECISIONS`); `decode` replaces the decoding defaults stored with the model.
 
     A tfm checkpoint runs on torch; the file is verified (sha256, weights_only) on the way in.
     A `tfm export` folder (recognised by its manifest) runs on CTranslate2 at the precision it
@@ -87,10 +84,8 @@ def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
     export. None: torch's current number (`torch.get_num_threads()`), so whatever the caller
     set for torch holds for either engine.
     """
-    if precision not in PRECISIONS:
-        raise UsageError(f"precision must be fp32, bf16 or auto (got {precision!r})")
-    if device not in DEVICES:
-        raise UsageError(f"device must be auto, cpu, cuda or mps (got {device!r})")
+    check_choice("precision", precision, PRECISIONS)
+    check_choice("device", device, DEVICES)
     if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)
                                 or threads < 1):
         raise UsageError(f"threads must be an integer >= 1 (got {threads!r})")
@@ -103,12 +98,12 @@ def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
 
         return Ct2Translator(Path(path), device, decode, threads or torch.get_num_threads())
     from .device import autocast_dtype, resolve_device
-    from .inference.translate import Translator
+    from .inference.translate import TorchTranslator
 
     if threads is not None:
         torch.set_num_threads(threads)
     dev = resolve_device(device)
-    return Translator.from_checkpoint(Path(path), dev, decode, autocast_dtype(dev, precision))
+    return TorchTranslator.from_checkpoint(Path(path), dev, decode, autocast_dtype(dev, precision))
 
 
 def published_model(run_dir: Path, config: str) -> Path:
@@ -120,25 +115,42 @@ def published_model(run_dir: Path, config: str) -> Path:
                      f"`tfm train -c {config}`, or pass a checkpoint file")
 
 
-def resolve_model(path_or_config: str | Path) -> Path:
-    """A model file (or folder) as given, or the model of a config's run (`published_model`)."""
-    p = Path(path_or_config)
-    if p.suffix not in CONFIG_SUFFIXES and (p.exists() or p.suffix):
+def resolve_model(source: str | Path) -> Path:
+    """The model file `source` names, decided by what is there, not by its name:
+
+    - a folder: a `tfm export` folder (`open_backend` checks its manifest);
+    - a binary file (a NUL byte in its first 8 KiB, as git tells binary from text): a
+      checkpoint (torch's zip archive; a damaged one is then reported as such);
+    - a text file, or a config name found in ./configs/ or among tfm's own: a config, whose
+      run's model is used (`published_model`).
+    """
+    p = Path(source)
+    if p.is_dir():
         return p
-    return published_model(load_config(str(path_or_config)).run_dir, str(path_or_config))
+    if p.is_file():
+        with p.open("rb") as f:
+            if b"\0" in f.read(8192):
+                return p
+    if not p.exists():
+        try:
+            resolve_config_path(str(source))
+        except UsageError as e:
+            raise UsageError(f"{source}: no such model file or export folder, and {e}") from None
+    cfg = load_config(str(source))
+    return published_model(cfg.run_dir, str(source))
 
 
 def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32",
-         threads: int | None = None) -> Model:
+         threads: int | None = None) -> Translator:
     """Load a model: a checkpoint file, or a config name/file whose run's published model
     (else best.pt) is used, exactly as `tfm translate` chooses (`threads`: see open_backend)."""
-    return open_model(resolve_model(path_or_config), device, precision, threads)
+    return open_translator(resolve_model(path_or_config), device, precision, threads)
 
 
-def open_model(path: Path, device: str = "auto", precision: str = "fp32",
-               threads: int | None = None) -> Model:
-    """The model file at `path` (see `open_backend`) as a `Model`."""
-    return Model(open_backend(path, device, precision, threads=threads), path)
+def open_translator(path: Path, device: str = "auto", precision: str = "fp32",
+               threads: int | None = None) -> Translator:
+    """The model file at `path` (see `open_backend`) as a `Translator`."""
+    return Translator(open_backend(path, device, precision, threads=threads), path)
 
 
 def decode_bounds(field: str) -> tuple[Any, Any]:
@@ -160,9 +172,11 @@ def decode_option(name: str, value: Any, field: str) -> Any:
     return kind(value)
 
 
-class Model:
-    """A loaded translation model. One call at a time (like a torch module); it owns its
-    network and keeps it in eval mode."""
+class Translator:
+    """What `tfm.load` gives: a model file opened for translating, with what it was loaded from
+    (path, sha256, config name, metrics). It checks every argument, then hands the work to its
+    `backend`. One call at a time (like a torch module); it owns its network and keeps it in
+    eval mode."""
 
     def __init__(self, backend: Backend, path: Path):
         self.backend = backend
@@ -189,18 +203,18 @@ class Model:
         return {"path": str(self.path), "sha256": self.sha256, "config": self.config_name,
                 "loaded_at": self.loaded_at.isoformat(timespec="seconds")}
 
-    def options(self, beam_size: int | None = None, n_best: int = 1, max_len: int | None = None,
+    def options(self, beam_size: int | None = None, n_best: int = 1, max_output_len: int | None = None,
                 length_penalty: float | None = None, batch_size: int | None = None,
                 recase: bool | None = None) -> DecodeConfig:
         """The model's decoding defaults with these changes; the beam widens to `n_best`.
-        `max_len` caps every output at that many tokens (default: 1.5 x source + 10);
+        `max_output_len` caps every output at that many tokens (default: 1.5 x source + 10);
         `recase` switches the source truecaser (decode.recase) on or off."""
         d = dataclasses.replace(self.backend.decode)
         d.n_best = decode_option("n_best", n_best, "n_best")
         d.beam_size = max(decode_option("beam_size", beam_size, "beam_size")
                           if beam_size is not None else d.beam_size, d.n_best)
-        if max_len is not None:
-            d.max_len_a, d.max_len_b = 0.0, decode_option("max_len", max_len, "max_len_b")
+        if max_output_len is not None:
+            d.max_len_a, d.max_len_b = 0.0, decode_option("max_output_len", max_output_len, "max_len_b")
         if length_penalty is not None:
             d.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
         if batch_size is not None:
@@ -212,11 +226,11 @@ class Model:
         return d
 
     def translate(self, lines: list[str], beam_size: int | None = None, n_best: int = 1,
-                  max_len: int | None = None) -> list[str] | list[list[str]]:
+                  max_output_len: int | None = None) -> list[str] | list[list[str]]:
         """The best translation of each line, or its `n_best` best (a list per line) when
         n_best > 1. Inputs longer than the model's limit are truncated (see `translate_n_best`)."""
         out = self._translate(list(_checked_lines("translate", lines)),
-                              self.options(beam_size, n_best, max_len))
+                              self.options(beam_size, n_best, max_output_len))
         if n_best == 1:
             return [hyps[0].text for hyps in out.translations]
         return [[h.text for h in hyps] for hyps in out.translations]

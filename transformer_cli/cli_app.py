@@ -81,13 +81,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Train, evaluate and serve Transformer translation models."""
 
 
-DEVICE_HELP = "auto, cpu, cuda or mps."
-PRECISION_HELP = "fp32 (default: exact), bf16, or auto (bf16 where the hardware is fast at it)."
-
-
-def check_choice(option: str, value: str | None, choices: tuple[str, ...]) -> None:
-    """Refuse an option value outside `choices`, naming the option as the user typed it."""
-    if value is not None and value not in choices:
-        from .errors import UsageError
-
-        raise UsageError(f"{option} must be {', '.join(choices[:-1])} or {choices[-1]} (got {value!r})")
+DEVICE_HELP = "auto (cuda, then mps, then cpu), cpu, cuda or mps."
+PRECISION_HELP = ("fp32 (default: exact), bf16, fp16, or auto (bf16 where the hardware is fast at "
+                  "it, fp16 on older GPUs).")

@@ -99,8 +99,8 @@ def translate(
     n_best: int = typer.Option(1, "--n-best", min=1, help="Print the N best translations per input "
                                "as INDEX<TAB>SCORE<TAB>TEXT lines."),
     length_penalty: float | None = typer.Option(None, "--length-penalty", min=0.0),
-    max_len: int | None = typer.Option(None, "--max-len", min=1, help="Longest output in tokens "
-                                          "(default: 1.5 x source + 10)."),
+    max_output_len: int | None = typer.Option(None, "--max-output-len", min=1, help="Longest "
+                                                 "output in tokens (default: 1.5 x source + 10)."),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Sentences per batch."),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
@@ -119,12 +119,14 @@ def translate(
       tfm translate -c seed.yaml < input.de > output.en
       tfm translate --attention attn.png "Eine Frau liest ein Buch."
     """
-    from .api import load
+    from .api import open_translator, published_model
+    from .config import load_config
     from .errors import UsageError
 
     setup_logging(quiet=False)
-    model = load(checkpoint or config, device, precision)
-    options = model.options(beam_size, n_best, max_len, length_penalty, batch_size, recase)
+    path = checkpoint or published_model(load_config(config).run_dir, config)
+    model = open_translator(path, device, precision)
+    options = model.options(beam_size, n_best, max_output_len, length_penalty, batch_size, recase)
     lines = [_utf8(os.fsencode(arg), f"argument {n}") for n, arg in enumerate(text or [], start=1)]
     from_stdin = not lines or lines == ["-"]
     if attention is not None and (from_stdin or len(lines) != 1):

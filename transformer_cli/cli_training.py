@@ -7,8 +7,8 @@ import sys
 
 import typer
 
-from .cli_app import (CONFIG_HELP, SET_HELP, app, check_choice, guarded,
-                      log, setup_logging)
+from .cli_app import CONFIG_HELP, DEVICE_HELP, SET_HELP, app, guarded, log, setup_logging
+from .errors import check_choice
 
 
 @app.command()
@@ -63,8 +63,8 @@ def preprocess(
 def train(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
-    device: str | None = typer.Option(None, "--device", help="auto, cpu, cuda or mps "
-                                         "(overrides train.device)."),
+    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP[:-1]
+                                      + " (overrides train.device)."),
     restart: bool = typer.Option(False, "--restart", help="Start the run over instead of resuming it."),
     promote: str | None = typer.Option(None, "--promote", help="if-better (default), always or "
                                           "never: when best.pt replaces published.pt."),
@@ -84,12 +84,12 @@ def train(
       torchrun --nproc_per_node 2 -m transformer_cli train -c base.yaml
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
-    from .config import load_config
+    from .config import DEVICES, PROMOTE_POLICIES, load_config
     from .training.run_dir import RunDir
 
     setup_logging(quiet)
-    check_choice("--device", device, ("auto", "cpu", "cuda", "mps"))
-    check_choice("--promote", promote, ("if-better", "always", "never"))
+    check_choice("--device", device, DEVICES)
+    check_choice("--promote", promote, PROMOTE_POLICIES)
     extra = [f"train.device={device}"] if device else []
     extra += [f"train.promote={promote}"] if promote else []
     cfg = load_config(config, [*overrides, *extra])
@@ -155,10 +155,10 @@ def publish(
         raise UsageError(f"no run in {run.path}: train one with `tfm train -c {config}`")
     run.lock()
     try:
-        from .training.promotion import describe_published, rollback as roll_back
+        from .training.promotion import Policy, describe_published, rollback as roll_back
 
         if rollback:
-            typer.echo(roll_back(run, cfg.train.promote))
+            typer.echo(roll_back(run, Policy(cfg.train.promote)))
         typer.echo(describe_published(run))
     finally:
         run.unlock()

@@ -13,12 +13,20 @@ import dataclasses
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 
 from .config_values import ConfigError, apply_override, build_section
 from .errors import UsageError
+
+# Choices named once, for the config's fields and every option that takes the same values.
+Device = Literal["auto", "cpu", "cuda", "mps"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+PromotePolicy = Literal["if-better", "always", "never"]
+DEVICES: tuple[str, ...] = get_args(Device)
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+PROMOTE_POLICIES: tuple[str, ...] = get_args(PromotePolicy)
 
 
 def _bounds(ge: float | None = None, le: float | None = None, gt: float | None = None,
@@ -160,9 +168,9 @@ class TrainConfig:
         "constant", "Learning-rate schedule: constant, or the paper's warmup then 1/sqrt(step).")
     warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
     seed: int = _f(1234, "Seed of weights, dropout and batch order (a run is reproducible).")
-    device: Literal["auto", "cpu", "cuda", "mps"] = _f(
+    device: Device = _f(
         "auto", "auto: cuda, then mps, then cpu.", resumable=True)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = _f(
+    precision: Precision = _f(
         "auto", "auto: bf16 where native (AVX512-BF16/AMX CPUs, Ampere+ GPUs), fp16 + GradScaler "
         "on older GPUs, else fp32.", resumable=True)
     compile: bool = _f(False, "torch.compile the model.", resumable=True)
@@ -195,7 +203,7 @@ class TrainConfig:
     snapshot_every_steps: int | None = _f(None, "Also take a snapshot for averaging every N "
                                           "optimizer steps (null: at epoch ends only).",
                                           resumable=True, ge=1)
-    promote: Literal["if-better", "always", "never"] = _f(
+    promote: PromotePolicy = _f(
         "if-better", "When best.pt replaces published.pt (also --promote).", resumable=True)
     promote_metric: Literal["valid_loss", "valid_bleu"] = _f(
         "valid_loss", "What the gate compares (valid_bleu is used anyway when tokenizers differ).",

@@ -34,6 +34,13 @@ class UsageError(TfmError):
     exit_code = EXIT_USAGE
 
 
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> None:
+    """Refuse a value outside `choices` (None: not given), naming it `name` as the caller
+    spelled it (an option, a keyword argument)."""
+    if value is not None and value not in choices:
+        raise UsageError(f"{name} must be {', '.join(choices[:-1])} or {choices[-1]} (got {value!r})")
+
+
 class BusyError(TfmError):
     """A run directory or data folder is held by another live process (exit 75)."""
 

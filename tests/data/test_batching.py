@@ -42,8 +42,8 @@ def test_collate_frames_each_side_with_its_own_vocabularys_ids():
     assert b.tgt_out.tolist() == [[20, 21, 9, 7, 7], [22, 23, 24, 25, 9]]
 
 
-def test_collate_caps_both_sides_to_max_len_with_their_specials():
-    b = collate(_split(), [1], FRAMING, max_len=3)
+def test_collate_caps_both_sides_to_max_positions_with_their_specials():
+    b = collate(_split(), [1], FRAMING, max_positions=3)
     assert b.src.tolist() == [[13, EOS]]
     assert b.tgt_in.tolist() == [[SOS, 22, 23]] and b.tgt_out.tolist() == [[22, 23, EOS]]
 
@@ -93,5 +93,5 @@ def test_an_augmented_batch_grown_past_its_budget_is_cut_into_micro_batches_that
     assert [4] in parts  # the long one alone: the others are not padded to 32
     for part in parts:
         assert len(part) * (max(len(capitals[i][0]) for i in part) + 2) <= 100 or len(part) == 1
-    # lengths are counted as collate cuts them: max_len 11 leaves 10 ids a side (+2 specials)
-    assert within_budget(capitals, 11 * 12, max_len=11) == [list(range(11))]
+    # lengths are counted as collate cuts them: max_positions 11 leaves 10 ids a side (+2 specials)
+    assert within_budget(capitals, 11 * 12, max_positions=11) == [list(range(11))]

@@ -23,7 +23,7 @@ from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import score_translations
 from transformer_cli.export.ct2_translator import Ct2Translator
 from transformer_cli.export.engine import INT8_WARNING, int8_loses_accuracy_here
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 
 HARD = ["Ein mädchen trägt zwei hunde am park.", "Xylophon Quatsch zzz 123 ÄÖÜ!", "",
         "Zwei hunde.", " ".join(["Ein mann sieht einen ball im park."] * 9)]
@@ -39,9 +39,9 @@ def references(corpus_dir) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pairs(models):
-    """name -> (tfm Translator, float32 export's Ct2Translator), both on 1 CPU thread."""
+    """name -> (tfm TorchTranslator, float32 export's Ct2Translator), both on 1 CPU thread."""
     torch.set_num_threads(1)
-    return {name: (Translator.from_checkpoint(m["checkpoint"], torch.device("cpu")),
+    return {name: (TorchTranslator.from_checkpoint(m["checkpoint"], torch.device("cpu")),
                    Ct2Translator(m["fp32"], "cpu", threads=1)) for name, m in models.items()}
 
 

@@ -13,13 +13,13 @@ from transformer_cli.config import DecodeConfig, ModelConfig
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.tokenizers import TokenizerPair, WordTokenizer
 from transformer_cli.data.vocab import SPECIALS, TFM_IDS, SpecialIds, Vocab
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.model.transformer import Seq2SeqTransformer
 
 CPU = torch.device("cpu")
 
 
-def _translators() -> tuple[Translator, Translator]:
+def _translators() -> tuple[TorchTranslator, TorchTranslator]:
     pairs = sentence_pairs(60, seed=3)
     blank = WordTokenizer.blank("de", lowercase=True)
     words = sorted({t for de, en in pairs for line in (de, en) for t in blank.split([line])[0]})
@@ -39,7 +39,7 @@ def _translators() -> tuple[Translator, Translator]:
     assert sum(k.endswith(by_id) for k in state) >= 2
     reversed_model.load_state_dict(state)
     decode = DecodeConfig(beam_size=1, max_len_b=12)
-    return tuple(Translator(m.eval(), TokenizerPair(WordTokenizer("de", v, True, (), ()),
+    return tuple(TorchTranslator(m.eval(), TokenizerPair(WordTokenizer("de", v, True, (), ()),
                                                     WordTokenizer("en", v, True, (), ()), joint=True),
                             CPU, decode)
                  for m, v in ((model, ours), (reversed_model, theirs)))

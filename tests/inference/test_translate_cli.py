@@ -12,7 +12,7 @@ import torch
 
 from helpers import run_tfm
 from transformer_cli.inference.search import greedy_search, greedy_search_uncached, output_limits
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 
 
 def tr(trained, *args, **kw):
@@ -128,7 +128,7 @@ def test_evaluate_own_files_and_beam(trained, tmp_path):
 
 
 def test_cached_greedy_equals_uncached_on_trained_model(trained):
-    translator = Translator.from_checkpoint(trained["run"] / "best.pt", torch.device("cpu"))
+    translator = TorchTranslator.from_checkpoint(trained["run"] / "best.pt", torch.device("cpu"))
     sources, _ = translator.encode_sources(["Ein mann sieht einen ball.", "Zwei hunde tragen eine blume.",
                                             "Ein kind hält einen hut in der stadt."])
     src = torch.nn.utils.rnn.pad_sequence(sources, batch_first=True, padding_value=1)

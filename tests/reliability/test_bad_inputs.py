@@ -1,6 +1,6 @@
 """Bad configs, options, corpora and checkpoints: one line, a documented exit code, nothing touched.
 
-Each case here was found by running tfm as its users do (issue 13, defects 6-10 and 16); the
+Each case here was found by running tfm as its users do (docs/reliability.md lists them); the
 siblings of each case are tried beside it.
 """
 

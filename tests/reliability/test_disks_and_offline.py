@@ -1,4 +1,4 @@
-"""A full disk, a read-only run folder, and a nightly run with no network (issue 13: 4, 10, 13).
+"""A full disk, a read-only run folder, and a nightly run with no network.
 
 The disks are real: a small tmpfs mounted in a private mount namespace (`unshare`), filled to
 a chosen level, with tfm running inside. Where unprivileged namespaces are not allowed the

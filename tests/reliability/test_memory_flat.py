@@ -1,4 +1,4 @@
-"""`tfm train` as a user starts it keeps its resident memory flat in bf16 (issue 25).
+"""`tfm train` as a user starts it keeps its resident memory flat in bf16 (docs/results.md, "Flat training memory").
 
 A small model on the real Multi30k with base.yaml's batches: under glibc's malloc its RSS
 grows by ~70% between step 25 and step 200 (1.36 -> 2.3 GB on the 2-core Xeon), under the

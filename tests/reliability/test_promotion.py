@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import typing
 
 import pytest
 import torch
 
 from cron_helpers import run_dir, write_cron_config
 from transformer_cli.checkpoint import Checkpoint, read_payload
-from transformer_cli.config import load_config
+from transformer_cli.config import TrainConfig, load_config
 from transformer_cli.data.preprocess import prepare
-from transformer_cli.training.promotion import Decision, Outcome, Scorer, promote
+from transformer_cli.training.promotion import Decision, GateRules, Metric, Outcome, Policy, Scorer, promote
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 
@@ -30,7 +31,7 @@ def models(tmp_path_factory, cron_data):
     # The scorer the session builds for the gate (session.py), here on the CPU in fp32.
     scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, torch.device("cpu"), "fp32")
     good, weak = run_dir(good_cfg), run_dir(weak_cfg)
-    good_loss, weak_loss = (scorer(Checkpoint.read(r / "best.pt"), "valid_loss") for r in (good, weak))
+    good_loss, weak_loss = (scorer(Checkpoint.read(r / "best.pt"), Metric.VALID_LOSS) for r in (good, weak))
     assert good_loss < weak_loss
     return {"good_run": good, "good": good / "best.pt", "weak": weak / "best.pt", "scorer": scorer,
             "data": cron_data}
@@ -50,7 +51,7 @@ def _decisions(run: RunDir) -> list[dict]:
 
 def test_worse_best_is_kept_out_and_the_decision_is_not_repeated(tmp_path, models):
     run = _run_with(tmp_path, published=models["good"], best=models["weak"])
-    decision = promote(run, "if-better", "valid_loss", models["scorer"])
+    decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, models["scorer"])
     assert decision == Decision(Outcome.KEPT, "kept published (it is better)")
     assert run.published.read_bytes() == models["good"].read_bytes()
     [entry] = _decisions(run)
@@ -59,20 +60,20 @@ def test_worse_best_is_kept_out_and_the_decision_is_not_repeated(tmp_path, model
     assert entry["candidate_sha256"] == read_payload(models["weak"])["sha256"]
     assert entry["published_sha256"] == read_payload(models["good"])["sha256"]
     # The next nightly run with the same best.pt does not score or log it again.
-    again = promote(run, "if-better", "valid_loss", models["scorer"])
+    again = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, models["scorer"])
     assert again == Decision(Outcome.ALREADY_DECIDED, f"already decided for this best.pt: {decision}")
     assert len(_decisions(run)) == 1 and run.published.read_bytes() == models["good"].read_bytes()
 
 
 def test_better_best_replaces_published(tmp_path, models):
     run = _run_with(tmp_path, published=models["weak"], best=models["good"])
-    decision = promote(run, "if-better", "valid_loss", models["scorer"])
+    decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, models["scorer"])
     assert decision == Decision(Outcome.PROMOTED, "promoted (at least as good)")
     assert run.published.read_bytes() == models["good"].read_bytes()
     [entry] = _decisions(run)
     assert entry["decision"] == decision.text and entry["candidate"] < entry["published"]
-    assert promote(run, "if-better", "valid_loss", models["scorer"]).outcome is Outcome.ALREADY_DECIDED
-    unchanged = promote(run, "always", "valid_loss", models["scorer"])
+    assert promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, models["scorer"]).outcome is Outcome.ALREADY_DECIDED
+    unchanged = promote(run, Policy.ALWAYS, Metric.VALID_LOSS, models["scorer"])
     assert unchanged == Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
     assert len(_decisions(run)) == 2  # a new policy is a new decision
 
@@ -106,6 +107,17 @@ def test_damaged_best_keeps_published_and_does_not_fail(tmp_path, models):
     data = bytearray(run.best.read_bytes())
     data[len(data) // 2 : len(data) // 2 + 64] = b"\0" * 64
     run.best.write_bytes(bytes(data))
-    assert promote(run, "always", "valid_loss", models["scorer"]) == Decision(
+    assert promote(run, Policy.ALWAYS, Metric.VALID_LOSS, models["scorer"]) == Decision(
         Outcome.NOTHING, "nothing promoted: best.pt is damaged")
     assert run.published.read_bytes() == models["good"].read_bytes()
+
+
+def test_the_gates_policies_and_metrics_are_the_configs_choices():
+    """The config file spells them; the gate branches on members, never on the strings."""
+    hints = typing.get_type_hints(TrainConfig)
+    assert [p.value for p in Policy] == list(typing.get_args(hints["promote"]))
+    assert [m.value for m in Metric] == list(typing.get_args(hints["promote_metric"]))
+    assert Metric.VALID_LOSS.lower_is_better and not Metric.VALID_BLEU.lower_is_better
+    rules = GateRules(margin_loss=0.1, margin_bleu=1.0)
+    assert rules.better(Metric.VALID_LOSS, 2.0, 2.1) and not rules.better(Metric.VALID_LOSS, 2.01, 2.1)
+    assert rules.better(Metric.VALID_BLEU, 31.0, 30.0) and not rules.better(Metric.VALID_BLEU, 30.9, 30.0)

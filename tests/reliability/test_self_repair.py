@@ -17,7 +17,7 @@ from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import load_prepared, prepare
 from transformer_cli.errors import TfmError
-from transformer_cli.training.promotion import Decision, GateRules, Outcome, Scorer, promote
+from transformer_cli.training.promotion import Decision, GateRules, Metric, Outcome, Policy, Scorer, promote
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 
@@ -109,10 +109,10 @@ def test_promotions_keep_history_and_rollback_restores_it(tmp_path, two_models, 
     run.create()
     scorer = two_models["scorer"]
     shutil.copyfile(two_models["weak"], run.best)
-    assert promote(run, "if-better", "valid_loss", scorer) == Decision(
+    assert promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer) == Decision(
         Outcome.PROMOTED, "promoted (none published yet)")
     shutil.copyfile(two_models["good"], run.best)
-    assert promote(run, "if-better", "valid_loss", scorer) == Decision(
+    assert promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer) == Decision(
         Outcome.PROMOTED, "promoted (at least as good)")
     [kept] = list(run.published_history.glob("*.pt"))
     assert kept.read_bytes() == two_models["weak"].read_bytes()
@@ -125,7 +125,7 @@ def test_promotions_keep_history_and_rollback_restores_it(tmp_path, two_models, 
     entry = json.loads(run.promotions.read_text().splitlines()[-1])
     assert entry["decision"].startswith("rolled back to ")
     # The gate does not promote the rolled-back best.pt again on the next run ...
-    again = promote(run, "if-better", "valid_loss", scorer)
+    again = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer)
     assert again.outcome is Outcome.ALREADY_DECIDED
     assert again.text.startswith("already decided for this best.pt")
     # ... and with nothing left in the history, a second rollback says so (exit 2).
@@ -139,14 +139,14 @@ def test_margin_and_minimum_quality_keep_a_marginal_model_out(tmp_path, two_mode
     run.create()
     shutil.copyfile(two_models["good"], run.best)
     strict = GateRules(min_bleu=99.0)
-    decision = promote(run, "if-better", "valid_loss", scorer, strict)
+    decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, strict)
     assert decision.outcome is Outcome.KEPT
     assert decision.text.startswith("kept out: greedy validation BLEU")
     assert "promote_min_bleu=99.0" in decision.text
     assert not run.published.exists()
     shutil.copyfile(two_models["weak"], run.published)
-    weak, good = (scorer(Checkpoint.read(p), "valid_loss") for p in (two_models["weak"], two_models["good"]))
+    weak, good = (scorer(Checkpoint.read(p), Metric.VALID_LOSS) for p in (two_models["weak"], two_models["good"]))
     margin = GateRules(margin_loss=(weak - good) + 0.01)  # better, but not by this much
-    decision = promote(run, "if-better", "valid_loss", scorer, margin)
+    decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, margin)
     assert decision == Decision(Outcome.KEPT, f"kept published (not better by {margin.margin_loss} or more)")
     assert run.published.read_bytes() == two_models["weak"].read_bytes()

@@ -1,7 +1,7 @@
 """SIGTERM is honoured within seconds wherever it lands: validation decoding, preprocessing.
 
 A service manager sends SIGKILL 10-30 s after SIGTERM; tfm used to finish a whole validation
-translation first (2 min 46 s on base.yaml, issue 13). Real processes, real signals.
+translation first (2 min 46 s on base.yaml). Real processes, real signals.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from helpers import sentence_pairs, untrained_checkpoint
-from transformer_cli.api import open_model
+from transformer_cli.api import open_translator
 from transformer_cli.serving.batcher import Batcher
 from transformer_cli.serving.metrics import Metrics
 
@@ -18,8 +18,8 @@ from transformer_cli.serving.metrics import Metrics
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("batcher")
-    return (open_model(untrained_checkpoint(folder / "a.pt"), "cpu"),
-            open_model(untrained_checkpoint(folder / "b.pt", d_ff=48, n_decoder_layers=2), "cpu"))
+    return (open_translator(untrained_checkpoint(folder / "a.pt"), "cpu"),
+            open_translator(untrained_checkpoint(folder / "b.pt", d_ff=48, n_decoder_layers=2), "cpu"))
 
 
 def serve_requests(requests, batch_tokens: int) -> tuple[list, Metrics]:

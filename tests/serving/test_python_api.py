@@ -1,8 +1,9 @@
-"""The Python API: `tfm.load(...)` and `Model.translate`, as a user calls them."""
+"""The Python API: `tfm.load(...)` and `Translator.translate`, as a user calls them."""
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import subprocess
 import sys
 
@@ -15,17 +16,23 @@ from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config import DecodeConfig
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.errors import UsageError
-from transformer_cli.inference.translate import Translator, model_from_checkpoint
+from transformer_cli.inference.translate import TorchTranslator, model_from_checkpoint
 from transformer_cli.model.transformer import Seq2SeqTransformer
 
 
-def test_load_by_config_or_path_and_translate(trained, model):
+def test_load_by_config_or_path_and_translate(trained, model, tmp_path):
     by_config = tfm.load(str(trained["config"]), device="cpu")
     assert by_config.path == trained["run"] / "published.pt" and by_config.sha256 == model.sha256
+    # What a file is decides, not its name: a checkpoint called *.yaml, a config called *.pt.
+    odd_checkpoint, odd_config = tmp_path / "model.yaml", tmp_path / "config.pt"
+    shutil.copyfile(trained["run"] / "published.pt", odd_checkpoint)
+    shutil.copyfile(trained["config"], odd_config)
+    assert tfm.load(odd_checkpoint, device="cpu").path == odd_checkpoint
+    assert tfm.load(odd_config, device="cpu").path == trained["run"] / "published.pt"
     assert model.translate(["Ein mann sieht einen ball.", ""]) == ["A man sees a ball.", ""]
     best = model.translate(["Ein mann sieht einen ball."], beam_size=4, n_best=3)
     assert len(best) == 1 and len(best[0]) == 3 and best[0][0] == "A man sees a ball."
-    full, short = model.translate(SENTENCES), model.translate(SENTENCES, max_len=3)
+    full, short = model.translate(SENTENCES), model.translate(SENTENCES, max_output_len=3)
     assert all(len(s) < len(f) and f.startswith(s) for s, f in zip(short, full))
 
 
@@ -61,14 +68,17 @@ def test_mistakes_are_clear_errors(trained, tmp_path, model):
         model.translate("Ein mann.")
     with pytest.raises(UsageError, match="beam_size must be an integer >= 1"):
         model.translate(["Ein mann."], beam_size=0)
-    with pytest.raises(UsageError, match="precision must be"):
+    with pytest.raises(UsageError, match="precision must be auto, fp32, bf16 or fp16 .got 'fp8'."):
         tfm.load(trained["run"] / "published.pt", precision="fp8")
+    half = tfm.load(trained["run"] / "published.pt", device="cpu", precision="fp16")  # as training takes
+    assert half.translate(["Ein mann sieht einen ball."]) == ["A man sees a ball."]
     empty = tmp_path / "none.yaml"
     empty.write_text(trained["config"].read_text().replace(str(trained["work"] / "checkpoints"),
                                                            str(tmp_path / "nothing")))
     with pytest.raises(UsageError, match="no model in .*published.pt or best.pt"):
         tfm.load(str(empty))
-    with pytest.raises(UsageError, match="checkpoint not found"):
+    with pytest.raises(UsageError, match="missing.pt: no such model file or export folder, and "
+                                         "config file not found"):
         tfm.load(tmp_path / "missing.pt")
 
 
@@ -80,7 +90,7 @@ def test_decoding_leaves_the_callers_train_mode_alone(trained):
     net.load_state_dict(trained_net.state_dict())
     net.encoder.eval()  # a mixed state must survive too
     modes = {name: m.training for name, m in net.named_modules()}
-    translator = Translator(net, tokenizers, torch.device("cpu"), DecodeConfig())
+    translator = TorchTranslator(net, tokenizers, torch.device("cpu"), DecodeConfig())
     first = translator.translate(SENTENCES).translations
     again = translator.translate(SENTENCES).translations
     translator.cross_attention(SENTENCES[0], first[0][0])

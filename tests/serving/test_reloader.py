@@ -9,7 +9,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 from helpers import untrained_checkpoint
-from transformer_cli.api import open_model
+from transformer_cli.api import open_translator
 from transformer_cli.serving.metrics import Metrics
 from transformer_cli.serving.reloader import ModelWatcher
 
@@ -17,7 +17,7 @@ from transformer_cli.serving.reloader import ModelWatcher
 def test_new_damaged_and_vanished_files(tmp_path):
     served = untrained_checkpoint(tmp_path / "published.pt")
     other = untrained_checkpoint(tmp_path / "other.pt", d_ff=48)
-    first = open_model(served, "cpu")
+    first = open_translator(served, "cpu")
     metrics = Metrics()
 
     def replace(source: bytes) -> None:  # as `tfm train` promotes: a new file renamed into place
@@ -27,7 +27,7 @@ def test_new_damaged_and_vanished_files(tmp_path):
     async def scenario() -> list:
         seen = []
         with ThreadPoolExecutor(1) as reload_thread:
-            watcher = ModelWatcher(first, lambda p: open_model(p, "cpu"), 0.02, reload_thread, metrics)
+            watcher = ModelWatcher(first, lambda p: open_translator(p, "cpu"), 0.02, reload_thread, metrics)
             polling = asyncio.create_task(watcher.run())
 
             async def settle() -> None:
@@ -45,7 +45,7 @@ def test_new_damaged_and_vanished_files(tmp_path):
             polling.cancel()
         return seen
 
-    second = open_model(other, "cpu").sha256
+    second = open_translator(other, "cpu").sha256
     assert asyncio.run(scenario()) == [(second, False), (second, False), (second, True), (second, False)]
     reloads = {r: metrics.registry.get_sample_value("tfm_model_reloads_total", {"result": r})
                for r in ("ok", "failed")}

@@ -15,9 +15,9 @@ LIMITS = ServeConfig(max_inputs=3, max_beam_size=4)
 
 @pytest.mark.parametrize("body, expected", [
     ({"inputs": "Ein Hund."}, TranslateRequest(["Ein Hund."], {})),
-    ({"inputs": ["a", "b"], "parameters": {"beam_size": 4, "n_best": 2, "max_len": 16384,
+    ({"inputs": ["a", "b"], "parameters": {"beam_size": 4, "n_best": 2, "max_output_len": 16384,
                                           "length_penalty": 0.5}},
-     TranslateRequest(["a", "b"], {"beam_size": 4, "n_best": 2, "max_len": 16384, "length_penalty": 0.5})),
+     TranslateRequest(["a", "b"], {"beam_size": 4, "n_best": 2, "max_output_len": 16384, "length_penalty": 0.5})),
     ({"inputs": ["a"], "parameters": {"beam_size": None}}, TranslateRequest(["a"], {})),  # null: default
     ({"inputs": ["a"], "parameters": None}, TranslateRequest(["a"], {})),
 ])
@@ -37,7 +37,8 @@ def test_accepted_shapes(body, expected):
     ({"inputs": "a", "parameters": {"temperature": 1}}, 422, "unknown parameter(s): temperature"),
     ({"inputs": "a", "parameters": {"beam_size": 5}}, 422, "from 1 to 4 (serve.max_beam_size)"),
     ({"inputs": "a", "parameters": {"beam_size": True}}, 422, "beam_size must be an integer"),
-    ({"inputs": "a", "parameters": {"max_len": 16385}}, 422, "max_len must be an integer from 1 to 16384"),
+    ({"inputs": "a", "parameters": {"max_output_len": 16385}}, 422,
+     "max_output_len must be an integer from 1 to 16384"),
     ({"inputs": "a", "parameters": {"length_penalty": -1}}, 422, "length_penalty must be a number"),
 ])
 def test_refusals_name_the_problem(body, status, words):

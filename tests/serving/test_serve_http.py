@@ -21,7 +21,7 @@ def test_translate_one_and_many(served, model):
     r = served.post("/translate", json={"inputs": SENTENCES + [""]})
     assert [x["translation_text"] for x in r.json()] == model.translate(SENTENCES) + [""]
     r = served.post("/translate", json={"inputs": ["Ein mann sieht einen ball.", "Eine frau malt."],
-                                        "parameters": {"beam_size": 4, "n_best": 2, "max_len": 20}})
+                                        "parameters": {"beam_size": 4, "n_best": 2, "max_output_len": 20}})
     first, second = r.json()
     assert first["translation_text"] == "A man sees a ball." and len(first["alternatives"]) == 2
     scores = [a["score"] for a in first["alternatives"]]
@@ -77,7 +77,7 @@ BAD_INPUTS = [  # (body as bytes, status, words the error must contain)
     (b'{"inputs": "x", "parameters": {"beam_size": 2.5}}', 422, "beam_size must be an integer"),
     (b'{"inputs": "x", "parameters": {"beam_size": true}}', 422, "beam_size must be an integer"),
     (b'{"inputs": "x", "parameters": {"n_best": 9}}', 422, "n_best must be an integer from 1 to 6"),
-    (b'{"inputs": "x", "parameters": {"max_len": 0}}', 422, "max_len must be an integer"),
+    (b'{"inputs": "x", "parameters": {"max_output_len": 0}}', 422, "max_output_len must be an integer"),
     (b'{"inputs": "x", "parameters": {"length_penalty": -1}}', 422, "length_penalty must be a number"),
     (b'{"inputs": "\\ud800 kaputt"}', 422, "unpaired surrogate"),
     (json.dumps({"inputs": ["Ein mann."] * 9}).encode(), 413, "at most 8 per request"),

@@ -61,7 +61,7 @@ def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_s
     server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
                           "--set", "serve.threads=1")
     long = " ".join(["ein mann sieht einen ball"] * 20)  # truncated to the model's 63 tokens
-    heavy = {"inputs": [long] * 8, "parameters": {"beam_size": 6, "max_len": 64}}  # ~0.1-1 s each
+    heavy = {"inputs": [long] * 8, "parameters": {"beam_size": 6, "max_output_len": 64}}  # ~0.1-1 s each
 
     async def scenario() -> tuple[list[httpx.Response], BaseException | None]:
         async with httpx.AsyncClient(base_url=server.url, timeout=60) as client:
@@ -84,7 +84,7 @@ def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_s
             return await asyncio.gather(*sent), refused
 
     replies, refused = asyncio.run(scenario())
-    expected = model.translate([long], beam_size=6, max_len=64)[0]
+    expected = model.translate([long], beam_size=6, max_output_len=64)[0]
     assert [r.status_code for r in replies] == [200] * 4
     assert all(x["translation_text"] == expected for r in replies for x in r.json())
     assert isinstance(refused, httpx.ConnectError), "a new connection was accepted while draining"

@@ -1,5 +1,5 @@
 """Training on per-batch augmented data: with source noise (made in DataLoader workers) a
-resumed run equals an uninterrupted one (issue 12's resume requirement); with subword
+resumed run equals an uninterrupted one (resuming never changes a run); with subword
 sampling as well (SentencePiece's draws, which do not repeat) it resumes and learns."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The fp16 + GradScaler path (run on the CPU), default threads, and what validation decoding
-reports (issue 13, build items 2, 3 and 5). The precision choice itself: tests/test_device.py."""
+reports. The precision choice itself: tests/test_device.py."""
 
 from __future__ import annotations
 

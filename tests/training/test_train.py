@@ -9,7 +9,7 @@ from helpers import sentence_pairs, write_config, write_corpus
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config import load_config
 from transformer_cli.data.preprocess import prepare
-from transformer_cli.inference.translate import Translator
+from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss, symmetric_kl
 from transformer_cli.training.distributed import DistContext
 from transformer_cli.training.build import build_trainer
@@ -67,7 +67,7 @@ def test_tiny_model_overfits_a_handful_of_pairs(tmp_path):
     cfg.data.min_train_pairs = 8  # deliberately tiny: overfitting is the point
     run_training(cfg)
     prepared, _ = prepare(cfg)
-    translator = Translator.from_checkpoint(cfg.run_dir / "best.pt", torch.device("cpu"))
+    translator = TorchTranslator.from_checkpoint(cfg.run_dir / "best.pt", torch.device("cpu"))
     pairs = sentence_pairs(8, seed=0)
     outputs = [t[0].text for t in translator.translate([de for de, _ in pairs]).translations]
     assert outputs == [en for _, en in pairs]

@@ -47,14 +47,14 @@ def pad_batch(seqs: Sequence[torch.Tensor], pad: int) -> torch.Tensor:
                                            padding_value=pad)
 
 
-def collate_pairs(pairs: Sequence[IdPair], framing: Framing, max_len: int | None = None) -> Batch:
+def collate_pairs(pairs: Sequence[IdPair], framing: Framing, max_positions: int | None = None) -> Batch:
     """Pad id pairs into a batch: the source gets `<eos>`, the target `<sos>`…`<eos>`, both
     `<pad>`, with `framing`'s ids.
 
-    `max_len` caps each side (including the added specials) to the model's positions.
+    `max_positions` caps each side (including the added specials) to the model's positions.
     """
     s_ids, t_ids = framing.src, framing.tgt
-    limit = None if max_len is None else max_len - 1  # room for the added <sos> or <eos>
+    limit = None if max_positions is None else max_positions - 1  # room for the added <sos> or <eos>
     sources = [np.asarray(s)[:limit] for s, _ in pairs]
     targets = [np.asarray(t)[:limit] for _, t in pairs]
     src = np.full((len(pairs), max(map(len, sources), default=0) + 1), s_ids.pad, dtype=np.int64)
@@ -71,9 +71,9 @@ def collate_pairs(pairs: Sequence[IdPair], framing: Framing, max_len: int | None
 
 
 def collate(split: TokenPairs, indices: Sequence[int] | np.ndarray, framing: Framing,
-            max_len: int | None = None) -> Batch:
+            max_positions: int | None = None) -> Batch:
     """The pairs of `split` at `indices`, padded (see `collate_pairs`)."""
-    return collate_pairs([split.pair(int(i)) for i in indices], framing, max_len)
+    return collate_pairs([split.pair(int(i)) for i in indices], framing, max_positions)
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -106,13 +106,13 @@ def _token_budget_ends(longest: np.ndarray, budget: int) -> list[int]:
     return ends
 
 
-def within_budget(pairs: Sequence[IdPair], budget: int, max_len: int | None = None) -> list[list[int]]:
+def within_budget(pairs: Sequence[IdPair], budget: int, max_positions: int | None = None) -> list[list[int]]:
     """`pairs` (positions in the list) cut into groups of at most `budget` padded tokens each,
     in (target, source) length order, by the planner's rule; one group, in the given order,
     when they all fit.
     For a batch whose augmented pairs grew past the budget it was planned for: one sentence
     that became much longer (a source in capitals) no longer widens all the others."""
-    cap = None if max_len is None else max_len - 1
+    cap = None if max_positions is None else max_positions - 1
     src = np.array([len(s) for s, _ in pairs], dtype=np.int64).clip(max=cap)
     tgt = np.array([len(t) for _, t in pairs], dtype=np.int64).clip(max=cap)
     if (np.maximum(src, tgt).max(initial=0) + 2) * len(pairs) <= budget:

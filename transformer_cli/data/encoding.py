@@ -27,14 +27,14 @@ class EncodeSettings:
     """How a split is encoded."""
 
     dtype: str  # of the ids (shards.id_dtype)
-    max_len: int | None = None  # pairs with a longer side are dropped (training only)
+    train_max_len: int | None = None  # pairs with a longer side are dropped (training only)
     count_spellings: bool = False  # count the kept sources' spellings (training only)
 
 
 @dataclass
 class EncodedResult:
     chunk: EncodedChunk
-    too_long: int  # pairs dropped by max_len
+    too_long: int  # pairs dropped by train_max_len
     unknown: tuple[int, int]  # <unk> ids, source and target
     spellings: Counter[str] = field(default_factory=Counter)
 
@@ -72,13 +72,13 @@ def _text(lines: list[str]) -> tuple[bytes, np.ndarray]:
 
 
 def encode_chunk(chunk: Chunk) -> EncodedResult:
-    """The chunk's pairs encoded (those with a side longer than `max_len` dropped)."""
+    """The chunk's pairs encoded (those with a side longer than `train_max_len` dropped)."""
     assert _pair is not None and _settings is not None, "setup() first"
     sources, targets = chunk
     src_ids, tgt_ids = _pair.src.encode_batch(sources), _pair.tgt.encode_batch(targets)
     too_long = 0
-    if _settings.max_len is not None:
-        limit = _settings.max_len
+    if _settings.train_max_len is not None:
+        limit = _settings.train_max_len
         kept = [i for i, (a, b) in enumerate(zip(src_ids, tgt_ids)) if len(a) <= limit and len(b) <= limit]
         too_long = len(src_ids) - len(kept)
         if too_long:

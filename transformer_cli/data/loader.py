@@ -34,10 +34,10 @@ class EpochBatches(torch.utils.data.Dataset):
     one or more padded micro-batches (see `__getitem__`)."""
 
     def __init__(self, split: ShardedSplit, batches: list[np.ndarray], numbers: list[int],
-                 augmentation: Augmentation, seed: int, epoch: int, max_len: int,
+                 augmentation: Augmentation, seed: int, epoch: int, max_positions: int,
                  batch_tokens: int | None):
         self.split, self.batches, self.numbers = split, batches, numbers
-        self.augmentation, self.seed, self.epoch, self.max_len = augmentation, seed, epoch, max_len
+        self.augmentation, self.seed, self.epoch, self.max_positions = augmentation, seed, epoch, max_positions
         self.batch_tokens = batch_tokens
         self.framing = augmentation.tokenizers.framing
 
@@ -52,13 +52,13 @@ class EpochBatches(torch.utils.data.Dataset):
         without padding every sentence to the widest."""
         indices = self.batches[k]
         if not self.augmentation.active:
-            return [collate(self.split, indices, self.framing, self.max_len)]
+            return [collate(self.split, indices, self.framing, self.max_positions)]
         seed = batch_seed(self.seed, self.epoch, self.numbers[k])
         pairs = self.augmentation.pairs(self.split, indices, seed)
         if self.batch_tokens is None:
-            return [collate_pairs(pairs, self.framing, self.max_len)]
-        parts = within_budget(pairs, int(MICRO_BATCH_SLACK * self.batch_tokens), self.max_len)
-        return [collate_pairs([pairs[i] for i in part], self.framing, self.max_len) for part in parts]
+            return [collate_pairs(pairs, self.framing, self.max_positions)]
+        parts = within_budget(pairs, int(MICRO_BATCH_SLACK * self.batch_tokens), self.max_positions)
+        return [collate_pairs([pairs[i] for i in part], self.framing, self.max_positions) for part in parts]
 
 
 def _in_worker(_: int) -> None:

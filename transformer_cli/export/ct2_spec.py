@@ -4,7 +4,7 @@ Python API (`ctranslate2.specs`), weight by weight:
     tfm                                              CTranslate2 spec
     TokenEmbedding.embedding.weight                  {encoder,decoder}/embeddings/weight
     TokenEmbedding.scale (√d_model, as a float)      {encoder,decoder}/scale_embeddings
-    positions(0, max_len), written out               {encoder,decoder}/position_encodings/encodings
+    positions(0, max_positions), written out               {encoder,decoder}/position_encodings/encodings
     self_attn.q_proj ‖ self_attn.kv_proj (q, k, v)   layer_N/self_attention/linear_0 (fused QKV)
     cross_attn.q_proj, cross_attn.kv_proj (k, v)     layer_N/attention/linear_0, linear_1 (fused KV)
     self_attn.out_proj, cross_attn.out_proj          layer_N/self_attention/linear_1, attention/linear_2
@@ -121,24 +121,24 @@ def _feed_forward(spec: Any, ff: PositionwiseFeedForward, norm: nn.LayerNorm) ->
     _norm(spec.layer_norm, norm)
 
 
-def _inputs(spec: Any, embeddings_spec: Any, stack: Encoder | Decoder, max_len: int) -> None:
-    """Token embeddings, their scale and the positional table [max_len, d_model]."""
+def _inputs(spec: Any, embeddings_spec: Any, stack: Encoder | Decoder, max_positions: int) -> None:
+    """Token embeddings, their scale and the positional table [max_positions, d_model]."""
     embeddings_spec.weight = stack.embed.weight
     spec.scale_embeddings = float(stack.embed.scale)
-    spec.position_encodings.encodings = stack.positions(0, max_len).detach().clone()
+    spec.position_encodings.encodings = stack.positions(0, max_positions).detach().clone()
     if not isinstance(stack.final_norm, nn.Identity):
         _norm(spec.layer_norm, stack.final_norm)
 
 
-def _encoder(spec: Any, encoder: Encoder, max_len: int) -> None:
-    _inputs(spec, spec.embeddings[0], encoder, max_len)
+def _encoder(spec: Any, encoder: Encoder, max_positions: int) -> None:
+    _inputs(spec, spec.embeddings[0], encoder, max_positions)
     for layer_spec, layer in zip(spec.layer, encoder.layers):
         _attention(layer_spec.self_attention, layer.self_attn, layer.attn_block.norm, True)
         _feed_forward(layer_spec.ffn, layer.feed_forward, layer.ff_block.norm)
 
 
-def _decoder(spec: Any, decoder: Decoder, generator: nn.Linear, max_len: int) -> None:
-    _inputs(spec, spec.embeddings, decoder, max_len)
+def _decoder(spec: Any, decoder: Decoder, generator: nn.Linear, max_positions: int) -> None:
+    _inputs(spec, spec.embeddings, decoder, max_positions)
     for layer_spec, layer in zip(spec.layer, decoder.layers):
         _attention(layer_spec.self_attention, layer.self_attn, layer.self_block.norm, True)
         _attention(layer_spec.attention, layer.cross_attn, layer.cross_block.norm, False)

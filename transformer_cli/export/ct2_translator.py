@@ -2,7 +2,7 @@
 
 `Ct2Translator` is a `TextTranslator`: tfm's own tokenization, truncation, batching and
 detokenization around `ctranslate2.Translator`, so its text is identical in form to the torch
-`Translator`'s. Ids cross the boundary as the vocabulary's token strings (the export's
+`TorchTranslator`'s. Ids cross the boundary as the vocabulary's token strings (the export's
 vocabulary is tfm's, id for id), and CTranslate2 appends the source's `<eos>` itself.
 
 Output lengths follow tfm's rule (at most a·src_len + b tokens including `<eos>`, capped at the
@@ -49,7 +49,7 @@ class Ct2Translator(TextTranslator):
             raise UsageError("--device cuda: no CUDA GPU is visible to CTranslate2")
         manifest, tokenizers = read_export(folder)
         try:
-            self.max_len = int(manifest["model"]["config"]["max_len"])
+            self.max_positions = int(manifest["model"]["config"]["max_len"])
             if decode is None:
                 decode = build_section(DecodeConfig, manifest["config"].get("decode", {}), "decode")
             # "sha256" names what is loaded (the export: its manifest holds every file's sha256),
@@ -58,7 +58,7 @@ class Ct2Translator(TextTranslator):
                         **{k: manifest[k] for k in ("checkpoint_sha256", "config", "metrics", "model")}}
         except (KeyError, TypeError, ValueError, AttributeError, UsageError) as e:
             raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
-        super().__init__(tokenizers, decode, self.max_len, metadata)
+        super().__init__(tokenizers, decode, self.max_positions, metadata)
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
@@ -82,7 +82,7 @@ class Ct2Translator(TextTranslator):
 
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
         limits = output_limits(torch.tensor([len(s) for s in sources]), d.max_len_a, d.max_len_b,
-                               cap=self.max_len).tolist()
+                               cap=self.max_positions).tolist()
         greedy = d.beam_size == 1
         penalty = 1.0 if greedy else d.length_penalty  # tfm's greedy score is per token
         results = self.engine.translate_batch(
@@ -124,7 +124,7 @@ class Ct2Translator(TextTranslator):
         """By CTranslate2's `score_batch`, in one call (`check_stop` is called before it)."""
         if check_stop is not None:
             check_stop()
-        limit = self.max_len - 1
+        limit = self.max_positions - 1
         sources, targets = [], []
         for i in range(len(split)):
             src, tgt = split.pair(i)

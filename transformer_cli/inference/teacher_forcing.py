@@ -36,7 +36,7 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
 
 def corpus_nll(model: Seq2SeqTransformer, split: TokenPairs, device: torch.device,
                dtype: torch.dtype | None, batch_tokens: int = VALID_BATCH_TOKENS,
-               max_len: int | None = None, shard: tuple[int, int] = (0, 1),
+               max_positions: int | None = None, shard: tuple[int, int] = (0, 1),
                check_stop: Callable[[], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed NLL and target-token count over a split (or this rank's `shard` of it), framed
     with the model's special ids.
@@ -54,7 +54,7 @@ def corpus_nll(model: Seq2SeqTransformer, split: TokenPairs, device: torch.devic
         for indices in batches:
             if check_stop:
                 check_stop()
-            b = collate(split, indices, framing, max_len).to(device)
+            b = collate(split, indices, framing, max_positions).to(device)
             with autocast(device, dtype):
                 logits = model(b.src, b.tgt_in)  # [batch, tgt_len, vocab]
             nll += sequence_loss(logits.float(), b.tgt_out, framing.tgt.pad)[1]  # fp32: exact reported loss

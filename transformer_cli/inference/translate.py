@@ -1,5 +1,5 @@
 """Text in, text out: the backend interface (`TextTranslator`) and its torch backend
-(`Translator`: a checkpoint's model and tokenizers)."""
+(`TorchTranslator`: a checkpoint's model and tokenizers)."""
 
 from __future__ import annotations
 
@@ -45,13 +45,13 @@ Metadata = dict[str, Any]  # what was loaded: "sha256", "model", "config", "metr
 class TextTranslator(ABC):
     """The backend interface: lines of text in, results out, every call returning its results.
     It does the text side (tokenization, truncation of long inputs, length-sorted batches,
-    detokenization); subclasses run the network: `Translator` on torch, `export.ct2_translator.
+    detokenization); subclasses run the network: `TorchTranslator` on torch, `export.ct2_translator.
     Ct2Translator` on CTranslate2. `api.open_backend` is the one place that opens either."""
 
-    def __init__(self, tokenizers: TokenizerPair, decode: DecodeConfig, max_len: int, metadata: Metadata):
+    def __init__(self, tokenizers: TokenizerPair, decode: DecodeConfig, max_positions: int, metadata: Metadata):
         self.tokenizers = tokenizers
         self.decode = decode  # the decoding defaults stored with the model
-        self.max_src_len = max_len - 1  # room for <eos>
+        self.max_src_len = max_positions - 1  # room for <eos>
         self.metadata = metadata
 
     def encode_sources(self, lines: list[str], recase: bool | None = None
@@ -117,7 +117,7 @@ class TextTranslator(ABC):
         source encoded as it was translated (`recase`: see encode_sources)."""
 
 
-class Translator(TextTranslator):
+class TorchTranslator(TextTranslator):
     """Translates lines of text with a trained model on torch; long inputs are truncated."""
 
     def __init__(self, model: Seq2SeqTransformer, tokenizers: TokenizerPair, device: torch.device,
@@ -129,13 +129,13 @@ class Translator(TextTranslator):
 
     @classmethod
     def from_checkpoint(cls, path: Path, device: torch.device, decode: DecodeConfig | None = None,
-                        dtype: torch.dtype | None = None) -> Translator:
+                        dtype: torch.dtype | None = None) -> TorchTranslator:
         """The checkpoint file at `path`, verified on the way in."""
         return cls.load(Checkpoint.read(path), device, decode, dtype, path)
 
     @classmethod
     def load(cls, checkpoint: Checkpoint, device: torch.device, decode: DecodeConfig | None = None,
-             dtype: torch.dtype | None = None, path: Path | None = None) -> Translator:
+             dtype: torch.dtype | None = None, path: Path | None = None) -> TorchTranslator:
         """`checkpoint`'s model with its decoding defaults, unless `decode` replaces them
         (`path`, the file it was read from, is named in errors)."""
         model, tokenizers = model_from_checkpoint(checkpoint, path)
@@ -172,5 +172,5 @@ class Translator(TextTranslator):
     def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None
                    ) -> tuple[float, int]:
         nll, tokens = corpus_nll(self.model, split, self.device, self.dtype,
-                                 max_len=self.model.config.max_len, check_stop=check_stop)
+                                 max_positions=self.model.config.max_len, check_stop=check_stop)
         return float(nll), int(tokens)

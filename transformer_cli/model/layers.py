@@ -57,12 +57,12 @@ class TokenEmbedding(nn.Module):
 class SinusoidalPositionalEncoding(nn.Module):
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (§3.5)."""
 
-    def __init__(self, d_model: int, max_len: int):
+    def __init__(self, d_model: int, max_positions: int):
         super().__init__()
-        position = torch.arange(max_len, dtype=torch.float32)[:, None]
+        position = torch.arange(max_positions, dtype=torch.float32)[:, None]
         inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32)
                              * (-math.log(10000.0) / d_model))
-        table = torch.zeros(max_len, d_model)
+        table = torch.zeros(max_positions, d_model)
         table[:, 0::2] = torch.sin(position * inv_freq)
         table[:, 1::2] = torch.cos(position * inv_freq)
         self.register_buffer("table", table, persistent=False)
@@ -73,11 +73,11 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """A trained vector per position, as in the notebook (limited to `max_len` positions)."""
+    """A trained vector per position, as in the notebook (limited to `max_positions` positions)."""
 
-    def __init__(self, d_model: int, max_len: int):
+    def __init__(self, d_model: int, max_positions: int):
         super().__init__()
-        self.embedding = nn.Embedding(max_len, d_model)
+        self.embedding = nn.Embedding(max_positions, d_model)
 
     def forward(self, start: int, length: int) -> Tensor:
         """[length, d_model]."""

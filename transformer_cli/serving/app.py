@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
-from ..api import Model, Output
+from ..api import Translator, Output
 from ..config import ServeConfig
 from .batcher import Batcher
 from .guard import Guard
@@ -55,7 +55,7 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _items(out: Output, model: Model) -> list[dict[str, Any]]:
+def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
     """One response item per input line."""
     items: list[dict[str, Any]] = [{"translation_text": hyps[0].text} for hyps in out.translations]
     for item, hyps in zip(items, out.translations):
@@ -99,7 +99,7 @@ def create_app(server: Server) -> FastAPI:
         return _error(500, f"internal error ({type(e).__name__}); see the server log")
 
     async def parsed(request: Request, parse: Callable[[Any, ServeConfig], TranslateRequest]
-                     ) -> tuple[TranslateRequest, Model]:
+                     ) -> tuple[TranslateRequest, Translator]:
         body = await read_body(request.headers.get("content-length"), request.stream(),
                                server.limits.max_bytes, server.limits.body_timeout_s)
         req = parse(parse_json(body), server.limits)

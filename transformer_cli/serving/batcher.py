@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from ..allocator import release_freed_memory
-from ..api import Model, Output, Sources
+from ..api import Translator, Output, Sources
 from ..config import DecodeConfig
 from .metrics import Metrics
 
@@ -39,7 +39,7 @@ IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes 
 class Job:
     sources: Sources  # the request's lines, tokenized once, by `model`, with `options`
     options: DecodeConfig
-    model: Model  # the one the request was accepted with, which decodes it
+    model: Translator  # the one the request was accepted with, which decodes it
     done: asyncio.Future  # -> Output: the lines' translations
 
     @property
@@ -56,7 +56,7 @@ class Batcher:
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
         self._decoded_since_idle = False
 
-    async def translate(self, lines: list[str], options: DecodeConfig, model: Model) -> Output:
+    async def translate(self, lines: list[str], options: DecodeConfig, model: Translator) -> Output:
         """Queue `lines` for the next batches, to be decoded by `model` with `options` (built
         from that model's defaults); returns their Output. The lines are tokenized here, once:
         for the token budget and for decoding."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from pathlib import Path
 
-from ..api import Model
+from ..api import Translator
 from .metrics import Metrics
 
 log = logging.getLogger("tfm")
@@ -35,16 +35,16 @@ def file_identity(path: Path) -> FileIdentity | None:
 
 
 class ModelWatcher:
-    def __init__(self, model: Model, open_model: Callable[[Path], Model], poll_s: float,
+    def __init__(self, model: Translator, open_translator: Callable[[Path], Translator], poll_s: float,
                  executor: Executor, metrics: Metrics):
         self.current = model
         self.path = model.path
-        self._open, self._poll_s, self._executor, self._metrics = open_model, poll_s, executor, metrics
+        self._open, self._poll_s, self._executor, self._metrics = open_translator, poll_s, executor, metrics
         self._seen = file_identity(self.path)
         self.file_missing = False  # set while the file is gone (the model loaded from it serves)
         self._published(model)
 
-    def _published(self, model: Model) -> None:
+    def _published(self, model: Translator) -> None:
         self._metrics.model.info({k: str(v) for k, v in model.info().items()})
 
     async def run(self) -> None:

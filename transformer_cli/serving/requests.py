@@ -4,7 +4,7 @@ status to answer (400, 408, 413, 422) and one line naming it.
 `POST /translate` takes the Hugging Face translation-task shape:
 
     {"inputs": "text" | ["text", ...],
-     "parameters": {"beam_size": 5, "n_best": 1, "max_len": 100, "length_penalty": 1.0}}
+     "parameters": {"beam_size": 5, "n_best": 1, "max_output_len": 100, "length_penalty": 1.0}}
 
 `POST /attention` takes the same shape with one non-empty sentence.
 """
@@ -20,7 +20,7 @@ from typing import Any
 from ..api import decode_bounds
 from ..config import ServeConfig
 
-PARAMETERS = ("beam_size", "n_best", "max_len", "length_penalty")
+PARAMETERS = ("beam_size", "n_best", "max_output_len", "length_penalty")
 # The bounds a config file has (decode.max_len_b, decode.length_penalty), as for every entry point.
 MAX_OUTPUT_TOKENS = decode_bounds("max_len_b")[1]
 MAX_LENGTH_PENALTY = decode_bounds("length_penalty")[1]
@@ -37,7 +37,7 @@ class ClientError(Exception):
 @dataclass
 class TranslateRequest:
     lines: list[str]
-    parameters: dict[str, Any]  # keyword arguments of `Model.options`
+    parameters: dict[str, Any]  # keyword arguments of `Translator.options`
 
 
 async def read_body(content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int,
@@ -118,8 +118,8 @@ def _parameters(raw: Any, limits: ServeConfig) -> dict[str, Any]:
         _integer("beam_size", params["beam_size"], 1, limits.max_beam_size, beam_limit)
     if "n_best" in params:
         _integer("n_best", params["n_best"], 1, limits.max_beam_size, beam_limit)
-    if "max_len" in params:
-        _integer("max_len", params["max_len"], 1, MAX_OUTPUT_TOKENS)
+    if "max_output_len" in params:
+        _integer("max_output_len", params["max_output_len"], 1, MAX_OUTPUT_TOKENS)
     if "length_penalty" in params:
         lp = params["length_penalty"]
         if not isinstance(lp, (int, float)) or isinstance(lp, bool) or not 0 <= lp <= MAX_LENGTH_PENALTY:

@@ -16,7 +16,7 @@ import torch
 import uvicorn
 
 from .. import allocator
-from ..api import Model, open_model
+from ..api import Translator, open_translator
 from ..config import ServeConfig
 from ..device import default_threads
 from ..errors import UsageError
@@ -97,14 +97,14 @@ def listen(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-def build_server(model: Model, sc: ServeConfig, device: str, precision: str, threads: int,
+def build_server(model: Translator, sc: ServeConfig, device: str, precision: str, threads: int,
                  token: str | None) -> Server:
     """The shared state of the routes around a loaded model."""
     metrics = Metrics()
     decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads,
                                        initargs=(threads,))
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
-    reopen = functools.partial(open_model, device=device, precision=precision)
+    reopen = functools.partial(open_translator, device=device, precision=precision)
     watcher = ModelWatcher(model, reopen, sc.reload_poll_s, reload_thread, metrics)
     batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics)
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token)
@@ -120,7 +120,7 @@ def serve(sc: ServeConfig, path: Path, device: str, precision: str) -> None:
     sockets = listen(sc.host, sc.port)  # bound, not listening: no client waits on the load
     threads = sc.threads or serve_threads()
     torch.set_num_threads(threads)
-    model = open_model(path, device, precision)
+    model = open_translator(path, device, precision)
     state = build_server(model, sc, device, precision, threads, token)
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False

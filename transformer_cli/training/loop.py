@@ -210,7 +210,7 @@ class Trainer:
     def _valid_nll(self, shard: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
         """Summed validation NLL and target tokens of `shard` (0-dim tensors on the device)."""
         return corpus_nll(self.model, self.valid_split, self.device, self.dtype,
-                          max_len=self.cfg.model.max_len, shard=shard,
+                          max_positions=self.cfg.model.max_len, shard=shard,
                           check_stop=self.cadence.between_batches())
 
     def _measure(self) -> tuple[LossResult, LossResult]:

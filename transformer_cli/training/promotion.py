@@ -30,11 +30,29 @@ from ..device import autocast_dtype
 from ..errors import UsageError
 from ..evaluate import loss_result, translate_and_score
 from ..fsutil import atomic_write_bytes, atomic_write_text
-from ..inference.translate import Translator
+from ..inference.translate import TorchTranslator
 from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
-LOWER_IS_BETTER = {"valid_loss": True, "valid_bleu": False}
+
+
+class Policy(Enum):
+    """When best.pt replaces published.pt (train.promote, `--promote`)."""
+
+    IF_BETTER = "if-better"  # when the gate judges it better (and good enough)
+    ALWAYS = "always"  # whenever it differs (a first or repairing promotion is still judged)
+    NEVER = "never"  # only to replace a damaged published.pt
+
+
+class Metric(Enum):
+    """What the gate compares (train.promote_metric)."""
+
+    VALID_LOSS = "valid_loss"  # validation NLL per token: only between models of one tokenizer
+    VALID_BLEU = "valid_bleu"  # greedy validation BLEU, default decoding
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self is Metric.VALID_LOSS
 
 
 class Outcome(Enum):
@@ -68,10 +86,10 @@ class Scorer:
         self.device, self.dtype = device, autocast_dtype(device, precision)
         self.check_stop = check_stop
 
-    def __call__(self, checkpoint: Checkpoint, metric: str) -> float:
-        """`metric` of `checkpoint`: valid_loss, or greedy valid_bleu (default decoding)."""
-        translator = Translator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
-        if metric == "valid_loss":
+    def __call__(self, checkpoint: Checkpoint, metric: Metric) -> float:
+        """`metric` of `checkpoint`."""
+        translator = TorchTranslator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
+        if metric is Metric.VALID_LOSS:
             return loss_result(*translator.corpus_nll(self.prepared.split("val"), self.check_stop)).loss
         result = translate_and_score(translator, self.prepared.text("val", self.src_lang),
                                      self.prepared.text("val", self.tgt_lang), self.check_stop)
@@ -97,10 +115,13 @@ class GateRules:
         return {"margin_loss": self.margin_loss, "margin_bleu": self.margin_bleu,
                 "min_bleu": self.min_bleu}
 
-    def better(self, metric: str, new: float, old: float) -> bool:
-        if LOWER_IS_BETTER[metric]:
-            return new <= old - self.margin_loss
-        return new >= old + self.margin_bleu
+    def margin(self, metric: Metric) -> float:
+        return self.margin_loss if metric.lower_is_better else self.margin_bleu
+
+    def better(self, metric: Metric, new: float, old: float) -> bool:
+        if metric.lower_is_better:
+            return new <= old - self.margin(metric)
+        return new >= old + self.margin(metric)
 
 
 def _last_decision(run: RunDir) -> dict[str, Any] | None:
@@ -169,9 +190,9 @@ def _restore_from_history(run: RunDir) -> str | None:
     return None
 
 
-def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
+def promote(run: RunDir, policy: Policy, metric: Metric, scorer: Scorer,
             rules: GateRules = GateRules()) -> Decision:
-    """Apply the gate (`policy`: if-better, always, never); returns the decision."""
+    """Apply the gate; returns the decision."""
     published, was_damaged = _verified_published(run)
     if not run.best.is_file():
         return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING,
@@ -186,10 +207,10 @@ def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
     last = _last_decision(run)
     rules_used = rules.as_record()
     if (published is not None and last and last.get("candidate_sha256") == candidate.sha256
-            and last.get("policy") == policy and last.get("rules", rules_used) == rules_used):
+            and last.get("policy") == policy.value and last.get("rules", rules_used) == rules_used):
         return Decision(Outcome.ALREADY_DECIDED,
                         f"already decided for this best.pt: {last['decision']}")
-    entry: dict[str, Any] = {"time": _now(), "policy": policy, "rules": rules_used,
+    entry: dict[str, Any] = {"time": _now(), "policy": policy.value, "rules": rules_used,
                              "candidate_sha256": candidate.sha256,
                              "published_sha256": published.sha256 if published else None}
     decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged)
@@ -202,23 +223,23 @@ def promote(run: RunDir, policy: str, metric: str, scorer: Scorer,
     return decision
 
 
-def _decide(candidate: Checkpoint, published: Checkpoint | None, policy: str, metric: str,
+def _decide(candidate: Checkpoint, published: Checkpoint | None, policy: Policy, metric: Metric,
             scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
     """The decision for a readable best.pt not decided before: by identity, policy, or judged."""
     if published is not None and published.sha256 == candidate.sha256:
         return Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
-    if policy == "never" and not was_damaged:
+    if policy is Policy.NEVER and not was_damaged:
         return Decision(Outcome.KEPT, "kept published (--promote never)")
-    if policy == "always" and published is not None:
+    if policy is Policy.ALWAYS and published is not None:
         return Decision(Outcome.PROMOTED, "promoted (--promote always)")
     return _judge(candidate, published, metric, scorer, rules, entry, was_damaged)
 
 
-def _judge(candidate: Checkpoint, published: Checkpoint | None, metric: str,
+def _judge(candidate: Checkpoint, published: Checkpoint | None, metric: Metric,
            scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
     """The if-better decision (also for a first or a repairing promotion: the minimum quality)."""
     if rules.min_bleu is not None:
-        bleu = scorer(candidate, "valid_bleu")
+        bleu = scorer(candidate, Metric.VALID_BLEU)
         entry["candidate_bleu"] = round(bleu, 2)
         if bleu < rules.min_bleu:
             return Decision(Outcome.KEPT, f"kept out: greedy validation BLEU {bleu:.2f} is below "
@@ -228,12 +249,12 @@ def _judge(candidate: Checkpoint, published: Checkpoint | None, metric: str,
                         else "promoted (none published yet)")
     same_tokenizer = (content_digest({"t": candidate.tokenizer})
                       == content_digest({"t": published.tokenizer}))
-    used = metric if (metric != "valid_loss" or same_tokenizer) else "valid_bleu"
-    if used != metric:
+    used = metric if (metric is not Metric.VALID_LOSS or same_tokenizer) else Metric.VALID_BLEU
+    if used is not metric:
         log.info("the published model has another tokenizer: comparing valid_bleu, not valid_loss")
     new, old = scorer(candidate, used), scorer(published, used)
-    entry.update(metric=used, candidate=round(new, 5), published=round(old, 5))
-    margin = rules.margin_loss if LOWER_IS_BETTER[used] else rules.margin_bleu
+    entry.update(metric=used.value, candidate=round(new, 5), published=round(old, 5))
+    margin = rules.margin(used)
     if rules.better(used, new, old):
         return Decision(Outcome.PROMOTED, f"promoted (better by at least {margin})" if margin
                         else "promoted (at least as good)")
@@ -251,7 +272,7 @@ def _repair_without_best(run: RunDir) -> Decision:
     return Decision(Outcome.RESTORED, f"restored published.pt from published.history/{restored}")
 
 
-def rollback(run: RunDir, policy: str) -> str:
+def rollback(run: RunDir, policy: Policy) -> str:
     """`tfm publish --rollback`: the newest archived model becomes published.pt again. The
     current best.pt is recorded as decided, so the next run does not promote it again."""
     current, _ = _verified_published(run)
@@ -259,7 +280,7 @@ def rollback(run: RunDir, policy: str) -> str:
     if restored is None:
         raise UsageError(f"nothing to roll back to: {run.published_history} holds no earlier "
                          "published model")
-    entry: dict[str, Any] = {"time": _now(), "policy": policy,
+    entry: dict[str, Any] = {"time": _now(), "policy": policy.value,
                              "published_sha256": current.sha256 if current else None,
                              "decision": f"rolled back to {restored}"}
     try:

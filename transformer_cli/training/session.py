@@ -31,7 +31,7 @@ from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .build import build_trainer
 from .loop import Trainer
 from .progress import Progress
-from .promotion import Decision, GateRules, Scorer, promote
+from .promotion import Decision, GateRules, Metric, Policy, Scorer, promote
 from .run_dir import RunDir
 from .signals import GracefulStop, StopRequested
 
@@ -174,7 +174,7 @@ def _promote(cfg: Config, run: RunDir, prepared: Prepared, device: torch.device,
     """The promotion gate on best.pt, scored on the current validation data; logged."""
     scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision,
                     stop.check)
-    decision = promote(run, cfg.train.promote, cfg.train.promote_metric, scorer,
+    decision = promote(run, Policy(cfg.train.promote), Metric(cfg.train.promote_metric), scorer,
                        GateRules.from_config(cfg.train))
     log.info("promotion: %s -> %s", decision.text, run.published)
     return decision

@@ -15,7 +15,7 @@ from ..config import Config, DecodeConfig
 from ..data.preprocess import Prepared
 from ..errors import TfmError
 from ..evaluate import LossResult, score_translations
-from ..inference.translate import Translator
+from ..inference.translate import TorchTranslator
 from .distributed import DistContext
 from .progress import Progress
 
@@ -79,7 +79,7 @@ def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
     gathered and put back in order, so the score is the one-process figure and no rank waits
     in a collective while another decodes the whole set."""
     settings = valid_decode_settings(cfg)
-    translator = Translator(model, prepared.tokenizers, device, settings, dtype)
+    translator = TorchTranslator(model, prepared.tokenizers, device, settings, dtype)
     sources = prepared.text("val", cfg.data.src_lang)
     references = prepared.text("val", cfg.data.tgt_lang)
     if dist.is_main:
