@@ -13,7 +13,10 @@ Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` firs
 
 Output: {"config", "device", "threads", "results": [{"precision", "compile", "rdrop_alpha",
 "data_workers", "tokens_per_s", "rss_anon_mb" (own memory at the end, without mapped files),
-"steps_per_s", "sentences_per_s", "peak_rss_mb", "peak_gpu_mb"?}, ...],
+"steps_per_s", "sentences_per_s", "peak_rss_mb", "model_tflops_per_s" (matrix-product FLOPs
+of the steps' padded batches, forward and backward: transformer_cli/model/flops.py),
+"peak_tflops"? and "mfu"? (model FLOP utilisation: on a GPU of known peak, or --peak-tflops),
+"peak_gpu_mb"?}, ...],
 "speedup_vs_first": {variant: tokens/s ratio to the first}}
 """
 
@@ -29,12 +32,14 @@ import time
 from pathlib import Path
 
 
-def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
+def measure(config: str, overrides: list[str], steps: int, warmup: int,
+            peak_tflops: float | None = None) -> dict:
     import torch
 
     from transformer_cli.config import load_config
     from transformer_cli.data.preprocess import load_prepared
     from transformer_cli.device import resolve_device
+    from transformer_cli.model.flops import training_flops
     from transformer_cli.training.distributed import DistContext
     from transformer_cli.training.build import build_trainer
     from transformer_cli.training.run_dir import RunDir
@@ -55,11 +60,13 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         started = time.perf_counter()
-        tokens = sentences = 0
+        tokens = sentences = flops = 0
         for _ in range(steps):  # each step's time includes any wait for its batches
             group = next(groups)
             tokens += trainer.optimization.step(group)[0]
             sentences += sum(len(b.src) for b in group)
+            flops += sum(training_flops(cfg.model, trainer.model.tgt_vocab_size, *b.src.shape,
+                                        b.tgt_in.size(1)) for b in group)
         float(trainer.model.generator.weight.sum())  # wait for queued GPU work
         seconds = time.perf_counter() - started
         groups.close()
@@ -72,10 +79,34 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int) -> dict:
               "sentences_per_s": round(sentences / seconds, 1),
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
               "rss_anon_mb": round(anon_kb / 1024, 1),
+              "model_tflops_per_s": round(flops / seconds / 1e12, 3),
               "device": str(device), "threads": torch.get_num_threads()}
+    peak = peak_tflops or device_peak_tflops(device, result["precision"])
+    if peak:
+        result["peak_tflops"], result["mfu"] = peak, round(flops / seconds / 1e12 / peak, 4)
     if device.type == "cuda":
+        result["device"] = torch.cuda.get_device_name(device)
         result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     return result
+
+
+# Dense peak TFLOP/s from NVIDIA's datasheets (no sparsity), by the name torch reports: bf16 and
+# fp16 on the tensor cores; fp32 without TF32, which torch leaves off for matrix products.
+PEAK_TFLOPS = {"H100 PCIe": {"bfloat16": 756.0, "float16": 756.0, "fp32": 51.2},
+               "H100": {"bfloat16": 989.4, "float16": 989.4, "fp32": 66.9},  # SXM (HBM3)
+               "H200": {"bfloat16": 989.4, "float16": 989.4, "fp32": 66.9},
+               "A100": {"bfloat16": 312.0, "float16": 312.0, "fp32": 19.5}}
+
+
+def device_peak_tflops(device, precision: str) -> float | None:
+    """The datasheet peak of a known GPU in `precision` (None: unknown, or a CPU)."""
+    if device.type != "cuda":
+        return None
+    import torch
+
+    name = torch.cuda.get_device_name(device)
+    known = next((peaks for key, peaks in PEAK_TFLOPS.items() if key in name), None)
+    return known.get(precision) if known else None
 
 
 def label(result: dict) -> str:
@@ -98,10 +129,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=1, help="rounds over all variants (median kept)")
+    ap.add_argument("--peak-tflops", type=float, help="the device's peak in the precision measured, "
+                    "for MFU (default: the datasheet figure of a known GPU; none on a CPU)")
     ap.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.single:
-        print(json.dumps(measure(args.config, args.overrides, args.steps, args.warmup)))
+        print(json.dumps(measure(args.config, args.overrides, args.steps, args.warmup,
+                                 args.peak_tflops)))
         return
     variants = [(p, c, a, w) for p in args.precision for c in args.compile for a in args.rdrop_alpha
                 for w in args.data_workers]
@@ -110,6 +144,7 @@ def main() -> None:
         for precision, compiled, alpha, workers in variants:
             cmd = [sys.executable, __file__, "--single", "--config", args.config,
                    "--steps", str(args.steps), "--warmup", str(args.warmup),
+                   *(["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else []),
                    *[f"--set={o}" for o in args.overrides],
                    f"--set=train.precision={precision}", f"--set=train.compile={compiled}",
                    f"--set=train.rdrop_alpha={alpha}", f"--set=train.data_workers={workers}"]
