@@ -1,14 +1,18 @@
-"""tfm's own decoder against its CTranslate2 exports (float32 and int8), side by side, as JSON.
+"""tfm's own decoder against its CTranslate2 exports (float32 and int8 by default), side by
+side, as JSON.
 
-For each model given: export it twice (timed), then in a fresh process per engine (so peak
-RSS is that engine's alone) translate test2016 greedy and with beam 5 on the same number of
-threads and the same batch size, and report sentences/s, peak RSS, size on disk, sacreBLEU,
-and how many outputs are identical to tfm's own.
+For each model given: export it once per --quantization (timed), then in a fresh process per
+engine (so peak RSS is that engine's alone) translate test2016 greedy and with beam 5 on the
+same device, number of threads and batch size, and report sentences/s, peak RSS (and peak GPU
+memory of tfm's decoder on a GPU), size on disk, sacreBLEU, and how many outputs are identical
+to tfm's own (in fp32).
 
     python benchmarks/export_speed.py --model base=checkpoints/base/best.pt \\
         --model seed=checkpoints/seed/best.pt --data /path/to/multi30k
     python benchmarks/export_speed.py --model tiny=checkpoints/tiny/best.pt --threads 2
     python benchmarks/export_speed.py --model base=checkpoints/base/best.pt --busy-neighbour
+    python benchmarks/export_speed.py --model base=checkpoints/base/best.pt --device cuda \
+        --quantization none float16 int8_float16
 
 --data is a folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE).
 
@@ -30,8 +34,15 @@ import tempfile
 import time
 from pathlib import Path
 
-ENGINES = ("native-fp32", "ct2-float32", "ct2-int8")
+NATIVE = "native-fp32"
 BEAMS = (1, 5)
+
+
+def engine_name(quantization: str) -> str:
+    """The engine of an export, named by its CTranslate2 weight type: ct2-float32, ct2-int8, ..."""
+    from transformer_cli.export.engine import weight_type
+
+    return f"ct2-{weight_type(quantization)}"
 
 
 def rss_mb() -> float:
@@ -40,7 +51,8 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int | None, out: Path) -> None:
+def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int | None, device: str,
+           out: Path) -> None:
     """Load one engine, translate test2016 greedy and beam 5, write the measurements as JSON."""
     import torch
 
@@ -52,14 +64,14 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
     sources, references = read_parallel(*(_test_file(data, lang) for lang in ("de", "en")))
     before = rss_mb()
     started = time.perf_counter()
-    if engine == "native-fp32":
+    if engine == NATIVE:
         from transformer_cli.inference.translate import TorchTranslator
 
-        translator = TorchTranslator.from_checkpoint(model, torch.device("cpu"))
+        translator = TorchTranslator.from_checkpoint(model, torch.device(device))
     else:
         from transformer_cli.export.ct2_translator import Ct2Translator
 
-        translator = Ct2Translator(model, "cpu", threads=threads)
+        translator = Ct2Translator(model, device, threads=threads)
     result = {"load_s": round(time.perf_counter() - started, 2), "rss_after_load_mb": round(rss_mb(), 1),
               "rss_model_mb": round(rss_mb() - before, 1)}
     d = translator.decode
@@ -76,6 +88,8 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
                                  "bleu": scores.bleu, "hypotheses": hyps}
     result["batch_size"] = d.batch_size
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3, 1)
+    if engine == NATIVE and device == "cuda":
+        result["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     result["bleu_signature"] = scores.signature
     out.write_text(json.dumps(result))
 
@@ -96,7 +110,8 @@ def run_worker(engine: str, model: Path, args: argparse.Namespace, folder: Path,
                threads: int | None = None) -> dict:
     out = folder / f"{engine}.json"
     cmd = [sys.executable, __file__, "--worker", engine, str(model), "--data", str(args.data),
-           "--threads", str(args.threads if threads is None else threads), "--result", str(out)]
+           "--threads", str(args.threads if threads is None else threads), "--device", args.device,
+           "--result", str(out)]
     if args.batch_size:
         cmd += ["--batch-size", str(args.batch_size)]
     subprocess.run(cmd, check=True)
@@ -108,29 +123,30 @@ def same(a: list[str], b: list[str]) -> float:
 
 
 def compare(name: str, checkpoint: Path, args: argparse.Namespace, folder: Path) -> dict:
-    """Export `checkpoint` (float32 and int8) and measure the three engines on it."""
+    """Export `checkpoint` once per quantization and measure tfm and each export on it."""
     from transformer_cli.export.bundle import export_checkpoint
 
-    paths = {"native-fp32": checkpoint}
+    paths = {NATIVE: checkpoint}
     report: dict = {"checkpoint": str(checkpoint), "export_s": {}}
-    for engine, quantization in (("ct2-float32", "none"), ("ct2-int8", "int8")):
+    for quantization in args.quantization:
+        engine = engine_name(quantization)
         paths[engine] = folder / f"{name}.{quantization}"
         report["export_s"][quantization] = export_checkpoint(checkpoint, paths[engine], quantization)["seconds"]
-    runs = {engine: run_worker(engine, paths[engine], args, folder) for engine in ENGINES}
-    native = runs["native-fp32"]
-    hyps = {e: {beam: runs[e][f"beam{beam}"].pop("hypotheses") for beam in BEAMS} for e in ENGINES}
+    runs = {engine: run_worker(engine, path, args, folder) for engine, path in paths.items()}
+    native = runs[NATIVE]
+    hyps = {e: {beam: runs[e][f"beam{beam}"].pop("hypotheses") for beam in BEAMS} for e in runs}
     for engine, run in runs.items():
         run["size_on_disk_mb"] = size_mb(paths[engine])
         for beam in BEAMS:
             key = f"beam{beam}"
-            run[key]["identical_to_native_pct"] = same(hyps[engine][beam], hyps["native-fp32"][beam])
+            run[key]["identical_to_native_pct"] = same(hyps[engine][beam], hyps[NATIVE][beam])
             run[key]["speedup_vs_native"] = round(run[key]["sentences_per_s"]
                                                   / native[key]["sentences_per_s"], 2)
             run[key]["bleu_minus_native"] = round(run[key]["bleu"] - native[key]["bleu"], 2)
-    report["model.bin_mb"] = {e: size_mb(paths[e] / "model.bin") for e in ENGINES[1:]}
+    report["model.bin_mb"] = {e: size_mb(p / "model.bin") for e, p in paths.items() if e != NATIVE}
     report["engines"] = runs
     if args.busy_neighbour:
-        report["beside_busy_neighbour"] = beside_busy_neighbour(paths["ct2-float32"], args, folder)
+        report["beside_busy_neighbour"] = beside_busy_neighbour(paths[engine_name("none")], args, folder)
     return report
 
 
@@ -140,7 +156,7 @@ def beside_busy_neighbour(export: Path, args: argparse.Namespace, folder: Path) 
     neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         os.sched_setaffinity(neighbour.pid, {min(os.sched_getaffinity(0))})
-        runs = {label: run_worker("ct2-float32", export, args, folder, threads)
+        runs = {label: run_worker(engine_name("none"), export, args, folder, threads)
                 for label, threads in (("threads=1", 1), ("ctranslate2_default", 0))}
     finally:
         neighbour.kill()
@@ -157,6 +173,9 @@ def main() -> None:
                     help="folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE)")
     ap.add_argument("--threads", type=int, default=2, help="torch and CTranslate2 threads")
     ap.add_argument("--batch-size", type=int, help="sentences per batch (default: the model's decode.batch_size)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where every engine runs")
+    ap.add_argument("--quantization", nargs="+", default=["none", "int8"],
+                    help="the exports to compare with tfm (tfm export --quantization choices)")
     ap.add_argument("--busy-neighbour", action="store_true",
                     help="also time the float32 export beside a process busy on one core, with "
                          "1 thread and with CTranslate2's default")
@@ -166,14 +185,19 @@ def main() -> None:
     if args.data is None:
         ap.error("--data (or $TFM_DATA_SOURCE) must name the Multi30k folder")
     if args.worker:
-        worker(args.worker[0], Path(args.worker[1]), args.data, args.threads, args.batch_size, args.result)
+        worker(args.worker[0], Path(args.worker[1]), args.data, args.threads, args.batch_size,
+               args.device, args.result)
         return
     if not args.model:
         ap.error("give at least one --model NAME=CHECKPOINT")
+    if args.busy_neighbour and "none" not in args.quantization:
+        ap.error("--busy-neighbour times the float32 export: keep none among --quantization")
     import ctranslate2
     import torch
 
-    result = {"threads": args.threads, "cpu": _cpu_name(), "torch": torch.__version__,
+    result = {"threads": args.threads, "cpu": _cpu_name(), "device": args.device,
+              "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+              "torch": torch.__version__,
               "ctranslate2": ctranslate2.__version__, "models": {}}
     with tempfile.TemporaryDirectory(prefix="tfm-export-bench.") as tmp:
         for spec in args.model:

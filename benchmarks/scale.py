@@ -19,6 +19,7 @@ that `extends:` base.yaml:
 
     python benchmarks/scale.py --pairs 29000 1000000 4500000 --vocab 8000 --work /tmp/scale
     python benchmarks/scale.py --pairs 29000 --joined --vocab 8000 --work /tmp/scale
+    python benchmarks/scale.py --pairs 1000000 --vocab 32000 --extends transformer-base.yaml  # on a GPU
 
 Multi30k must be reachable ($TFM_DATA_SOURCE or data.source). Corpora are built once per
 size in --work and reused. Runs one command at a time: run it alone on the machine.
@@ -141,10 +142,10 @@ def run_measured(cmd: list[str], log: Path, stop_at: re.Pattern | None = None) -
             "peak_main_rss_mb": round(peak_rss)}
 
 
-def write_config(work: Path, corpus: Path, pairs: str, vocab: int) -> Path:
-    name = f"scale{pairs}v{vocab}"
+def write_config(work: Path, corpus: Path, pairs: str, vocab: int, extends: str) -> Path:
+    name = f"scale{pairs}v{vocab}" + ("" if extends == "base.yaml" else f"-{Path(extends).stem}")
     path = work / f"{name}.yaml"
-    path.write_text(f"""extends: {ROOT / 'configs' / 'base.yaml'}
+    path.write_text(f"""extends: {ROOT / 'configs' / extends}
 data:
   corpus: files
   source: {corpus}
@@ -159,7 +160,7 @@ train:
     return path
 
 
-def epoch_boundary(config: str) -> dict:
+def epoch_boundary(config: str, overrides: list[str]) -> dict:
     """In this process, on `config`'s prepared data (base.yaml's noise on): seconds to plan one
     epoch, and the wait for the first batch of epoch 2 once epoch 1 has started (its plan made
     in the background meanwhile, as in training)."""
@@ -168,7 +169,7 @@ def epoch_boundary(config: str) -> dict:
     from transformer_cli.data.loader import TrainingData
     from transformer_cli.data.preprocess import load_prepared
 
-    cfg = load_config(config)
+    cfg = load_config(config, overrides)
     prepared = load_prepared(cfg)
     data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, prepared.tokenizers))
     started = time.perf_counter()
@@ -192,34 +193,38 @@ def du(folder: Path) -> int:
 
 
 def measure(work: Path, source: Path, pairs: int, vocab: int, steps: int, warmup: int,
-            joined: bool) -> dict:
+            joined: bool, extends: str, overrides: list[str]) -> dict:
     tag = f"{pairs}j" if joined and pairs <= 29000 else str(pairs)
     corpus = build_corpus(source, pairs, work / f"corpus{tag}", joined)
-    config = write_config(work, corpus, tag, vocab)
+    config = write_config(work, corpus, tag, vocab, extends)
     tfm = [sys.executable, "-m", "transformer_cli"]
-    pre = run_measured([*tfm, "preprocess", "-c", str(config), "--force", "-q"], work / f"{config.stem}.pre.log")
+    sets = [f"--set={o}" for o in overrides]
+    pre = run_measured([*tfm, "preprocess", "-c", str(config), *sets, "--force", "-q"],
+                       work / f"{config.stem}.pre.log")
     data = work / "data" / config.stem
-    start = run_measured([*tfm, "train", "-c", str(config), "--restart"], work / f"{config.stem}.train.log",
+    start = run_measured([*tfm, "train", "-c", str(config), *sets, "--restart"], work / f"{config.stem}.train.log",
                          stop_at=FIRST_STEP)
     steady = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_throughput.py"), "--single",
-                             "--config", str(config), "--steps", str(steps), "--warmup", str(warmup)],
+                             "--config", str(config), *sets, "--steps", str(steps), "--warmup", str(warmup)],
                             capture_output=True, text=True, cwd=ROOT)
     if steady.returncode != 0:
         raise SystemExit(steady.stderr.strip().splitlines()[-1])
     speed = json.loads(steady.stdout)
-    boundary = subprocess.run([sys.executable, __file__, "--boundary", str(config)], capture_output=True,
+    boundary = subprocess.run([sys.executable, __file__, "--boundary", str(config), *sets], capture_output=True,
                               text=True, cwd=ROOT)
     if boundary.returncode != 0:
         raise SystemExit(boundary.stderr.strip().splitlines()[-1])
     manifest = json.loads((data / "manifest.json").read_text())
-    return {"pairs": pairs, "joined": joined or pairs > 29000, "vocab_size": vocab,
+    return {"config": str(config), "overrides": overrides, "pairs": pairs,
+            "joined": joined or pairs > 29000, "vocab_size": vocab,
             "kept_train_pairs": manifest["splits"]["train"]["pairs"],
             "shards": len(manifest["shards"]["train"]),
             "preprocess": {**pre, "disk_mb": round(du(data) / 2**20)},
             "train_start": {"seconds_to_first_step": start["wall_s"], "peak_pss_mb": start["peak_pss_mb"],
                             "peak_main_rss_mb": start["peak_main_rss_mb"]},
             "train_steady": {k: speed[k] for k in ("tokens_per_s", "steps_per_s", "peak_rss_mb", "rss_anon_mb",
-                                                   "precision", "threads", "data_workers")},
+                                                   "precision", "threads", "data_workers", "device",
+                                                   "model_tflops_per_s", "mfu", "peak_gpu_mb") if k in speed},
             **json.loads(boundary.stdout)}
 
 
@@ -232,12 +237,16 @@ def main() -> None:
                     help="folder holding Multi30k's files (default: $TFM_DATA_SOURCE)")
     ap.add_argument("--joined", action="store_true",
                     help="join two pairs per line at every size (Multi30k's own pairs otherwise, up to 29,000)")
+    ap.add_argument("--extends", default="base.yaml",
+                    help="the shipped config the measured one extends (e.g. transformer-base.yaml)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    help="config override for every command, e.g. train.batch_tokens=25000 (repeatable)")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--boundary", help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
     if args.boundary:
-        print(json.dumps(epoch_boundary(args.boundary)))
+        print(json.dumps(epoch_boundary(args.boundary, args.overrides)))
         return
     if args.source is None:
         raise SystemExit("give --source or set TFM_DATA_SOURCE to a folder holding Multi30k")
@@ -247,7 +256,7 @@ def main() -> None:
     for pairs in args.pairs:
         for vocab in args.vocab:
             results.append(measure(args.work, args.source, pairs, vocab, args.steps, args.warmup,
-                                   args.joined))
+                                   args.joined, args.extends, args.overrides))
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     print(json.dumps({"cpu": cpu, "cpus": len(os.sched_getaffinity(0)), "results": results}, indent=2))
 

@@ -34,7 +34,7 @@ import torch
 import transformer_cli as tfm
 from transformer_cli.api import published_model
 from transformer_cli.checkpoint import Checkpoint
-from transformer_cli.config import load_config
+from transformer_cli.config import DEVICES, PRECISIONS, load_config
 from transformer_cli.data.preprocess import load_prepared
 from transformer_cli.serving.server import serve_threads
 
@@ -112,9 +112,10 @@ def level(url: str, sentences: list[str], clients: int, beam_size: int) -> dict:
             "failed_requests": len(run["failures"])}
 
 
-def in_process(path: Path, sentences: list[str], threads: int, beam_size: int) -> dict:
+def in_process(path: Path, sentences: list[str], threads: int, beam_size: int, device: str,
+               precision: str) -> dict:
     torch.set_num_threads(threads)
-    model = tfm.load(path, device="cpu")
+    model = tfm.load(path, device=device, precision=precision)
     model.translate(sentences[:8], beam_size=beam_size)  # warm-up
     started = time.perf_counter()
     for sentence in sentences:
@@ -161,11 +162,12 @@ def hot_reload(url: str, sentences: list[str], published: Path, other: Path, bea
 
 
 def start_server(config: str, overrides: list[str], published: Path, port: int, threads: int,
-                 log: Path) -> tuple[subprocess.Popen, float]:
+                 device: str, precision: str, log: Path) -> tuple[subprocess.Popen, float]:
     sets = [x for o in overrides for x in ("--set", o)]
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "serve", "-c", config, *sets,
-                             "--checkpoint", str(published), "--port", str(port), "--set",
+                             "--checkpoint", str(published), "--port", str(port),
+                             "--device", device, "--precision", precision, "--set",
                              f"serve.threads={threads}", "--set", "serve.reload_poll_s=0.1"],
                             stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
     while True:
@@ -189,12 +191,15 @@ def main() -> None:
     ap.add_argument("--clients", default="1,4,16,64")
     ap.add_argument("--beam-size", type=int, default=1)
     ap.add_argument("--threads", type=int, default=serve_threads())
+    ap.add_argument("--device", default="auto", choices=DEVICES, help="as `tfm serve --device`")
+    ap.add_argument("--precision", default="fp32", choices=PRECISIONS)
     args = ap.parse_args()
 
     cfg = load_config(args.config, args.overrides)
     source = args.checkpoint or published_model(cfg.run_dir, args.config)
     sentences = load_prepared(cfg).text("test", cfg.data.src_lang)[: args.sentences]
-    baseline = in_process(source, sentences, args.threads, args.beam_size)
+    baseline = in_process(source, sentences, args.threads, args.beam_size, args.device,
+                          args.precision)
     with tempfile.TemporaryDirectory() as tmp:
         published, other = Path(tmp) / "published.pt", Path(tmp) / "other.pt"
         published.write_bytes(source.read_bytes())
@@ -206,7 +211,7 @@ def main() -> None:
             checkpoint.write(other)
         port = free_port()
         proc, ready_s = start_server(args.config, args.overrides, published, port, args.threads,
-                                     Path(tmp) / "serve.log")
+                                     args.device, args.precision, Path(tmp) / "serve.log")
         url = f"http://127.0.0.1:{port}"
         memory = {"ready": rss_mb(proc.pid)}
         try:
@@ -226,7 +231,8 @@ def main() -> None:
     one = next((x for x in levels if x["clients"] == 1), None)
     result = {
         "checkpoint": str(source), "sentences": len(sentences), "beam_size": args.beam_size,
-        "threads": args.threads, "cpu_count": os.cpu_count(),
+        "threads": args.threads, "cpu_count": os.cpu_count(), "device": args.device,
+        "precision": args.precision,
         "torch": torch.__version__, "server_ready_s": round(ready_s, 2),
         "server": levels, "server_allocator": allocator, "server_rss_mb": memory,
         "speedup_vs_one_client": {x["clients"]: round(x["sentences_per_s"] / one["sentences_per_s"], 2)

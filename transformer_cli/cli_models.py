@@ -212,7 +212,8 @@ def export(
                                 "there is replaced; any other existing folder must be empty)."),
     fmt: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one)."),
     quantization: str = typer.Option("none", "--quantization", help="Weight type: none (float32), "
-                                     "int8, int8_float32, int16 or float16."),
+                                     "int8, int8_float32, int16; for GPUs float16, int8_float16, "
+                                     "bfloat16, int8_bfloat16."),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
 ) -> None:
     """Export a model for CTranslate2: a self-contained folder (model, tokenizer, manifest).

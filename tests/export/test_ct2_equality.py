@@ -110,3 +110,22 @@ def test_teacher_forced_loss_and_attention_match(pairs, corpus_dir, name):
     src_b, tgt_b, weights_b = ct2.cross_attention(lines[0], best)
     assert (src_a, tgt_a) == (src_b, tgt_b)
     assert torch.allclose(torch.tensor(weights_a), torch.tensor(weights_b), atol=1e-5)
+
+
+def test_the_gpu_weight_types_export_and_run_on_a_cpu(models, pairs, corpus_dir, tmp_path):
+    """float16, bfloat16 and the int8 mixes are for GPUs; a CPU computes them in float32
+    (int8_float32 for int8_float16), so they must load and translate there too, within a BLEU
+    point of the float32 export."""
+    from transformer_cli.export.bundle import export_checkpoint
+
+    m, lines, refs = models["subword-post"], evaluation_lines(corpus_dir), references(corpus_dir)
+    lowercase = pairs["subword-post"][0].tokenizers.tgt.lowercase
+    folders = {"float32": m["fp32"]}
+    for quantization in ("int8_float16", "bfloat16"):
+        folders[quantization] = tmp_path / quantization
+        export_checkpoint(m["checkpoint"], folders[quantization], quantization)
+    bleu = {}
+    for weights, folder in folders.items():
+        out = decode(Ct2Translator(folder, "cpu", threads=1), lines, 1).translations
+        bleu[weights] = score_translations([h[0].text for h in out][: len(refs)], refs, lowercase).bleu
+    assert bleu["float32"] > 50 and all(abs(b - bleu["float32"]) <= 1.0 for b in bleu.values()), bleu

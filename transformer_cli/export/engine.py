@@ -9,9 +9,11 @@ from types import ModuleType
 
 from ..errors import UsageError
 
-# `tfm export --quantization` choices -> CTranslate2's weight type ("none" keeps float32).
+# `tfm export --quantization` choices -> CTranslate2's weight type ("none" keeps float32). The
+# 16-bit float types are for GPUs: a CPU computes them in float32 (CTranslate2 warns).
 QUANTIZATIONS = {"none": "float32", "int8": "int8", "int8_float32": "int8_float32",
-                 "int16": "int16", "float16": "float16"}
+                 "int16": "int16", "float16": "float16", "int8_float16": "int8_float16",
+                 "bfloat16": "bfloat16", "int8_bfloat16": "int8_bfloat16"}
 
 INSTALL_HINT = "pip install 'tfm[ctranslate2]'"
 
