@@ -69,9 +69,13 @@ step_large() {  # preprocessing and start measured once, at the config's own 25k
 }
 
 step_train() {
+  local timed=()  # wall time and peak RSS where GNU time is installed; the log's lines always
+  [ -x /usr/bin/time ] && timed=(/usr/bin/time -v)
   for cfg in base seed; do
-    /usr/bin/time -v "${TFM[@]}" train -c "$cfg.yaml" --set "name=gpu-$cfg" "${RUN[@]}" "${EPOCHS[@]}" \
+    local started=$SECONDS
+    "${timed[@]}" "${TFM[@]}" train -c "$cfg.yaml" --set "name=gpu-$cfg" "${RUN[@]}" "${EPOCHS[@]}" \
       > "$OUT/train-$cfg.log" 2>&1
+    echo "wall seconds: $((SECONDS - started))" >> "$OUT/train-$cfg.log"
     cp "$WORK/runs/gpu-$cfg/metrics.jsonl" "$OUT/metrics-$cfg.jsonl"
     for beam in 1 5; do
       "${TFM[@]}" evaluate -c "$cfg.yaml" --set "name=gpu-$cfg" "${RUN[@]}" --split test \
