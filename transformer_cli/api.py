@@ -142,13 +142,14 @@ def resolve_model(source: str | Path) -> Path:
 
 def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32",
          threads: int | None = None) -> Translator:
-    """Load a model: a checkpoint file, or a config name/file whose run's published model
-    (else best.pt) is used, exactly as `tfm translate` chooses (`threads`: see open_backend)."""
+    """Load a model for translating: a checkpoint file, an export folder, or a config (name or
+    file) whose run's published model (else best.pt) is used, as `tfm translate` chooses; which
+    of them `path_or_config` is, `resolve_model` tells by content (`threads`: see open_backend)."""
     return open_translator(resolve_model(path_or_config), device, precision, threads)
 
 
 def open_translator(path: Path, device: str = "auto", precision: str = "fp32",
-               threads: int | None = None) -> Translator:
+                    threads: int | None = None) -> Translator:
     """The model file at `path` (see `open_backend`) as a `Translator`."""
     return Translator(open_backend(path, device, precision, threads=threads), path)
 
