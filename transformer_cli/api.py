@@ -7,9 +7,9 @@
     model.sha256, model.config_name, model.metrics     # what is loaded
 
 `tfm translate` and `tfm serve` use the same object. `open_backend` is the one place where a
-model file becomes the engine that runs it; either backend with the `Backend` interface (torch's
-`TorchTranslator` for a checkpoint, CTranslate2's `Ct2Translator` for an export) fits behind a
-`Translator`.
+model file becomes the engine that runs it; either backend of the interface
+`inference.translate.TextTranslator` (torch's `TorchTranslator` for a checkpoint, CTranslate2's
+`Ct2Translator` for an export) fits behind a `Translator`.
 """
 
 from __future__ import annotations
@@ -19,47 +19,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .config import DEVICES, PRECISIONS, DecodeConfig, load_config, resolve_config_path
 from .errors import UsageError, check_choice
-from .inference.outputs import Output, Sources, Translation
+from .inference.outputs import Output, Sources
 
-if TYPE_CHECKING:
-    from .data.shards import TokenPairs
-    from .data.tokenizers import TokenizerPair
-
-
-class Backend(Protocol):
-    """What a `Translator` needs from the code that runs the network: `inference.translate.
-    TextTranslator` (`TorchTranslator` and the CTranslate2 `Ct2Translator`). Every call
-    returns its results; nothing is left in attributes to read afterwards."""
-
-    tokenizers: TokenizerPair
-    decode: DecodeConfig  # the decoding defaults stored with the model
-    max_src_len: int  # longer inputs are truncated to this many tokens
-    metadata: dict[str, Any]  # what was loaded: "sha256", "model", "config", "metrics"
-
-    def translate(self, lines: list[str], decode: DecodeConfig | None = None) -> Output:
-        """n-best `Translation`s (text, tokens, score) per line, and which inputs were truncated."""
-        ...
-
-    def encode(self, lines: list[str], recase: bool | None = None) -> Sources:
-        """The lines tokenized as `translate_sources` decodes them."""
-        ...
-
-    def translate_sources(self, sources: Sources, decode: DecodeConfig | None = None) -> Output:
-        """`translate` of lines `encode` gave."""
-        ...
-
-    def corpus_nll(self, split: TokenPairs) -> tuple[float, int]:
-        """Summed NLL of the targets given the sources, and the target tokens scored."""
-        ...
-
-    def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
-                        ) -> tuple[list[str], list[str], list[list[float]]]:
-        """Source tokens, target tokens, weights [tgt_len][src_len]."""
-        ...
+if TYPE_CHECKING:  # imported when used: `import transformer_cli` does not import torch
+    from .inference.translate import TextTranslator
 
 
 @dataclass
@@ -71,7 +38,7 @@ class Attention:
 
 
 def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
-                 decode: DecodeConfig | None = None, threads: int | None = None) -> Backend:
+                 decode: DecodeConfig | None = None, threads: int | None = None) -> TextTranslator:
     """Open the model at `path` on `device` (`config.DEVICES`) in `precision`
     (`config.PRECISIONS`); `decode` replaces the decoding defaults stored with the model.
 
@@ -179,7 +146,7 @@ class Translator:
     `backend`. One call at a time (like a torch module); it owns its network and keeps it in
     eval mode."""
 
-    def __init__(self, backend: Backend, path: Path):
+    def __init__(self, backend: TextTranslator, path: Path):
         self.backend = backend
         self.path = Path(path)
         self.loaded_at = datetime.now(timezone.utc)

@@ -14,6 +14,7 @@ import typer
 
 from .cli_app import (CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded,
                       log, setup_logging)
+from .export.engine import QUANTIZATIONS
 from .stop_signals import on_stop_signals
 
 
@@ -211,9 +212,9 @@ def export(
     output: Path = typer.Option(..., "--output", "-o", help="Folder to write (an earlier export "
                                 "there is replaced; any other existing folder must be empty)."),
     fmt: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one)."),
-    quantization: str = typer.Option("none", "--quantization", help="Weight type: none (float32), "
-                                     "int8, int8_float32, int16; for GPUs float16, int8_float16, "
-                                     "bfloat16, int8_bfloat16."),
+    quantization: str = typer.Option("none", "--quantization", help="Weight type: "
+                                     f"{', '.join(QUANTIZATIONS)} (none: float32; the 16-bit float "
+                                     "types are for GPUs)."),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
 ) -> None:
     """Export a model for CTranslate2: a self-contained folder (model, tokenizer, manifest).

@@ -74,7 +74,7 @@ def translate_and_score(translator: TextTranslator, sources: list[str], referenc
     started = time.perf_counter()
     hypotheses = [n_best[0].text for n_best in translator.translate(sources, decode, check_stop).translations]
     seconds = time.perf_counter() - started
-    lowercase = getattr(translator.tokenizers.tgt, "lowercase", False)
+    lowercase = translator.tokenizers.tgt.lowercase
     return DecodeResult(hypotheses, score_translations(hypotheses, references, lowercase), seconds)
 
 

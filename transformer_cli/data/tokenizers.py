@@ -69,15 +69,11 @@ class Tokenizer(ABC):
 
     kind: str
     lowercase: bool  # the text is lowercased before encoding
+    ids: SpecialIds  # where the vocabulary keeps `<unk>`, `<pad>`, `<sos>` and `<eos>`
 
     @property
     @abstractmethod
     def vocab_size(self) -> int: ...
-
-    @property
-    @abstractmethod
-    def ids(self) -> SpecialIds:
-        """Where this tokenizer's vocabulary keeps `<unk>`, `<pad>`, `<sos>` and `<eos>`."""
 
     @abstractmethod
     def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
@@ -107,7 +103,7 @@ class WordTokenizer(Tokenizer):
     def __init__(self, lang: str, vocab: Vocab, lowercase: bool, attach_left: Sequence[str],
                  attach_right: Sequence[str]):
         self.lang = lang
-        self.vocab = vocab
+        self.vocab, self.ids = vocab, vocab.ids
         self.lowercase = lowercase
         self.attach_left = frozenset(attach_left)
         self.attach_right = frozenset(attach_right)
@@ -116,10 +112,6 @@ class WordTokenizer(Tokenizer):
     @property
     def vocab_size(self) -> int:
         return len(self.vocab)
-
-    @property
-    def ids(self) -> SpecialIds:
-        return self.vocab.ids
 
     def _tokenizer(self):
         if self._nlp is None:
@@ -176,7 +168,7 @@ class WordTokenizer(Tokenizer):
             if _is_word(b):
                 right_total[a] += n
                 right_glued[a] += 0 if space else n
-        in_vocab = vocab.itos[len(SPECIALS):]
+        in_vocab = [t for t in vocab.itos if t not in SPECIALS]
         return cls(lang, vocab, cfg.lowercase,
                    [t for t in in_vocab if left_glued[t] * 2 > left_total[t]],
                    [t for t in in_vocab if right_glued[t] * 2 > right_total[t]])
@@ -225,15 +217,12 @@ class SubwordTokenizer(Tokenizer):
         self.model = model
         self.lowercase = lowercase
         self.sp = spm.SentencePieceProcessor(model_proto=model)
+        self.ids = SpecialIds(self.sp.unk_id(), self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id())
         self.threads = -1  # encode_batch's threads (-1: all); 1 inside a worker process
 
     @property
     def vocab_size(self) -> int:
         return self.sp.get_piece_size()
-
-    @property
-    def ids(self) -> SpecialIds:
-        return SpecialIds(self.sp.unk_id(), self.sp.pad_id(), self.sp.bos_id(), self.sp.eos_id())
 
     @classmethod
     def train(cls, lines: Sequence[str], cfg: TokenizerConfig, threads: int) -> SubwordTokenizer:

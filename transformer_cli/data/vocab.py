@@ -50,6 +50,7 @@ class Vocab:
         missing = [t for t in SPECIALS if t not in self.stoi]
         if missing:
             raise ValueError(f"a vocab must hold the special tokens {SPECIALS} (missing: {missing})")
+        self.ids = SpecialIds(*(self.stoi[token] for token in SPECIALS))
 
     @classmethod
     def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1,
@@ -71,12 +72,8 @@ class Vocab:
     def __len__(self) -> int:
         return len(self.itos)
 
-    @property
-    def ids(self) -> SpecialIds:
-        return SpecialIds(*(self.stoi[token] for token in SPECIALS))
-
     def lookup(self, tokens: Iterable[str]) -> list[int]:
-        get, unk = self.stoi.get, self.stoi[SPECIALS[UNK]]
+        get, unk = self.stoi.get, self.ids.unk
         return [get(t, unk) for t in tokens]
 
     def tokens(self, ids: Iterable[int]) -> list[str]:

@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
-from ..api import Translator, Output
+from ..api import Output, Translator
 from ..config import ServeConfig
 from .batcher import Batcher
 from .guard import Guard

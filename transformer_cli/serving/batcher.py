@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from ..allocator import release_freed_memory
-from ..api import Translator, Output, Sources
+from ..api import Output, Sources, Translator
 from ..config import DecodeConfig
 from .metrics import Metrics
 

@@ -89,7 +89,7 @@ def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
     hypotheses = [""] * len(sources)
     for rank, shard in enumerate(dist.all_gather_object([n_best[0].text for n_best in mine])):
         hypotheses[rank :: dist.world_size] = shard
-    scores = score_translations(hypotheses, references, getattr(prepared.tokenizers.tgt, "lowercase", False))
+    scores = score_translations(hypotheses, references, prepared.tokenizers.tgt.lowercase)
     return {"valid_bleu": scores.bleu, "valid_chrf": scores.chrf, "valid_decode": decode_label(settings)}
 
 
