@@ -28,10 +28,10 @@ class Cadence:
         self.agreement = Agreement()  # under DDP: when the ranks next agree on stop/save
         self.last_save = time.monotonic()
 
-    def after_step(self, step: int) -> bool:
-        """After optimizer step `step`: raise StopRequested if a stop signal arrived (on any
-        rank); return whether to save last.pt now."""
-        return self._agree(step, self._due_by_time()) or self._due_by_steps(step)
+    def after_step(self, step: int, epoch_end: bool = False) -> bool:
+        """After optimizer step `step` (the last of its epoch: `epoch_end`): raise
+        StopRequested if a stop signal arrived (on any rank); return whether to save last.pt now."""
+        return self._agree(step, self._due_by_time(), epoch_end) or self._due_by_steps(step)
 
     def saved(self) -> None:
         self.last_save = time.monotonic()
@@ -42,25 +42,27 @@ class Cadence:
         (collective) check waits for the next training step."""
         return None if self.dist.enabled else self.stop.check
 
-    def _agree(self, step: int, save_due: bool) -> bool:
+    def _agree(self, step: int, save_due: bool, epoch_end: bool) -> bool:
         """Raise StopRequested on a signal; return `save_due` as the ranks agree on it.
 
         One process: at every call. Under DDP, at the agreed steps only (stop: any rank's
         signal; save: rank 0's clock): rank 0 sends the next interval in steps with the flags,
-        so every rank knows when the next agreement is without another collective."""
-        requested = self.stop.signum is not None
-        if self.dist.enabled:
-            if not self.agreement.due(step):
-                return False
-            interval = self.agreement.next_interval(step) if self.dist.is_main else 0
-            flags = torch.tensor([float(requested), float(save_due and self.dist.is_main), float(interval)],
-                                 device=self.device)
-            stop, save, interval = self.dist.all_reduce_sum(flags).tolist()
-            requested, save_due = stop > 0, save > 0
-            self.agreement.schedule(step, int(interval))
-        if requested:
+        so every rank knows when the next agreement is without another collective. Every
+        epoch's last step is one too (every rank knows it), so a signal waits for an epoch at
+        most, however short the epochs are against the interval."""
+        if not self.dist.enabled:
+            self.stop.check()
+            return save_due
+        if not (epoch_end or self.agreement.due(step)):
+            return False
+        interval = self.agreement.next_interval(step) if self.dist.is_main else 0
+        flags = torch.tensor([float(self.stop.signum is not None), float(save_due and self.dist.is_main),
+                              float(interval)], device=self.device)
+        stop, save, interval = self.dist.all_reduce_sum(flags).tolist()
+        self.agreement.schedule(step, int(interval))
+        if stop > 0:  # another rank's signal: this one stops as that one does
             raise StopRequested(self.stop.signum or 15)
-        return save_due
+        return save > 0
 
     def _due_by_steps(self, step: int) -> bool:
         """train.checkpoint_every_steps: the same answer on every rank."""

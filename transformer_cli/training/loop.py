@@ -156,7 +156,7 @@ class Trainer:
                 self._log_first_step(steps)
                 bar.update()
                 show_loss(bar, p, self._epoch_nll)
-                save_due = self.cadence.after_step(p.step)
+                save_due = self.cadence.after_step(p.step, epoch_end=g + 1 == steps)
                 if g + 1 == steps:
                     break  # the epoch's end takes its own snapshot
                 self._snapshot_if_due()
