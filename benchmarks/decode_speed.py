@@ -29,7 +29,7 @@ import torch
 
 from transformer_cli.config import PRECISIONS, load_config
 from transformer_cli.data.batching import pad_batch
-from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.data.prepared import load_prepared
 from transformer_cli.device import autocast, autocast_dtype, resolve_device
 from transformer_cli.inference.search import greedy_search, greedy_search_uncached, output_limits
 from transformer_cli.inference.translate import TorchTranslator

@@ -29,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from transformer_cli.config import load_config
-from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.data.prepared import load_prepared
 from transformer_cli.data.sources import fetch_corpus, read_lines, resolve_source
 
 TOKENS_PER_SEC = re.compile(r"Tokens per Sec:\s+([\d.]+)")

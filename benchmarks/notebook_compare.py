@@ -25,7 +25,7 @@ from sacrebleu.metrics import BLEU
 
 from transformer_cli.config import load_config
 from transformer_cli.data.batching import collate
-from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.data.prepared import load_prepared
 from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.evaluate import score_translations
 from transformer_cli.inference.translate import TorchTranslator

@@ -167,7 +167,7 @@ def epoch_boundary(config: str, overrides: list[str]) -> dict:
     from transformer_cli.config import load_config
     from transformer_cli.data.augment import Augmentation
     from transformer_cli.data.loader import TrainingData
-    from transformer_cli.data.preprocess import load_prepared
+    from transformer_cli.data.prepared import load_prepared
 
     cfg = load_config(config, overrides)
     prepared = load_prepared(cfg)

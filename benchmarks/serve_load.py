@@ -35,7 +35,7 @@ import transformer_cli as tfm
 from transformer_cli.api import published_model
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import DEVICES, PRECISIONS, load_config
-from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.data.prepared import load_prepared
 from transformer_cli.serving.server import serve_threads
 
 

@@ -22,7 +22,7 @@ import torch
 
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import load_config
-from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.data.prepared import load_prepared
 from transformer_cli.evaluate import evaluate_texts
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.training.averaging import Snapshots, average_state_dicts

@@ -37,7 +37,7 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int,
     import torch
 
     from transformer_cli.config import load_config
-    from transformer_cli.data.preprocess import load_prepared
+    from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import resolve_device
     from transformer_cli.model.flops import training_flops
     from transformer_cli.training.distributed import DistContext

@@ -32,7 +32,7 @@ def single(config: str, overrides: list[str], checkpoint: str, stage: str, size:
     import torch
 
     from transformer_cli.config import load_config
-    from transformer_cli.data.preprocess import load_prepared
+    from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import autocast_dtype
     from transformer_cli.inference.teacher_forcing import corpus_nll
     from transformer_cli.inference.translate import TorchTranslator

@@ -11,6 +11,7 @@ lists, dicts), so it loads with `torch.load(weights_only=True)`. Version 2:
     config            the resolved run config
     metrics           validation metrics of these weights
     data_fingerprint, run_identity, created
+    parent            the model the run started from (train.init_from): {"from", "path", "sha256"}
     train_state       (last.pt only) `TrainState`
     sha256            digest of everything above, checked on every read
 
@@ -207,6 +208,7 @@ class Checkpoint:
     created: str | None = None  # ISO time, UTC
     train_state: TrainState | None = None
     sha256: str | None = None  # the content digest, once written or read
+    parent: dict[str, Any] | None = None  # training.parent.Parent.record of a continued run
 
     @property
     def model_config(self) -> dict[str, Any]:
@@ -223,7 +225,7 @@ class Checkpoint:
                       "tgt_vocab_size": self.tgt_vocab_size},
             "state_dict": self.weights, "tokenizer": self.tokenizer, "config": self.config,
             "metrics": self.metrics}
-        for key in ("data_fingerprint", "run_identity", "created"):
+        for key in ("data_fingerprint", "run_identity", "created", "parent"):
             if getattr(self, key) is not None:
                 payload[key] = getattr(self, key)
         if self.train_state is not None:
@@ -246,7 +248,7 @@ class Checkpoint:
                        config, payload.get("metrics") or {}, payload.get("data_fingerprint"),
                        payload.get("run_identity"), payload.get("created"),
                        None if state is None else TrainState.from_payload(state),
-                       payload.get("sha256"))
+                       payload.get("sha256"), payload.get("parent"))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointError.unfit(path, e) from None
 

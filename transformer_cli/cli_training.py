@@ -8,7 +8,7 @@ import sys
 import typer
 
 from .cli_app import CONFIG_HELP, DEVICE_HELP, SET_HELP, app, guarded, log, setup_logging
-from .errors import check_choice
+from .errors import UsageError, check_choice
 
 
 @app.command()
@@ -66,6 +66,9 @@ def train(
     device: str | None = typer.Option(None, "--device", help=DEVICE_HELP[:-1]
                                       + " (overrides train.device)."),
     restart: bool = typer.Option(False, "--restart", help="Start the run over instead of resuming it."),
+    init_from: str | None = typer.Option(
+        None, "--init-from", help="Start a new run from this trained model instead of random "
+        "weights: a checkpoint file, or `published` (overrides train.init_from; see `tfm config`)."),
     promote: str | None = typer.Option(None, "--promote", help="if-better (default), always or "
                                           "never: when best.pt replaces published.pt."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and "
@@ -74,6 +77,9 @@ def train(
     """Train a model; preprocesses first if needed, resumes an interrupted run.
 
     Re-running the same command continues where it stopped; a finished run is a no-op.
+    With --init-from (train.init_from) a new run starts from a trained model: its weights,
+    architecture and tokenizers; `published` continues the run's published model whenever the
+    corpus changes (the recommended nightly line, README "Scheduled retraining").
     Exit codes: 0 done, 1 failure, 2 bad config/input, 75 run busy (locked),
     130/143 stopped by SIGINT/SIGTERM after saving (run again to resume).
 
@@ -81,6 +87,7 @@ def train(
     Examples:
       tfm train --config base.yaml
       tfm train -c seed.yaml --set train.epochs=20 --device cpu
+      tfm train -c base.yaml --init-from checkpoints/base/published.pt --set train.continued.epochs=4
       torchrun --nproc_per_node 2 -m transformer_cli train -c base.yaml
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
@@ -93,6 +100,10 @@ def train(
     extra = [f"train.device={device}"] if device else []
     extra += [f"train.promote={promote}"] if promote else []
     cfg = load_config(config, [*overrides, *extra])
+    if init_from is not None:
+        if not init_from.strip():
+            raise UsageError("--init-from must name a checkpoint file or be `published`")
+        cfg.train.init_from = init_from
     run = RunDir(cfg.run_dir)
     if int(os.environ.get("RANK", "0")) == 0:
         run.lock()  # before importing torch: a busy newcomer exits 75 at once
@@ -150,8 +161,6 @@ def publish(
     cfg = load_config(config, overrides)
     run = RunDir(cfg.run_dir)
     if not run.path.is_dir():
-        from .errors import UsageError
-
         raise UsageError(f"no run in {run.path}: train one with `tfm train -c {config}`")
     run.lock()
     try:

@@ -134,6 +134,20 @@ class ModelConfig:
 
 
 @dataclass
+class ContinuedConfig:
+    """train.* values for a run that starts from a trained model (train.init_from); null keeps
+    the train.* value. Optimizer moments, the schedule with its warmup, early stopping, the
+    snapshots to average, epochs and steps always start afresh."""
+
+    epochs: int | None = _f(None, "Epochs of a continued run (train.epochs when null).", ge=1)
+    lr: float | None = _f(None, "Peak learning rate of a continued run.", gt=0.0)
+    warmup_steps: int | None = _f(None, "Warmup steps of a continued run (inverse_sqrt).", ge=0)
+    snapshot_every_steps: int | None = _f(None, "train.snapshot_every_steps of a continued run.",
+                                          ge=1)
+    average_last: int | None = _f(None, "train.average_last of a continued run.", ge=1)
+
+
+@dataclass
 class TrainConfig:
     """Optimization, validation, checkpoints and publication. Keys marked resumable may change
     between sessions of a run without starting it over."""
@@ -217,6 +231,16 @@ class TrainConfig:
     keep_published: int = _f(3, "Replaced published models kept in published.history/.",
                              resumable=True, ge=1, le=100)
     out_dir: str = _f("checkpoints", "Where runs go (<out_dir>/<name>/).", resumable=True)
+    init_from: str | None = _f(None, "Start a new run from a trained model instead of random "
+                               "weights (also --init-from): a tfm checkpoint file, or `published` "
+                               "(this run's published model when a run starts anew, i.e. when the "
+                               "corpus or settings changed; from scratch while none is published). "
+                               "The new run takes its weights, its architecture (model.* but the "
+                               "dropouts: differing keys are listed in a warning) and its "
+                               "tokenizers (the corpus is encoded with them, nothing is fitted); "
+                               "train.continued gives its schedule.")
+    continued: ContinuedConfig = _section(ContinuedConfig, "Settings of a run that starts from "
+                                          "train.init_from's model.")
     tensorboard: bool = _f(False, "Also write TensorBoard logs (needs the tensorboard extra).",
                            resumable=True)
 
@@ -337,6 +361,9 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"model.max_len={m.max_len} must be >= data.train_max_len + 2 "
                           f"= {d.train_max_len + 2} with learned positions", "model.max_len",
                           "data.train_max_len", "model.positional")
+    if tr.init_from is not None and not tr.init_from.strip():
+        raise ConfigError("train.init_from must name a checkpoint file or be `published` (null: "
+                          "start from random weights)", "train.init_from")
     if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
         raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
 

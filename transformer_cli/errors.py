@@ -22,6 +22,12 @@ EXIT_USAGE = 2
 EXIT_BUSY = 75
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message, or its type's name when the message is empty."""
+    text = str(error)
+    return text.splitlines()[0] if text.strip() else type(error).__name__
+
+
 class TfmError(Exception):
     """An expected failure: its message is shown as one line, then tfm exits with `exit_code`."""
 

@@ -35,7 +35,7 @@ def test_a_rebuild_is_refused_while_another_process_reads_the_folder(tmp_path, c
     before = manifest.read_bytes()
     reader = _holder(f"""
         from transformer_cli.config import load_config
-        from transformer_cli.data.preprocess import load_prepared
+        from transformer_cli.data.prepared import load_prepared
         load_prepared(load_config({str(cfg)!r}), hold=True)  # as every rank of a tfm train
     """)
     try:

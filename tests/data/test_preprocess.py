@@ -6,7 +6,7 @@ import torch
 
 from helpers import run_tfm, write_config, write_corpus
 from transformer_cli.config import load_config
-from transformer_cli.data.preprocess import load_prepared
+from transformer_cli.data.prepared import load_prepared
 
 
 def test_preprocess_end_to_end(tmp_path, corpus_dir):

@@ -13,9 +13,12 @@ renamed into place, so an interrupted run never leaves a half-written one:
 Nothing grows with the corpus: the training split is read twice as a stream of chunks (once
 to fit the tokenizers, on a bounded sample for SentencePiece; once to encode) and encoded in
 worker processes (data/parallel.py, data/encoding.py) that the main process writes out in order.
+A run that continues a trained model gives its tokenizers (`GivenTokenizers`): nothing is
+fitted, the corpus is encoded with the parent's vocabularies, and the manifest records the
+parent (`tokenizer_from`) and the vocabularies' digest (`tokenizer_sha256`).
 
 A folder whose fingerprint (config sections that shape the data + input checksums + format
-version) matches, and whose files still match the sizes and SHA-256 sums its manifest lists,
+version) and tokenizers match, and whose files still match the sizes and SHA-256 sums its manifest lists,
 is reused as is; a damaged one is rebuilt. The manifest records the source it was built from,
 so a later command with no source given reuses it (an offline re-run), and when the source
 cannot be reached at all, a folder built with the same settings is used with a warning.
@@ -28,8 +31,8 @@ import json
 import logging
 import random
 import sys
-from collections import Counter
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -39,70 +42,22 @@ from typing import Any
 from ..allocator import release_freed_memory
 from ..config import Config
 from ..errors import TfmError, UsageError
-from ..fsutil import (WriteError, atomic_write_folder, file_record, recorded_sha256,
-                      remove_stale_work_folders)
+from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
 from ..provenance import package_versions
 from .encoding import Chunk, EncodedResult, EncodeSettings, count_words, encode_chunk, setup
 from .folder_lock import hold_shared, rebuilding, release
 from .parallel import ChunkPool, available_cpus
-from .shards import ShardedSplit, ShardWriter, id_dtype
+from .prepared import FORMAT_VERSION, Prepared, read_manifest, verify_folder
+from .shards import ShardWriter, id_dtype
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, iter_parallel,
                       read_parallel, resolve_source, sha256_file)
 from .tokenizers import TokenizerPair, WordCounts, WordTokenizer, fit_subwords
 from .truecase import Truecaser
 
-FORMAT_VERSION = 2  # 2: memory-mapped shards (1: one torch file per split)
 EVAL_SPLITS = ("val", "test")
 CHUNK_PAIRS = 5_000  # pairs a worker encodes at a time
 SAMPLE_SEED = 0  # the sample SentencePiece is fitted on is the same on every run
 log = logging.getLogger("tfm")
-
-
-@dataclass
-class Prepared:
-    """A preprocessed corpus folder, loaded lazily."""
-
-    folder: Path
-    manifest: dict[str, Any]
-    _tokenizers: TokenizerPair | None = field(default=None, repr=False)
-
-    @property
-    def tokenizers(self) -> TokenizerPair:
-        """The folder's tokenizers, with the source truecaser learned from the training sources
-        (unless the tokenizer lowercases): models trained on this folder carry it."""
-        if self._tokenizers is None:
-            try:
-                self._tokenizers = TokenizerPair.load(self.folder)
-            except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
-                raise damaged(self.folder / "tokenizer.json", e) from None
-        return self._tokenizers
-
-    @property
-    def langs(self) -> tuple[str, str]:
-        return self.manifest["src_lang"], self.manifest["tgt_lang"]
-
-    def split(self, name: str) -> ShardedSplit:
-        """The split's ids and lines, memory-mapped."""
-        try:
-            return ShardedSplit(self.folder, name, self.langs, self.manifest["id_dtype"],
-                                self.manifest["shards"][name])
-        except (OSError, ValueError) as e:
-            raise damaged(Path(getattr(e, "filename", None) or self.folder / f"{name}.*.bin"), e) from None
-
-    def text(self, split: str, lang: str) -> list[str]:
-        """All lines of a split's text on one side (for the small evaluation splits)."""
-        path = self.folder / f"{split}.{lang}.txt"
-        try:
-            return path.read_text(encoding="utf-8").split("\n")[:-1]
-        except (OSError, UnicodeDecodeError) as e:
-            raise damaged(path, e) from None
-
-
-def damaged(path: Path, error: BaseException) -> TfmError:
-    """The one-line error for a preprocessed file that cannot be read."""
-    reason = getattr(error, "strerror", None) or str(error).splitlines()[0] or type(error).__name__
-    return TfmError(f"preprocessed file {path} is damaged or unreadable ({reason}): run "
-                    "`tfm preprocess --force` with the same config to rebuild it")
 
 
 def _settings(cfg: Config) -> dict[str, Any]:
@@ -122,65 +77,6 @@ def data_fingerprint(cfg: Config, files: list[CorpusFile]) -> str:
 def settings_fingerprint(cfg: Config) -> str:
     """Like `data_fingerprint` without the inputs: known before the corpus is fetched."""
     return hashlib.sha256(json.dumps(_settings(cfg), sort_keys=True).encode()).hexdigest()
-
-
-def load_prepared(cfg: Config, hold: bool = False) -> Prepared:
-    """The preprocessed folder of `cfg`, which must exist (see `prepare`); held for reading
-    when `hold`, until the caller's `folder_lock.release(cfg.data_dir)`."""
-    if hold:
-        hold_shared(cfg.data_dir)
-    try:
-        return _load_prepared(cfg)
-    except BaseException:
-        if hold:
-            release(cfg.data_dir)
-        raise
-
-
-def _load_prepared(cfg: Config) -> Prepared:
-    manifest_path = cfg.data_dir / "manifest.json"
-    if not manifest_path.is_file():
-        raise UsageError(f"no preprocessed data in {cfg.data_dir}: run "
-                         f"`tfm preprocess --config {cfg.name}.yaml` first")
-    manifest = _read_manifest(cfg.data_dir)
-    if manifest is None:
-        raise damaged(manifest_path, ValueError("not a manifest"))
-    if manifest.get("format") != FORMAT_VERSION:
-        raise UsageError(f"the preprocessed data in {cfg.data_dir} was made by an older tfm "
-                         f"(format {manifest.get('format')}, now {FORMAT_VERSION}): run "
-                         f"`tfm preprocess --config {cfg.name}.yaml` to rebuild it")
-    return Prepared(cfg.data_dir, manifest)
-
-
-def _read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The folder's manifest, or None when it is missing or unreadable."""
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
-
-
-def verify_folder(folder: Path, manifest: dict[str, Any], full: bool = False) -> str | None:
-    """Why the folder no longer holds what its manifest lists (size, sha256), or None if intact.
-    A file that kept the size and modification time the manifest records is taken as intact
-    without reading it, unless `full`."""
-    outputs = manifest.get("outputs")
-    langs = (manifest.get("src_lang"), manifest.get("tgt_lang"))
-    if not isinstance(outputs, dict) or not {f"{s}.{lang}.txt" for s in SPLITS for lang in langs} <= set(outputs):
-        return "its manifest lists no checksums of some files (made by an older tfm)"
-    for name, expected in outputs.items():
-        path = folder / name
-        try:
-            if not full and recorded_sha256(path, expected) == expected["sha256"]:
-                continue
-            if path.stat().st_size != expected["size"] or sha256_file(path) != expected["sha256"]:
-                return f"{name} does not match its checksum"
-        except (OSError, TfmError):
-            return f"{name} is missing or unreadable"
-        except (TypeError, KeyError):
-            return "its manifest is malformed"
-    return None
 
 
 def _progress_bar(desc: str):
@@ -315,19 +211,36 @@ def _choose_source(cfg: Config, old: dict[str, Any] | None) -> str:
     return resolve_source(cfg.data)
 
 
+@dataclass(frozen=True)
+class GivenTokenizers:
+    """Tokenizers to encode the corpus with instead of fitting new ones: a parent model's, for a
+    run that continues training it (train.init_from). `parent` says where they come from (its
+    sha256 and how it was named) and goes into the manifest."""
+
+    pair: TokenizerPair
+    parent: dict[str, Any]
+
+    @property
+    def digest(self) -> str:
+        return self.pair.vocabulary_digest()
+
+
 def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | None = None,
-            verify: bool = False, hold: bool = False) -> tuple[Prepared, bool]:
+            verify: bool = False, hold: bool = False, given: GivenTokenizers | None = None
+            ) -> tuple[Prepared, bool]:
     """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built.
 
     Corpus and prepared files that kept the size and modification time recorded when they were
     last hashed are not read again (a start does not re-hash gigabytes); `verify` reads them all.
     `check_stop` is called between units of work (it may raise to abort; nothing is left behind).
+    With `given`, the corpus is encoded with those tokenizers (a folder holding others is
+    rebuilt); without, the folder's own fitted tokenizers are kept or fitted.
     The folder is held for reading while this runs (data/folder_lock.py), and afterwards when
     `hold`, until the caller's `folder_lock.release(cfg.data_dir)`.
     """
     hold_shared(cfg.data_dir, check_stop)
     try:
-        prepared = _prepare(cfg, force, check_stop, verify)
+        prepared = _prepare(cfg, force, check_stop, verify, given)
     except BaseException:
         release(cfg.data_dir)
         raise
@@ -337,13 +250,13 @@ def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | N
 
 
 def _prepare(cfg: Config, force: bool, check_stop: Callable[[], None] | None,
-             verify: bool) -> tuple[Prepared, bool]:
+             verify: bool, given: GivenTokenizers | None) -> tuple[Prepared, bool]:
     started = time.monotonic()
     folder = cfg.data_dir
     removed = remove_stale_work_folders(folder)
     if removed:
         log.info("removed %d work folder(s) left by an interrupted preprocess beside %s", removed, folder)
-    old = _read_manifest(folder) if (folder / "manifest.json").is_file() else None
+    old = read_manifest(folder) if (folder / "manifest.json").is_file() else None
     source = _choose_source(cfg, old)
     log.info("source: %s", source)
     try:
@@ -351,9 +264,9 @@ def _prepare(cfg: Config, force: bool, check_stop: Callable[[], None] | None,
     except UsageError:
         raise
     except TfmError as e:  # unreachable source: fall back on data built with the same settings
-        return _stand_in(cfg, old, e, force), False
+        return _stand_in(cfg, old, e, force, given), False
     fingerprint = data_fingerprint(cfg, files)
-    if old is not None and not force and _still_current(folder, old, fingerprint, verify):
+    if old is not None and not force and _still_current(folder, old, fingerprint, verify, given):
         return Prepared(folder, old), False
     manifest = {
         "format": FORMAT_VERSION,
@@ -365,18 +278,31 @@ def _prepare(cfg: Config, force: bool, check_stop: Callable[[], None] | None,
         "source_files": {str(f.path.resolve()): file_record(f.path, f.sha256) for f in files},
         "src_lang": cfg.data.src_lang,
         "tgt_lang": cfg.data.tgt_lang,
-        "tokenizer": cfg.tokenizer.kind,
+        "tokenizer": given.pair.src.kind if given else cfg.tokenizer.kind,
+        "tokenizer_from": given.parent if given else None,
     }
     with rebuilding(folder, check_stop):
-        pair = _build(cfg, files, manifest, started, check_stop)
+        pair = _build(cfg, files, manifest, started, check_stop, given)
     return Prepared(folder, manifest, pair), True
 
 
-def _stand_in(cfg: Config, old: dict[str, Any] | None, error: TfmError, force: bool) -> Prepared:
+def _tokenizers_differ(old: dict[str, Any], given: GivenTokenizers | None) -> str | None:
+    """Why a folder's tokenizers are not the ones asked for (None: they are): given ones must
+    have the same vocabularies; without, the folder must hold its own fitted ones."""
+    if given is None:
+        return "its tokenizers came from a parent model" if old.get("tokenizer_from") else None
+    if old.get("tokenizer_sha256") != given.digest:
+        return "it was encoded with other tokenizers than the parent model's"
+    return None
+
+
+def _stand_in(cfg: Config, old: dict[str, Any] | None, error: TfmError, force: bool,
+              given: GivenTokenizers | None) -> Prepared:
     """The existing folder in place of a source that cannot be reached, when it was built with
-    the same settings and is intact; else the error."""
+    the same settings and tokenizers and is intact; else the error."""
     folder = cfg.data_dir
-    if old is None or old.get("settings_fingerprint") != settings_fingerprint(cfg) or force:
+    if (old is None or old.get("settings_fingerprint") != settings_fingerprint(cfg) or force
+            or _tokenizers_differ(old, given)):
         raise error
     problem = verify_folder(folder, old)
     if problem is not None:
@@ -386,11 +312,16 @@ def _stand_in(cfg: Config, old: dict[str, Any] | None, error: TfmError, force: b
     return Prepared(folder, old)
 
 
-def _still_current(folder: Path, old: dict[str, Any], fingerprint: str, verify: bool) -> bool:
-    """Whether the folder was built from these inputs and settings and is undamaged (every
-    file read when `verify`)."""
+def _still_current(folder: Path, old: dict[str, Any], fingerprint: str, verify: bool,
+                   given: GivenTokenizers | None) -> bool:
+    """Whether the folder was built from these inputs, settings and tokenizers and is
+    undamaged (every file read when `verify`)."""
     if old.get("fingerprint") != fingerprint:
         log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
+        return False
+    other = _tokenizers_differ(old, given)
+    if other is not None:
+        log.info("%s: rebuilding %s", other, folder)
         return False
     problem = verify_folder(folder, old, full=verify)
     if problem is not None:
@@ -399,8 +330,8 @@ def _still_current(folder: Path, old: dict[str, Any], fingerprint: str, verify: 
 
 
 def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], started: float,
-           check_stop: Callable[[], None] | None) -> TokenizerPair:
-    """Fit the tokenizers, then encode every split into a work folder that replaces
+           check_stop: Callable[[], None] | None, given: GivenTokenizers | None) -> TokenizerPair:
+    """Fit the tokenizers (unless `given`), then encode every split into a work folder that replaces
     `cfg.data_dir` as a whole (`atomic_write_folder`); completes `manifest` on the way.
     Memory holds a sample (SentencePiece), the evaluation splits and a few chunks per worker."""
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
@@ -409,7 +340,10 @@ def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], start
     evaluation = {s: read_parallel(*paths[s]) for s in EVAL_SPLITS}  # small: read first, fail early
     train = TrainingPairs(*paths["train"], cfg.data.limit_train)
     workers = available_cpus()
-    pair = _fit_tokenizers(cfg, train, workers, check_stop)
+    if given is None:
+        pair = _fit_tokenizers(cfg, train, workers, check_stop)
+    else:  # the parent's vocabularies; the truecaser is learned from this corpus below
+        pair = TokenizerPair(given.pair.src, given.pair.tgt, given.pair.joint)
     release_freed_memory()  # the sample SentencePiece was fitted on, before workers are forked
     dtype = id_dtype(max(pair.src.vocab_size, pair.tgt.vocab_size))
 
@@ -429,6 +363,7 @@ def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], start
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
         manifest.update({
             "vocab_size": {"src": pair.src.vocab_size, "tgt": pair.tgt.vocab_size},
+            "tokenizer_sha256": pair.vocabulary_digest(),
             "joint_vocab": pair.joint,
             "id_dtype": dtype,
             "shards": {s: stats[s].shards for s in SPLITS},

@@ -13,6 +13,7 @@ dict (for checkpoints) or a folder.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -298,6 +299,10 @@ class TokenizerPair:
                  else {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()})
         return sides if self.recaser is None else {**sides, "source_truecaser": self.recaser.state()}
 
+    def vocabulary_digest(self) -> str:
+        """See `vocabulary_digest`."""
+        return vocabulary_digest(self.state())
+
     @property
     def framing(self) -> Framing:
         """The two vocabularies' special ids, as batches are built with them."""
@@ -344,6 +349,14 @@ class TokenizerPair:
             if part is not None and "model" in part:
                 meta[side] = {**part, "model": (folder / part["model"]).read_bytes()}
         return cls.from_state(meta)
+
+
+def vocabulary_digest(state: dict[str, Any]) -> str:
+    """sha256 of a `TokenizerPair.state()`'s vocabularies and segmentation, not its truecaser:
+    pairs with one digest give a text the same ids, so their models' losses compare."""
+    plain = {k: v for k, v in state.items() if k != "source_truecaser"}
+    text = json.dumps(plain, sort_keys=True, default=lambda b: b.hex())  # bytes: SentencePiece models
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def fit_subwords(cfg: TokenizerConfig, src_lines: Sequence[str], tgt_lines: Sequence[str],

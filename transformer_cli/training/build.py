@@ -15,7 +15,7 @@ from torch import nn
 from ..config import Config
 from ..data.augment import Augmentation
 from ..data.loader import TrainingData
-from ..data.preprocess import Prepared
+from ..data.prepared import Prepared
 from ..device import autocast_dtype, default_threads
 from ..model.builders import build_model
 from ..model.transformer import Seq2SeqTransformer
@@ -29,9 +29,11 @@ from .step import BatchLoss
 
 
 def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.device,
-                  dist: DistContext, stop: GracefulStop, show_progress: bool) -> Trainer:
+                  dist: DistContext, stop: GracefulStop, show_progress: bool,
+                  identity: str | None = None) -> Trainer:
     """Sets torch's threads (train.threads) and seeds its RNG with train.seed + rank first:
-    the model's initial weights and the dropout stream are the run's."""
+    the model's initial weights and the dropout stream are the run's. `identity`: the run's
+    (run_dir.run_identity; by default that of `cfg` on `prepared` without a parent)."""
     tc = cfg.train
     torch.set_num_threads(tc.threads or default_threads())
     torch.manual_seed(tc.seed + dist.rank)
@@ -44,7 +46,7 @@ def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.de
     data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, tokenizers),
                         dist.rank, dist.world_size, pin_memory=device.type == "cuda")
     return Trainer(cfg, prepared, run, model, data, optimization, Cadence(tc, stop, dist, device),
-                   run_identity(cfg, prepared.manifest["fingerprint"]), show_progress)
+                   identity or run_identity(cfg, prepared.fingerprint), show_progress)
 
 
 def training_module(model: nn.Module, dist: DistContext, device: torch.device, compile: bool) -> nn.Module:

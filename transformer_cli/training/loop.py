@@ -24,7 +24,7 @@ from ..allocator import release_freed_memory
 from ..checkpoint import Checkpoint, TrainState
 from ..config import Config
 from ..data.loader import TrainingData
-from ..data.preprocess import Prepared
+from ..data.prepared import Prepared
 from ..device import rng_state, set_rng_state
 from ..errors import StoppedBySignal
 from ..evaluate import LossResult, loss_result
@@ -64,6 +64,7 @@ class Trainer:
         self._session_mark = time.monotonic()
         self._stepped = False  # whether this session took a step yet (logged once, when it does)
         self._tensorboard = TensorBoard(run.path / "tensorboard")
+        self.parent: dict[str, Any] | None = None  # the model the run started from (its record)
 
     # ------------------------------------------------------------------ state
     def checkpoint(self, metrics: dict[str, Any]) -> Checkpoint:
@@ -71,8 +72,8 @@ class Trainer:
         m = self.model
         return Checkpoint(m.ARCHITECTURE, m.src_vocab_size, m.tgt_vocab_size, m.state_dict(),
                           self.prepared.tokenizers.state(), self.cfg.to_dict(), metrics,
-                          self.prepared.manifest["fingerprint"], self.identity,
-                          datetime.now(timezone.utc).isoformat(timespec="seconds"))
+                          self.prepared.fingerprint, self.identity,
+                          datetime.now(timezone.utc).isoformat(timespec="seconds"), parent=self.parent)
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -102,8 +103,15 @@ class Trainer:
         self.progress = Progress.from_dict(state.progress)
         self._epoch_nll = torch.tensor(self.progress.epoch_nll, device=self.device)
         self.saved_world_size = state.world_size
+        self.parent = checkpoint.parent
         if self.saved_world_size == self.dist.world_size:
             set_rng_state(state.rng[self.dist.rank], self.device)
+
+    def start_from(self, weights: dict[str, torch.Tensor], parent: dict[str, Any]) -> None:
+        """A new run's weights from the model it continues (`parent`: its record, kept in
+        every checkpoint of the run); everything else starts afresh."""
+        self.model.load_state_dict(weights)
+        self.parent = parent
 
     def extend_if_asked(self) -> bool:
         """A finished run continues when epochs/max_steps were raised; True if it will train."""

@@ -23,9 +23,10 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import Checkpoint, CheckpointError, content_digest
+from ..checkpoint import Checkpoint, CheckpointError
 from ..config import DecodeConfig, TrainConfig
-from ..data.preprocess import Prepared
+from ..data.prepared import Prepared
+from ..data.tokenizers import vocabulary_digest
 from ..device import autocast_dtype
 from ..errors import UsageError
 from ..evaluate import loss_result, translate_and_score
@@ -160,6 +161,31 @@ def _verified_published(run: RunDir) -> tuple[Checkpoint | None, bool]:
         return None, True
 
 
+def published_or_restored(run: RunDir) -> Checkpoint | None:
+    """published.pt, verified, for a run that continues it (None: none is published yet). A
+    damaged one is repaired as the gate repairs it, from published.history/; with nothing to
+    restore it from, a UsageError says so and nothing is moved."""
+    if not run.published.is_file():
+        return None
+    try:
+        return Checkpoint.read(run.published)
+    except (CheckpointError, UsageError) as e:
+        if not any(_readable(p) for p in history(run)):
+            raise UsageError(f"{e}, and {run.published_history} holds no earlier model to restore: "
+                             "put a good published.pt back (or train without train.init_from)") from None
+    _verified_published(run)  # moves it aside
+    log.warning("%s", _repair_without_best(run).text)
+    return Checkpoint.read(run.published)
+
+
+def _readable(path: Path) -> bool:
+    try:
+        Checkpoint.read(path)
+    except (CheckpointError, UsageError):
+        return False
+    return True
+
+
 def _archive(run: RunDir, published: Checkpoint, keep: int) -> None:
     """Keep the model being replaced in published.history/ (the newest `keep` are kept)."""
     folder = run.published_history
@@ -247,8 +273,8 @@ def _judge(candidate: Checkpoint, published: Checkpoint | None, metric: Metric,
     if published is None:
         return Decision(Outcome.PROMOTED, "promoted (published.pt was damaged)" if was_damaged
                         else "promoted (none published yet)")
-    same_tokenizer = (content_digest({"t": candidate.tokenizer})
-                      == content_digest({"t": published.tokenizer}))
+    # The vocabularies decide (a truecaser learned from more data changes no id).
+    same_tokenizer = vocabulary_digest(candidate.tokenizer) == vocabulary_digest(published.tokenizer)
     used = metric if (metric is not Metric.VALID_LOSS or same_tokenizer) else Metric.VALID_BLEU
     if used is not metric:
         log.info("the published model has another tokenizer: comparing valid_bleu, not valid_loss")

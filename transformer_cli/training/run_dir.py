@@ -35,14 +35,22 @@ log = logging.getLogger("tfm")
 
 # Settings that may change between sessions of one run without starting it over (schema metadata).
 RESUMABLE_CHANGES = {f.name for f in fields(TrainConfig) if f.metadata.get("resumable")}
+# The parent's settings, which join the identity as its lineage (below), only when one is set.
+LINEAGE_KEYS = {"init_from", "continued"}
 
 
-def run_identity(cfg: Config, data_fingerprint: str) -> str:
-    """What makes two sessions the same run: the data, tokenizer, model and optimization. A
-    last.pt of another identity is not resumed: the run starts over."""
+def run_identity(cfg: Config, data_fingerprint: str, lineage: dict[str, Any] | None = None) -> str:
+    """What makes two sessions the same run: the data, tokenizer, model and optimization, as
+    configured. A last.pt of another identity is not resumed: the run starts over.
+
+    A run with train.init_from adds its `lineage` (training/parent.py: the parent as named, the
+    tokenizers' digest and train.continued); a run without has the identity it had before
+    train.init_from existed, so runs of earlier versions still resume."""
     d = cfg.to_dict()
-    train = {k: v for k, v in d["train"].items() if k not in RESUMABLE_CHANGES}
+    train = {k: v for k, v in d["train"].items() if k not in RESUMABLE_CHANGES | LINEAGE_KEYS}
     payload = {"data": data_fingerprint, "tokenizer": d["tokenizer"], "model": d["model"], "train": train}
+    if lineage is not None:
+        payload["lineage"] = lineage
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 

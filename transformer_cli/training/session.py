@@ -22,7 +22,8 @@ from .. import allocator
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
 from ..data import folder_lock
-from ..data.preprocess import Prepared, load_prepared, prepare
+from ..data.preprocess import prepare
+from ..data.prepared import Prepared, load_prepared
 from ..device import resolve_device
 from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
@@ -30,9 +31,10 @@ from ..provenance import git_commit, package_versions
 from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .build import build_trainer
 from .loop import Trainer
+from .parent import Parent, continued_config, lineage, resolve_parent
 from .progress import Progress
 from .promotion import Decision, GateRules, Metric, Policy, Scorer, promote
-from .run_dir import RunDir
+from .run_dir import RunDir, run_identity
 from .signals import GracefulStop, StopRequested
 
 log = logging.getLogger("tfm")
@@ -92,20 +94,28 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
     stage = "preparing the data"
     data_held = False  # the data folder, held for reading while this session uses it
     try:
+        parent = None
         if dist_ctx.is_main:
             if not run.locked:
                 run.lock()
             handler = run.attach_log(log)
             log.info("tfm %s", " ".join(sys.argv[1:]))
+            parent = resolve_parent(cfg, run)  # refused (exit 2) before anything is made
         stop.__enter__()  # from here on a signal is honoured at the next safe point
         if dist_ctx.is_main:
-            prepared, _ = prepare(cfg, check_stop=stop.check, hold=True)
+            given = parent.tokenizers() if parent is not None else None
+            prepared, _ = prepare(cfg, check_stop=stop.check, hold=True, given=given)
         dist_ctx.barrier()
         if not dist_ctx.is_main:
+            parent = resolve_parent(cfg, run, repair=False)
             prepared = load_prepared(cfg, hold=True)
         data_held = True
-        trainer = build_trainer(cfg, prepared, run, device, dist_ctx, stop, show_progress)
-        resumed = _resume_or_start(trainer, restart)
+        identity = run_identity(cfg, prepared.fingerprint,
+                                lineage(cfg, prepared.tokenizers.vocabulary_digest(), parent))
+        trained_cfg = continued_config(cfg, parent) if parent is not None else cfg
+        trainer = build_trainer(trained_cfg, prepared, run, device, dist_ctx, stop, show_progress,
+                                identity)
+        resumed = _resume_or_start(trainer, restart, parent)
         trained = trainer.extend_if_asked()
         p = trainer.progress
         if not trained:
@@ -138,17 +148,29 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
         shutdown_distributed()
 
 
-def _resume_or_start(trainer: Trainer, restart: bool) -> bool:
+def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None) -> bool:
     """Restore this run's newest readable checkpoint, or clear the run folder for a new start
-    (every rank waits for that); returns whether the run resumed."""
+    (every rank waits for that) from `parent`'s weights when there is one; returns whether the
+    run resumed."""
     checkpoint = None if restart else _resume_checkpoint(trainer.run_dir, trainer.identity)
     if checkpoint is None:
         if trainer.dist.is_main:
             _clear_run(trainer.run_dir)
         trainer.dist.barrier()
+        if parent is not None:
+            trainer.start_from(parent.checkpoint.weights, parent.record)
+            if trainer.dist.is_main:
+                log.info("continuing %s (sha256 %s, %s): its weights and tokenizers; optimizer, "
+                         "schedule and early stopping start afresh", parent.path,
+                         parent.checkpoint.sha256[:12], _described(parent.checkpoint.metrics))
         return False
     trainer.restore(checkpoint)
     return True
+
+
+def _described(metrics: dict[str, Any]) -> str:
+    shown = [f"{k} {metrics[k]}" for k in ("epoch", "step", "valid_loss", "valid_bleu") if k in metrics]
+    return ", ".join(shown) or "no metrics"
 
 
 def _train(trainer: Trainer, resumed: bool) -> None:
@@ -185,7 +207,7 @@ def _write_run_files(cfg: Config, run: RunDir, trainer: Trainer, device: Any, wo
     manifest = {
         "name": cfg.name,
         "run_identity": trainer.identity,
-        "data_fingerprint": trainer.prepared.manifest["fingerprint"],
+        "data_fingerprint": trainer.prepared.fingerprint,
         "data_files": trainer.prepared.manifest["files"],
         "seed": cfg.train.seed,
         "device": str(device),
@@ -197,5 +219,6 @@ def _write_run_files(cfg: Config, run: RunDir, trainer: Trainer, device: Any, wo
         "command": sys.argv,
         "session_started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "resumed_at_step": trainer.progress.step or None,
+        "parent": trainer.parent,
     }
     atomic_write_json(run.manifest, manifest)

@@ -30,6 +30,7 @@ class GracefulStop:
     def __init__(self) -> None:
         self.signum: int | None = None
         self._handling = on_stop_signals(self._handle)
+        self._entered = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
@@ -45,7 +46,11 @@ class GracefulStop:
 
     def __enter__(self) -> GracefulStop:
         self._handling.__enter__()
+        self._entered = True
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._handling.__exit__(None, None, None)
+        """Restore the previous handlers (nothing to do if the block was never entered)."""
+        if self._entered:
+            self._entered = False
+            self._handling.__exit__(None, None, None)

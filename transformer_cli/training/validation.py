@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..config import Config, DecodeConfig
-from ..data.preprocess import Prepared
+from ..data.prepared import Prepared
 from ..errors import TfmError
 from ..evaluate import LossResult, score_translations
 from ..inference.translate import TorchTranslator

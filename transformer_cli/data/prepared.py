@@ -1,0 +1,134 @@
+"""A preprocessed corpus folder (`<data.dir>/<name>/`) as its readers see it: `Prepared`, its
+manifest, and the check that its files still hold what the manifest lists.
+
+`data/preprocess.py` builds the folder; training, evaluation and the promotion gate read it
+through `load_prepared` (or the `Prepared` that `prepare` returns).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import Config
+from ..errors import TfmError, UsageError, first_line
+from ..fsutil import recorded_sha256
+from .folder_lock import hold_shared, release
+from .shards import ShardedSplit
+from .sources import SPLITS, sha256_file
+from .tokenizers import TokenizerPair
+
+FORMAT_VERSION = 2  # 2: memory-mapped shards (1: one torch file per split)
+
+
+@dataclass
+class Prepared:
+    """A preprocessed corpus folder, loaded lazily."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    _tokenizers: TokenizerPair | None = field(default=None, repr=False)
+
+    @property
+    def tokenizers(self) -> TokenizerPair:
+        """The folder's tokenizers, with the source truecaser learned from the training sources
+        (unless the tokenizer lowercases): models trained on this folder carry it."""
+        if self._tokenizers is None:
+            try:
+                self._tokenizers = TokenizerPair.load(self.folder)
+            except (OSError, ValueError, KeyError, TypeError, RuntimeError) as e:
+                raise damaged(self.folder / "tokenizer.json", e) from None
+        return self._tokenizers
+
+    @property
+    def fingerprint(self) -> str:
+        """The corpus and settings the folder was built from (preprocess.data_fingerprint)."""
+        return str(self.manifest["fingerprint"])
+
+    @property
+    def langs(self) -> tuple[str, str]:
+        return self.manifest["src_lang"], self.manifest["tgt_lang"]
+
+    def split(self, name: str) -> ShardedSplit:
+        """The split's ids and lines, memory-mapped."""
+        try:
+            return ShardedSplit(self.folder, name, self.langs, self.manifest["id_dtype"],
+                                self.manifest["shards"][name])
+        except (OSError, ValueError) as e:
+            raise damaged(Path(getattr(e, "filename", None) or self.folder / f"{name}.*.bin"), e) from None
+
+    def text(self, split: str, lang: str) -> list[str]:
+        """All lines of a split's text on one side (for the small evaluation splits)."""
+        path = self.folder / f"{split}.{lang}.txt"
+        try:
+            return path.read_text(encoding="utf-8").split("\n")[:-1]
+        except (OSError, UnicodeDecodeError) as e:
+            raise damaged(path, e) from None
+
+
+def damaged(path: Path, error: BaseException) -> TfmError:
+    """The one-line error for a preprocessed file that cannot be read."""
+    reason = getattr(error, "strerror", None) or first_line(error)
+    return TfmError(f"preprocessed file {path} is damaged or unreadable ({reason}): run "
+                    "`tfm preprocess --force` with the same config to rebuild it")
+
+
+def load_prepared(cfg: Config, hold: bool = False) -> Prepared:
+    """The preprocessed folder of `cfg`, which must exist (see `preprocess.prepare`); held
+    for reading when `hold`, until the caller's `folder_lock.release(cfg.data_dir)`."""
+    if hold:
+        hold_shared(cfg.data_dir)
+    try:
+        return _load_prepared(cfg)
+    except BaseException:
+        if hold:
+            release(cfg.data_dir)
+        raise
+
+
+def _load_prepared(cfg: Config) -> Prepared:
+    manifest_path = cfg.data_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise UsageError(f"no preprocessed data in {cfg.data_dir}: run "
+                         f"`tfm preprocess --config {cfg.name}.yaml` first")
+    manifest = read_manifest(cfg.data_dir)
+    if manifest is None:
+        raise damaged(manifest_path, ValueError("not a manifest"))
+    if manifest.get("format") != FORMAT_VERSION:
+        raise UsageError(f"the preprocessed data in {cfg.data_dir} was made by an older tfm "
+                         f"(format {manifest.get('format')}, now {FORMAT_VERSION}): run "
+                         f"`tfm preprocess --config {cfg.name}.yaml` to rebuild it")
+    return Prepared(cfg.data_dir, manifest)
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    """The folder's manifest, or None when it is missing or unreadable."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def verify_folder(folder: Path, manifest: dict[str, Any], full: bool = False) -> str | None:
+    """Why the folder no longer holds what its manifest lists (size, sha256), or None if intact.
+    A file that kept the size and modification time the manifest records is taken as intact
+    without reading it, unless `full`."""
+    outputs = manifest.get("outputs")
+    langs = (manifest.get("src_lang"), manifest.get("tgt_lang"))
+    if not isinstance(outputs, dict) or not {f"{s}.{lang}.txt" for s in SPLITS for lang in langs} <= set(outputs):
+        return "its manifest lists no checksums of some files (made by an older tfm)"
+    for name, expected in outputs.items():
+        path = folder / name
+        try:
+            if not full and recorded_sha256(path, expected) == expected["sha256"]:
+                continue
+            if path.stat().st_size != expected["size"] or sha256_file(path) != expected["sha256"]:
+                return f"{name} does not match its checksum"
+        except (OSError, TfmError):
+            return f"{name} is missing or unreadable"
+        except (TypeError, KeyError):
+            return "its manifest is malformed"
+    return None

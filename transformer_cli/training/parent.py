@@ -1,0 +1,145 @@
+"""The trained model a run starts from (`train.init_from`), and how it shapes the run.
+
+    init_from: published    this run's published.pt, when the run starts anew; while none is
+                            published yet the run trains from scratch (and says so)
+    init_from: FILE         a tfm checkpoint
+
+The parent gives the new run
+- its weights (`Trainer.start_from`);
+- its architecture: the model settings stored in its checkpoint; the config's dropouts stay,
+  and other model.* keys of the config that differ are named in a warning and not used;
+- its tokenizers: preprocessing encodes the corpus with them (`GivenTokenizers`) instead of
+  fitting new ones, so the parent and the new model give a text the same ids and the
+  promotion gate compares their validation losses.
+
+What starts afresh is everything the optimizer and the schedule carry: Adam's moments, the
+learning-rate schedule with its warmup, early stopping, the snapshots to average, the epoch
+and step counts; `train.continued` gives the train.* values of a continued run.
+
+A run's identity (run_dir.run_identity) names the parent as configured: `published`, or the
+file's sha256. So a changed parent file starts the run over, while `published` stands for the
+model published when the run began: its own promotion does not restart a finished run, and
+the nightly command is a no-op until the corpus (or a setting) changes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import Checkpoint, CheckpointError
+from ..config import Config, ModelConfig, validate
+from ..config_values import ConfigError, build_section
+from ..data.preprocess import GivenTokenizers
+from ..data.tokenizers import TokenizerPair
+from ..errors import UsageError
+from .promotion import published_or_restored
+from .run_dir import RunDir
+
+log = logging.getLogger("tfm")
+
+PUBLISHED = "published"
+# Model settings a continued run may change: they shape no weight.
+REGULARIZATION_KEYS = ("dropout", "attention_dropout", "activation_dropout")
+
+
+@dataclass
+class Parent:
+    """A verified trained model that a new run starts from."""
+
+    checkpoint: Checkpoint
+    spec: str  # train.init_from as configured: PUBLISHED or a path
+    path: Path  # the file it was read from
+
+    @property
+    def record(self) -> dict[str, Any]:
+        """What checkpoints and manifests record of it."""
+        return {"from": self.spec, "path": str(self.path), "sha256": self.checkpoint.sha256}
+
+    def tokenizers(self) -> GivenTokenizers:
+        """The tokenizers preprocessing encodes the new corpus with."""
+        try:
+            pair = TokenizerPair.from_state(self.checkpoint.tokenizer)
+        except ValueError as e:
+            raise UsageError(f"train.init_from: {self.path}: its tokenizer cannot be used: {e}") from None
+        return GivenTokenizers(pair, self.record)
+
+
+def lineage(cfg: Config, tokenizer_digest: str, parent: Parent | None) -> dict[str, Any] | None:
+    """What a run with train.init_from adds to its identity (None without): the parent as
+    configured (a file by its sha256), the tokenizers' digest and train.continued."""
+    spec = cfg.train.init_from
+    if spec is None:
+        return None
+    named = PUBLISHED if spec == PUBLISHED or parent is None else parent.checkpoint.sha256
+    return {"init_from": named, "tokenizer": tokenizer_digest,
+            "continued": dataclasses.asdict(cfg.train.continued)}
+
+
+def resolve_parent(cfg: Config, run: RunDir, repair: bool = True) -> Parent | None:
+    """The parent train.init_from names, verified (None: no init_from, or nothing published
+    yet). A missing, damaged or unsafe file is a UsageError (exit 2) naming it; a damaged
+    published.pt is restored from published.history/ when `repair` (the first rank does)."""
+    spec = cfg.train.init_from
+    if spec is None:
+        return None
+    if spec != PUBLISHED and Path(spec).resolve() == run.published.resolve():
+        spec = PUBLISHED  # the run's own published model: follow it as `published` does
+    if spec == PUBLISHED:
+        if repair:
+            checkpoint = published_or_restored(run)
+        else:  # the first rank has verified and repaired it
+            checkpoint = _read(run.published) if run.published.is_file() else None
+        if checkpoint is None:
+            log.info("train.init_from: published: nothing is published in %s yet: training from "
+                     "scratch", run.path)
+            return None
+        return Parent(checkpoint, PUBLISHED, run.published)
+    path = Path(spec)
+    if path.is_dir():
+        raise UsageError(f"train.init_from: {path} is a folder: give a tfm checkpoint file "
+                         "(published.pt, best.pt) or `published`")
+    if not path.exists():
+        raise UsageError(f"train.init_from: no such checkpoint: {path}")
+    return Parent(_read(path), spec, path)
+
+
+def _read(path: Path) -> Checkpoint:
+    """A parent checkpoint, verified (a UsageError naming init_from when it cannot be)."""
+    try:
+        return Checkpoint.read(path)
+    except (UsageError, CheckpointError) as e:  # missing, unsafe, damaged, of a newer tfm
+        raise UsageError(f"train.init_from: {e}") from None
+
+
+def continued_config(cfg: Config, parent: Parent) -> Config:
+    """`cfg` as a run from `parent` trains: the parent's model settings (with the config's
+    dropouts) and train.continued's values over train.*."""
+    out = copy.deepcopy(cfg)
+    try:
+        model = build_section(ModelConfig, parent.checkpoint.model_config, "model")
+    except UsageError as e:
+        raise UsageError(f"train.init_from: {parent.path}: its model settings do not fit this "
+                         f"version of tfm: {e}") from None
+    for key in REGULARIZATION_KEYS:
+        setattr(model, key, getattr(cfg.model, key))
+    differing = [f"model.{f.name} {getattr(cfg.model, f.name)!r} -> {getattr(model, f.name)!r}"
+                 for f in dataclasses.fields(ModelConfig)
+                 if getattr(cfg.model, f.name) != getattr(model, f.name)]
+    if differing:
+        log.warning("warning: train.init_from: the model is the parent's (%s), not the config's: "
+                    "%s", parent.path, ", ".join(differing))
+    out.model = model
+    for f in dataclasses.fields(cfg.train.continued):
+        value = getattr(cfg.train.continued, f.name)
+        if value is not None:
+            setattr(out.train, f.name, value)
+    try:
+        validate(out)
+    except ConfigError as e:
+        raise UsageError(f"train.init_from: with the parent's model and train.continued: {e}") from None
+    return out
