@@ -42,9 +42,10 @@ def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
     """Open the model at `path` on `device` (`config.DEVICES`) in `precision`
     (`config.PRECISIONS`); `decode` replaces the decoding defaults stored with the model.
 
-    A tfm checkpoint runs on torch; the file is verified (sha256, weights_only) on the way in.
-    A `tfm export` folder (recognised by its manifest) runs on CTranslate2 at the precision it
-    was exported with; its files are verified against the manifest's sha256s.
+    A tfm checkpoint, or a Hugging Face MarianMT folder (model_io.read_model), runs on torch;
+    the file is verified (sha256, weights_only) on the way in. A `tfm export` folder for
+    CTranslate2 (recognised by its manifest) runs on CTranslate2 at the precision it was
+    exported with; its files are verified against the manifest's sha256s.
 
     `threads`: CPU threads for decoding: torch's intra-op threads (`torch.set_num_threads`,
     process-wide) for a checkpoint, CTranslate2's intra-op threads (this model's) for an
@@ -58,19 +59,21 @@ def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
         raise UsageError(f"threads must be an integer >= 1 (got {threads!r})")
     import torch
 
-    from .export.bundle import is_export
+    from .export.bundle import export_engine
 
-    if is_export(path):
+    if export_engine(path) == "ctranslate2":
         from .export.ct2_translator import Ct2Translator
 
         return Ct2Translator(Path(path), device, decode, threads or torch.get_num_threads())
     from .device import autocast_dtype, resolve_device
     from .inference.translate import TorchTranslator
+    from .model_io import read_model
 
     if threads is not None:
         torch.set_num_threads(threads)
     dev = resolve_device(device)
-    return TorchTranslator.from_checkpoint(Path(path), dev, decode, autocast_dtype(dev, precision))
+    checkpoint, where = read_model(path)
+    return TorchTranslator.load(checkpoint, dev, decode, autocast_dtype(dev, precision), where)
 
 
 def published_model(run_dir: Path, config: str) -> Path:
@@ -85,7 +88,9 @@ def published_model(run_dir: Path, config: str) -> Path:
 def resolve_model(source: str | Path) -> Path:
     """The model file `source` names, decided by what is there, not by its name:
 
-    - a folder: a `tfm export` folder (`open_backend` checks its manifest);
+    - a folder: a `tfm export` folder (`open_backend` checks its manifest) or a Hugging Face
+      MarianMT folder;
+    - OWNER/NAME that is no path or config here: a model on the Hugging Face Hub (fetched);
     - a binary file (a NUL byte in its first 8 KiB, as git tells binary from text): a
       checkpoint (torch's zip archive; a damaged one is then reported as such);
     - a text file, or a config name found in ./configs/ or among tfm's own: a config, whose
@@ -102,6 +107,11 @@ def resolve_model(source: str | Path) -> Path:
         try:
             resolve_config_path(str(source))
         except UsageError as e:
+            from .hf.folder import HUB_ID, locate
+
+            fetched = locate(str(source)) if HUB_ID.match(str(source)) else None
+            if fetched is not None:
+                return fetched
             raise UsageError(f"{source}: no such model file or export folder, and {e}") from None
     cfg = load_config(str(source))
     return published_model(cfg.run_dir, str(source))

@@ -83,8 +83,9 @@ def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None
     if split not in ("val", "test"):
         raise UsageError(f"--split must be val or test (got {split!r})")
     from .data.preprocess import prepare
+    from .training.parent import parent_tokenizers
 
-    prepared, _ = prepare(cfg)
+    prepared, _ = prepare(cfg, given=parent_tokenizers(cfg))
     return (prepared.text(split, cfg.data.src_lang), prepared.text(split, cfg.data.tgt_lang), split)
 
 
@@ -207,46 +208,61 @@ def serve(
 def export(
     config: str = typer.Option("base.yaml", "--config", "-c", help="Its run's published.pt (else "
                                "best.pt) is exported by default. " + CONFIG_HELP),
-    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Checkpoint file to "
-                                              "export instead."),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model to export instead: a "
+                                              "checkpoint file or a Hugging Face MarianMT folder."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder to write (an earlier export "
                                 "there is replaced; any other existing folder must be empty)."),
-    fmt: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (the only one)."),
+    fmt: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (a CTranslate2 model that "
+                            "tfm runs) or hf (a MarianMT folder for transformers: "
+                            "MarianMTModel/MarianTokenizer.from_pretrained; needs 'tfm[hf]')."),
     quantization: str = typer.Option("none", "--quantization", help="Weight type: "
                                      f"{', '.join(QUANTIZATIONS)} (none: float32; the 16-bit float "
                                      "types are for GPUs)."),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
 ) -> None:
-    """Export a model for CTranslate2: a self-contained folder (model, tokenizer, manifest).
+    """Export a model: a self-contained folder (model, tokenizer, manifest with sha256s).
 
-    `tfm translate`, `tfm evaluate`, `tfm serve` and `tfm.load` accept the folder wherever they
-    accept a checkpoint. Needs the extra: pip install 'tfm[ctranslate2]'.
+    --format ctranslate2 (pip install 'tfm[ctranslate2]') or hf: a MarianMT folder that
+    transformers loads and CTranslate2's ct2-transformers-converter converts (pip install
+    'tfm[hf]'). `tfm translate`, `tfm evaluate`, `tfm serve` and `tfm.load` accept either
+    folder wherever they accept a checkpoint.
 
     \b
     Examples:
       tfm export -c base.yaml --output exports/base
       tfm export --checkpoint checkpoints/base/best.pt --quantization int8 -o exports/base-int8
+      tfm export -c base.yaml --format hf -o exports/base-hf
       tfm translate --checkpoint exports/base-int8 "Ein Hund rennt."
     """
-    from .errors import StoppedBySignal, UsageError
+    from .errors import StoppedBySignal, UsageError, check_choice
 
-    if fmt != "ctranslate2":
-        raise UsageError(f"--format must be ctranslate2, the only export format (got {fmt!r})")
+    check_choice("--format", fmt, ("ctranslate2", "hf"))
+    if fmt == "hf" and quantization != "none":
+        raise UsageError("--quantization is for --format ctranslate2; a Hugging Face export keeps "
+                         "float32 weights")
     if checkpoint is None:
         from .api import published_model
         from .config import load_config
 
         checkpoint = published_model(load_config(config, overrides).run_dir, config)
-    from .export.bundle import export_checkpoint, is_export
+    from .export.bundle import export_checkpoint, export_engine
 
-    if is_export(checkpoint):
+    if export_engine(checkpoint) == "ctranslate2":
         raise UsageError(f"{checkpoint} is already an export; export its source checkpoint")
     try:
         with _stop_signals_raise():
-            manifest = export_checkpoint(checkpoint, output, quantization)
+            if fmt == "hf":
+                manifest = _export_hf(checkpoint, output)
+            else:
+                manifest = export_checkpoint(checkpoint, output, quantization)
     except _Stopped as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} during export; nothing was "
                                         f"written to {output}") from None
+    if fmt == "hf":
+        size = sum(p.stat().st_size for p in output.iterdir())
+        typer.echo(f"exported {checkpoint} -> {output} (Hugging Face MarianMT, {size / 1e6:.1f} MB, "
+                   f"{manifest['seconds']:.1f} s)")
+        return
     from .export.engine import INT8_WARNING, int8_loses_accuracy_here
 
     if manifest["weights"].startswith("int8") and int8_loses_accuracy_here():
@@ -254,6 +270,20 @@ def export(
     size = sum(p.stat().st_size for p in output.iterdir())
     typer.echo(f"exported {checkpoint} -> {output} (ctranslate2, {manifest['weights']} weights, "
                f"{size / 1e6:.1f} MB, {manifest['seconds']:.1f} s)")
+
+
+def _export_hf(source: Path, output: Path) -> dict[str, Any]:
+    try:
+        import safetensors  # noqa: F401
+    except ImportError:
+        from .errors import UsageError
+
+        raise UsageError("--format hf needs the hf extra: pip install 'tfm[hf]'") from None
+    from .hf.export import export_hf
+    from .model_io import read_model
+
+    checkpoint, where = read_model(source)
+    return export_hf(checkpoint, where, output)
 
 
 class _Stopped(BaseException):

@@ -41,11 +41,13 @@ def preprocess(
         cfg.data.source = source
     from .data.preprocess import prepare, summary_table
     from .errors import StoppedBySignal
+    from .training.parent import parent_tokenizers
     from .training.signals import GracefulStop, StopRequested
 
     try:
         with GracefulStop() as stop:
-            prepared, rebuilt = prepare(cfg, force=force, check_stop=stop.check, verify=verify)
+            prepared, rebuilt = prepare(cfg, force=force, check_stop=stop.check, verify=verify,
+                                        given=parent_tokenizers(cfg))
     except StopRequested as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
                                         "(run the same command to start again)") from None

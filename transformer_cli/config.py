@@ -19,6 +19,7 @@ import yaml
 
 from .config_values import ConfigError, apply_override, build_section
 from .errors import UsageError
+from .registry import load_plugins
 
 # Choices named once, for the config's fields and every option that takes the same values.
 Device = Literal["auto", "cpu", "cuda", "mps"]
@@ -34,10 +35,13 @@ def _bounds(ge: float | None = None, le: float | None = None, gt: float | None =
     return {"ge": ge, "le": le, "gt": gt, "lt": lt}
 
 
-def _f(default: Any, help: str, resumable: bool = False, **bounds: float) -> Any:
-    """A dataclass field: its default, help text, optional numeric bounds (ge/le/gt/lt), and for
-    train keys whether it may change between sessions of one run without starting it over."""
-    metadata = {**_bounds(**bounds), "help": help, "resumable": resumable}
+def _f(default: Any, help: str, resumable: bool = False, added: bool = False, **bounds: float) -> Any:
+    """A dataclass field: its default, help text, optional numeric bounds (ge/le/gt/lt), for
+    train keys whether it may change between sessions of one run without starting it over,
+    and whether it was `added` to a section after runs were first saved: such a key, at its
+    default (which keeps the behaviour from before it), is left out of run identities, so a
+    run of an earlier version still resumes (training/run_dir.py)."""
+    metadata = {**_bounds(**bounds), "help": help, "resumable": resumable, "added": added}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -111,7 +115,17 @@ class TokenizerConfig:
 
 @dataclass
 class ModelConfig:
-    """The encoder-decoder Transformer (Vaswani et al. 2017); names follow the paper."""
+    """The encoder-decoder Transformer (Vaswani et al. 2017); names follow the paper. Another
+    architecture (model/builders.register_architecture) may extend this section with its own
+    keys: a config's `model:` is read with the class registered for its `architecture`."""
+
+    @classmethod
+    def section_class(cls, raw: Any) -> type:
+        """The dataclass a `model:` mapping is read with (config_values.build_section)."""
+        name = (raw.get("architecture") if isinstance(raw, dict) else None) or "transformer"
+        if name not in MODEL_SETTINGS and name != "transformer":
+            load_plugins("architectures")  # an installed package may register it
+        return MODEL_SETTINGS.get(name, cls)
 
     d_model: int = _f(256, "Width of embeddings and every layer's output.", ge=8, le=16384)
     n_heads: int = _f(8, "Attention heads (must divide d_model).", ge=1, le=256)
@@ -121,7 +135,9 @@ class ModelConfig:
     dropout: float = _f(0.1, "Dropout on embeddings and sub-layer outputs (P_drop).", ge=0.0, lt=1.0)
     attention_dropout: float = _f(0.0, "Dropout on attention weights.", ge=0.0, lt=1.0)
     activation_dropout: float = _f(0.0, "Dropout inside the feed-forward network.", ge=0.0, lt=1.0)
-    activation: Literal["relu", "gelu"] = _f("relu", "Feed-forward activation.")
+    activation: Literal["relu", "gelu", "swish"] = _f(
+        "relu", "Feed-forward activation (gelu: the exact, erf-based one; swish: SiLU, as opus-mt "
+        "models use).")
     positional: Literal["learned", "sinusoidal"] = _f(
         "sinusoidal", "Positional encodings: the paper's sinusoids or a learned table.")
     max_len: int = _f(256, "Longest sequence in tokens (positions); longer inputs are truncated.",
@@ -131,6 +147,20 @@ class ModelConfig:
     tie_output: bool = _f(False, "Output projection shares the target embedding matrix.")
     share_embeddings: bool = _f(False, "Source and target share one embedding matrix (joint "
                                 "vocabulary).")
+    architecture: str = _f("transformer", "The model family: a name registered in "
+                           "model/builders.py (ARCHITECTURES), built with this section.", added=True)
+    scale_embeddings: bool = _f(True, "Multiply token embeddings by sqrt(d_model) (paper §3.4; "
+                                "transformers' scale_embedding).", added=True)
+    output_bias: bool = _f(False, "A bias on the output projection (Marian's final_logits_bias).",
+                           added=True)
+    sinusoid_layout: Literal["interleaved", "halves"] = _f(
+        "interleaved", "positional: sinusoidal: the sine and cosine of each frequency side by side "
+        "(dimensions 2i, 2i+1: tfm's) or all sines, then all cosines (transformers' Marian).",
+        added=True)
+
+
+# model.architecture -> the dataclass of its `model:` section (filled by model/builders.py).
+MODEL_SETTINGS: dict[str, type[ModelConfig]] = {}
 
 
 @dataclass

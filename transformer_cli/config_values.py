@@ -124,6 +124,9 @@ def build_section(cls: type, raw: Any, key: str) -> Any:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{key or 'the config'} must be a mapping (got {raw!r})", key)
+    chooser = getattr(cls, "section_class", None)  # a section whose class depends on its content
+    if chooser is not None:
+        cls = chooser(raw)
     hints = get_type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{key}." if key else ""

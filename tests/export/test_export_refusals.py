@@ -17,7 +17,7 @@ from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.data.vocab import SPECIALS, Vocab
 from transformer_cli.errors import UsageError
 from transformer_cli.export.bundle import MANIFEST, export_checkpoint
-from transformer_cli.export.ct2_spec import build_spec, refusal, vocabulary
+from transformer_cli.export.ct2_spec import build_spec, refusals, vocabulary
 from transformer_cli.export.ct2_translator import Ct2Translator
 from transformer_cli.inference.translate import model_from_checkpoint
 
@@ -34,29 +34,33 @@ def test_every_architecture_of_the_schema_exports(models):
 
     joint = model_from_checkpoint(Checkpoint.read(models["subword-post"]["checkpoint"]))[1]
     choices = schema_choices()
-    assert {"activation", "positional", "norm", "tie_output", "share_embeddings"} <= set(choices)
+    assert {"activation", "positional", "norm", "tie_output", "share_embeddings", "scale_embeddings",
+            "output_bias", "sinusoid_layout"} <= set(choices)
     for values in itertools.product(*choices.values()):
         cfg = ModelConfig(**dict(zip(choices, values)), d_model=16, n_heads=2, d_ff=32,
                           n_encoder_layers=1, n_decoder_layers=2, max_len=16)
-        assert refusal(cfg) is None, cfg
+        assert refusals("transformer", cfg) == [], cfg
         model = Seq2SeqTransformer(cfg, joint.src.vocab_size, joint.tgt.vocab_size)
         build_spec(model, joint)  # raises if CTranslate2's spec does not validate
 
 
 def test_what_ctranslate2_cannot_express_is_refused_in_one_line():
     cfg = ModelConfig()
-    assert refusal(dataclasses.replace(cfg, activation="swiglu")) == \
-        "model.activation='swiglu' has no CTranslate2 equivalent"
-    assert refusal(dataclasses.replace(cfg, positional="rotary")) == \
-        "model.positional='rotary' has no CTranslate2 equivalent"
+    assert refusals("transformer", dataclasses.replace(cfg, activation="swiglu")) == \
+        ["model.activation='swiglu' has no CTranslate2 equivalent"]
+    both = refusals("transformer", dataclasses.replace(cfg, positional="rotary", norm="rms"))
+    assert both == ["model.norm='rms' has no CTranslate2 equivalent",  # every one at once
+                    "model.positional='rotary' has no CTranslate2 equivalent"]
+    assert refusals("mamba", cfg) == ["model.architecture='mamba' is not one the CTranslate2 "
+                                      "exporter converts (transformer)"]
 
     @dataclasses.dataclass
     class Later(ModelConfig):  # an option a later tfm adds: refused until the exporter knows it,
         qk_norm: bool = False  # unless it keeps its default (the behaviour before it existed)
 
-    assert refusal(Later()) is None
-    assert refusal(Later(qk_norm=True)).startswith("model.qk_norm=True is not known to the "
-                                                   "CTranslate2 exporter")
+    assert refusals("transformer", Later()) == []
+    [reason] = refusals("transformer", Later(qk_norm=True))
+    assert reason.startswith("model.qk_norm=True is not known to the CTranslate2 exporter")
 
 
 def test_vocabularies_ctranslate2_cannot_map_are_refused():

@@ -28,7 +28,9 @@ import numpy as np
 
 from ..config import Config
 from .shards import ShardedSplit
-from .tokenizers import SubwordTokenizer, Tokenizer, TokenizerPair
+from .subword_tokenizer import SubwordTokenizer
+from .tokenizer_base import Tokenizer
+from .tokenizers import TokenizerPair
 
 FINAL_PUNCTUATION = ".!?;:,"
 

@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from .shards import EncodedChunk
-from .tokenizers import SubwordTokenizer, TokenizerPair, WordCounts, WordTokenizer
+from .subword_tokenizer import SubwordTokenizer
+from .tokenizers import TokenizerPair
+from .word_tokenizer import WordCounts, WordTokenizer
 from .truecase import spelling_counts
 
 Chunk = tuple[list[str], list[str]]  # source lines, target lines

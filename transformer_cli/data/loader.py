@@ -23,7 +23,7 @@ from .batching import (Batch, batch_seed, collate, collate_pairs, epoch_seed, pl
                        within_budget)
 from .parallel import as_helper_process, available_cpus, stop_signals_held
 from .shards import ShardedSplit
-from .tokenizers import SubwordTokenizer
+from .subword_tokenizer import SubwordTokenizer
 
 PREFETCH_BATCHES = 4  # per worker
 MICRO_BATCH_SLACK = 1.25  # an augmented batch may exceed its token budget by this much, whole

@@ -51,7 +51,8 @@ from .prepared import FORMAT_VERSION, Prepared, read_manifest, verify_folder
 from .shards import ShardWriter, id_dtype
 from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, iter_parallel,
                       read_parallel, resolve_source, sha256_file)
-from .tokenizers import TokenizerPair, WordCounts, WordTokenizer, fit_subwords
+from .tokenizers import TokenizerPair, fit_subwords
+from .word_tokenizer import WordCounts, WordTokenizer
 from .truecase import Truecaser
 
 EVAL_SPLITS = ("val", "test")

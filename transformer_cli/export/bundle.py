@@ -9,7 +9,9 @@
                                                 architecture, run config and metrics, and the
                                                 sha256 of every other file (checked on load)
 
-A folder is recognised as an export by its manifest, whatever it is called. It is written
+A folder is recognised as an export by its manifest, whatever it is called; `tfm export
+--format hf` writes the same manifest (engine "transformers") beside a MarianMT model
+(hf/export.py). It is written
 into a temp folder and renamed into place, so a reader never sees half an export.
 """
 
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..checkpoint import Checkpoint, CheckpointError
+from ..checkpoint import CheckpointError
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_sha256
@@ -33,8 +35,21 @@ FORMAT = "tfm-export/1"
 
 
 def is_export(path: Path) -> bool:
-    """Whether `path` is a folder holding a tfm export (by its manifest, not its name)."""
+    """Whether `path` is a folder holding a tfm export, CTranslate2's or Hugging Face's (by its
+    manifest, not its name)."""
     return (Path(path) / MANIFEST).is_file()
+
+
+def export_engine(path: Path) -> str | None:
+    """What runs a tfm export folder: "ctranslate2" (manifests before the engine was named say
+    nothing else) or "transformers" (hf/export.py); None when `path` is no export."""
+    if not is_export(path):
+        return None
+    try:
+        manifest = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return "ctranslate2"  # read_export reports the damage
+    return str(manifest.get("engine", "ctranslate2")) if isinstance(manifest, dict) else "ctranslate2"
 
 
 def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none") -> dict[str, Any]:
@@ -43,17 +58,18 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     happens inside the work folder of `atomic_write_folder`, so a stop or failure at any point
     leaves `output` as it was and no work folder behind."""
     from ..inference.translate import model_from_checkpoint
+    from ..model_io import read_model
     from .ct2_spec import build_spec
 
     started = time.perf_counter()
     ct2 = import_ctranslate2()
     weights = weight_type(quantization)
     output = Path(output)
-    _check_output(output)
+    check_output(output)
     manifest: dict[str, Any] = {}
 
     def build(folder: Path) -> None:
-        read = Checkpoint.read(checkpoint)
+        read, _ = read_model(checkpoint)
         model, tokenizers = model_from_checkpoint(read, checkpoint)
         spec = build_spec(model, tokenizers)
         spec.optimize(quantization=weights)
@@ -74,7 +90,7 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     return {**manifest, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def _check_output(output: Path) -> None:
+def check_output(output: Path) -> None:
     """Refuse an `--output` that holds something other than an earlier export (exit 2), or
     that cannot be looked into (a WriteError naming it, exit 1)."""
     try:

@@ -29,38 +29,42 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..data.tokenizers import Tokenizer, TokenizerPair
+from ..data.tokenizer_base import Tokenizer
+from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..model.attention import MultiHeadAttention
 from ..model.layers import PositionwiseFeedForward
 from ..model.transformer import Decoder, Encoder, Seq2SeqTransformer
 
 # CTranslate2's activation for each tfm one (tfm's gelu is the exact, erf-based GELU).
-_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU"}
+_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
 _NORMS = ("pre", "post")
 _POSITIONALS = ("sinusoidal", "learned")  # absolute tables: both are written out row by row
+ARCHITECTURES = (Seq2SeqTransformer.ARCHITECTURE,)  # what this converter converts
 # ModelConfig fields that only matter in training, and those the spec expresses. A field
 # outside both (a model option added later) is refused unless it has its default value, so
 # an option the exporter does not know is never silently dropped.
 _TRAINING_ONLY = {"dropout", "attention_dropout", "activation_dropout"}
 _EXPRESSED = {"d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "activation",
-              "positional", "max_len", "norm", "tie_output", "share_embeddings"}
+              "positional", "max_len", "norm", "tie_output", "share_embeddings", "architecture",
+              "scale_embeddings", "output_bias", "sinusoid_layout"}
 
 
-def refusal(cfg: ModelConfig) -> str | None:
-    """Why a model with this architecture cannot be exported to CTranslate2, or None."""
-    for f in dataclasses.fields(cfg):
-        if f.name in _TRAINING_ONLY | _EXPRESSED or getattr(cfg, f.name) == _default(f):
-            continue
-        return (f"model.{f.name}={getattr(cfg, f.name)!r} is not known to the CTranslate2 "
-                "exporter of this tfm version, so the export could not reproduce it")
-    if cfg.activation not in _ACTIVATIONS:
-        return f"model.activation={cfg.activation!r} has no CTranslate2 equivalent"
-    if cfg.norm not in _NORMS:
-        return f"model.norm={cfg.norm!r} has no CTranslate2 equivalent"
-    if cfg.positional not in _POSITIONALS:
-        return f"model.positional={cfg.positional!r} has no CTranslate2 equivalent"
-    return None
+def refusals(architecture: str, cfg: ModelConfig) -> list[str]:
+    """Every reason a model of `architecture` with these settings cannot be exported to
+    CTranslate2 (none: it can)."""
+    if architecture not in ARCHITECTURES:
+        return [f"model.architecture={architecture!r} is not one the CTranslate2 exporter "
+                f"converts ({', '.join(ARCHITECTURES)})"]
+    found = [f"model.{f.name}={getattr(cfg, f.name)!r} is not known to the CTranslate2 exporter "
+             "of this tfm version, so the export could not reproduce it"
+             for f in dataclasses.fields(cfg)
+             if f.name not in _TRAINING_ONLY | _EXPRESSED and getattr(cfg, f.name) != _default(f)]
+    for key, value, known in (("activation", cfg.activation, _ACTIVATIONS), ("norm", cfg.norm, _NORMS),
+                              ("positional", cfg.positional, _POSITIONALS)):
+        if value not in known:
+            found.append(f"model.{key}={value!r} has no CTranslate2 equivalent")
+    return found
 
 
 def _default(f: dataclasses.Field) -> Any:
@@ -143,7 +147,7 @@ def _decoder(spec: Any, decoder: Decoder, generator: nn.Linear, max_positions: i
         _attention(layer_spec.self_attention, layer.self_attn, layer.self_block.norm, True)
         _attention(layer_spec.attention, layer.cross_attn, layer.cross_block.norm, False)
         _feed_forward(layer_spec.ffn, layer.feed_forward, layer.ff_block.norm)
-    _linear(spec.projection, generator)
+    _linear(spec.projection, generator)  # with its bias when model.output_bias is on
 
 
 def build_spec(model: Seq2SeqTransformer, tokenizers: TokenizerPair) -> Any:
@@ -152,9 +156,9 @@ def build_spec(model: Seq2SeqTransformer, tokenizers: TokenizerPair) -> Any:
     from ctranslate2.specs import common_spec, transformer_spec
 
     cfg = model.config
-    reason = refusal(cfg)
-    if reason:
-        raise UsageError(f"cannot export: {reason}")
+    reasons = refusals(model.ARCHITECTURE, cfg)
+    if reasons:
+        raise UsageError(f"cannot export: {'; '.join(reasons)}")
     src_tokens = vocabulary(tokenizers.src, "source")
     tgt_tokens = vocabulary(tokenizers.tgt, "target")
     spec = transformer_spec.TransformerSpec.from_config(

@@ -1,31 +1,25 @@
 """Greedy and beam search over an incremental decoder, batched over many sentences.
 
-The searches need only two calls of the model (see `Seq2SeqTransformer`):
+The searches need only two calls of the model (the incremental part of model/contract.py):
 `start(src) -> state` and `step(tokens, state) -> (log_probs [rows, vocab], state)`, where
 `state.reorder(index)` selects or repeats rows. Sentences that have ended are dropped from the
 batch, so a batch costs as much as its longest output, and no more.
 
 Lengths count output tokens including `<eos>`; a sentence that reaches its limit gets `<eos>`
-forced at its last position, in greedy and beam search alike (so beam 1 == greedy).
+forced at its last position, in greedy and beam search alike (so beam 1 == greedy). The
+decoder's start token is never produced (its log-probability is set to -inf after the
+softmax, as transformers' `bad_words_ids` does): a trained tfm model never predicts `<sos>`
+anyway, and for a Marian model the start token is `<pad>`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from ..data.vocab import SpecialIds
-
-
-class IncrementalModel(Protocol):
-    tgt_ids: SpecialIds  # where the target vocabulary keeps <sos> and <eos>
-
-    def start(self, src: Tensor) -> Any: ...
-
-    def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+from ..model.contract import IncrementalDecoder, TranslationModel
 
 
 @dataclass
@@ -40,6 +34,12 @@ def output_limits(src_lengths: Tensor, a: float, b: int, cap: int) -> Tensor:
     return (src_lengths.float() * a + b).long().clamp(min=1, max=cap)
 
 
+def _never_start(log_probs: Tensor, sos: int) -> Tensor:
+    """The start token made impossible (in place; log_probs [rows, vocab])."""
+    log_probs[:, sos] = float("-inf")
+    return log_probs
+
+
 def _force_eos(log_probs: Tensor, at_limit: Tensor, eos: int) -> Tensor:
     """Rows where `at_limit` may only produce <eos> (id `eos`)."""
     if at_limit.any():
@@ -50,7 +50,7 @@ def _force_eos(log_probs: Tensor, at_limit: Tensor, eos: int) -> Tensor:
 
 
 @torch.inference_mode()
-def greedy_search(model: IncrementalModel, src: Tensor, limits: Tensor) -> list[Hypothesis]:
+def greedy_search(model: IncrementalDecoder, src: Tensor, limits: Tensor) -> list[Hypothesis]:
     """The most likely next token at each step, for each sentence of src [batch, src_len]."""
     batch, (sos, eos) = src.size(0), (model.tgt_ids.sos, model.tgt_ids.eos)
     state = model.start(src)
@@ -62,7 +62,7 @@ def greedy_search(model: IncrementalModel, src: Tensor, limits: Tensor) -> list[
     t = 0
     while alive.numel():
         log_probs, state = model.step(tokens, state)
-        log_probs = _force_eos(log_probs, limits[alive] <= t + 1, eos)
+        log_probs = _force_eos(_never_start(log_probs, sos), limits[alive] <= t + 1, eos)
         best, tokens = log_probs.max(dim=-1)
         for i, tok, lp in zip(alive.tolist(), tokens.tolist(), best.tolist()):
             log_prob[i] += lp
@@ -76,7 +76,7 @@ def greedy_search(model: IncrementalModel, src: Tensor, limits: Tensor) -> list[
 
 
 @torch.inference_mode()
-def greedy_search_uncached(model: torch.nn.Module, src: Tensor, limits: Tensor) -> list[Hypothesis]:
+def greedy_search_uncached(model: TranslationModel, src: Tensor, limits: Tensor) -> list[Hypothesis]:
     """Reference greedy search: one sentence at a time, the whole prefix re-run each step.
 
     The slow textbook loop; tests and the decode benchmark compare `greedy_search` with it.
@@ -87,7 +87,8 @@ def greedy_search_uncached(model: torch.nn.Module, src: Tensor, limits: Tensor) 
         log_prob = 0.0
         for t in range(int(limits[i])):
             log_probs = torch.log_softmax(model(src[i : i + 1], prefix)[0, -1].float(), dim=-1)
-            log_probs = _force_eos(log_probs[None], torch.tensor([t + 1 >= int(limits[i])]), eos)[0]
+            log_probs = _force_eos(_never_start(log_probs[None], sos), torch.tensor([t + 1 >= int(limits[i])]),
+                                   eos)[0]
             lp, tok = log_probs.max(dim=-1)
             log_prob += float(lp)
             if int(tok) == eos:
@@ -99,7 +100,7 @@ def greedy_search_uncached(model: torch.nn.Module, src: Tensor, limits: Tensor) 
 
 
 @torch.inference_mode()
-def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size: int,
+def beam_search(model: IncrementalDecoder, src: Tensor, limits: Tensor, beam_size: int,
                 length_penalty: float = 1.0, n_best: int = 1) -> list[list[Hypothesis]]:
     """Keep the `beam_size` best prefixes per sentence; return each sentence's `n_best`.
 
@@ -122,7 +123,7 @@ def beam_search(model: IncrementalModel, src: Tensor, limits: Tensor, beam_size:
     while alive.numel():
         n = alive.numel()
         log_probs, state = model.step(tokens, state)
-        log_probs = _force_eos(log_probs, (limits[alive] <= t + 1).repeat_interleave(k), eos)
+        log_probs = _force_eos(_never_start(log_probs, sos), (limits[alive] <= t + 1).repeat_interleave(k), eos)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, k, vocab)).view(n, k * vocab)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)

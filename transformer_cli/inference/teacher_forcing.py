@@ -13,7 +13,7 @@ from ..data.shards import TokenPairs
 from ..data.vocab import Framing
 from ..device import autocast
 from ..loss import sequence_loss
-from ..model.transformer import Seq2SeqTransformer
+from ..model.contract import TranslationModel
 
 # Tokens per scoring batch: memory depends on it, the sum (up to rounding) not. Each batch holds
 # its logits [tokens, vocabulary] in fp32 two or three times over: at 8000 tokens and base.yaml's
@@ -22,7 +22,7 @@ VALID_BATCH_TOKENS = 2000
 
 
 @contextlib.contextmanager
-def eval_mode(model: torch.nn.Module) -> Iterator[None]:
+def eval_mode(model: TranslationModel | torch.nn.Module) -> Iterator[None]:
     """Dropout off for the block; every submodule's train/eval mode is restored afterwards,
     so scoring or decoding a model that is being trained does not change how it trains."""
     modes = [(m, m.training) for m in model.modules()]
@@ -34,7 +34,7 @@ def eval_mode(model: torch.nn.Module) -> Iterator[None]:
             m.training = training
 
 
-def corpus_nll(model: Seq2SeqTransformer, split: TokenPairs, device: torch.device,
+def corpus_nll(model: TranslationModel, split: TokenPairs, device: torch.device,
                dtype: torch.dtype | None, batch_tokens: int = VALID_BATCH_TOKENS,
                max_positions: int | None = None, shard: tuple[int, int] = (0, 1),
                check_stop: Callable[[], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:

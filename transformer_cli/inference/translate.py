@@ -18,14 +18,14 @@ from ..data.tokenizers import TokenizerPair
 from ..device import autocast
 from ..errors import UsageError
 from ..model.builders import build_model
-from ..model.transformer import Seq2SeqTransformer
+from ..model.contract import TranslationModel
 from .outputs import Output, Sources, Translation
 from .search import Hypothesis, beam_search, greedy_search, output_limits
 from .teacher_forcing import corpus_nll, eval_mode
 
 
 def model_from_checkpoint(checkpoint: Checkpoint, path: Path | None = None
-                          ) -> tuple[Seq2SeqTransformer, TokenizerPair]:
+                          ) -> tuple[TranslationModel, TokenizerPair]:
     """Rebuild the model and tokenizers a checkpoint holds (`path`, the file it was read from,
     is named in errors)."""
     try:
@@ -120,7 +120,7 @@ class TextTranslator(ABC):
 class TorchTranslator(TextTranslator):
     """Translates lines of text with a trained model on torch; long inputs are truncated."""
 
-    def __init__(self, model: Seq2SeqTransformer, tokenizers: TokenizerPair, device: torch.device,
+    def __init__(self, model: TranslationModel, tokenizers: TokenizerPair, device: torch.device,
                  decode: DecodeConfig, dtype: torch.dtype | None = None, metadata: Metadata | None = None):
         super().__init__(tokenizers, decode, model.config.max_len, metadata or {})
         self.model = model.to(device)

@@ -12,6 +12,9 @@ from torch import Tensor, nn
 
 from .attention import MultiHeadAttention
 
+# model.activation -> the function (gelu: exact, erf-based; swish: SiLU, x·sigmoid(x))
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+
 
 class Dropout(nn.Module):
     """Inverted dropout, with a cheaper random mask on CPU.
@@ -38,12 +41,12 @@ class Dropout(nn.Module):
 
 
 class TokenEmbedding(nn.Module):
-    """Embedding lookup multiplied by √d_model (§3.4)."""
+    """Embedding lookup multiplied by √d_model (§3.4), unless `scaled` is off."""
 
-    def __init__(self, vocab_size: int, d_model: int):
+    def __init__(self, vocab_size: int, d_model: int, scaled: bool = True):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scaled else 1.0
 
     @property
     def weight(self) -> nn.Parameter:
@@ -55,16 +58,25 @@ class TokenEmbedding(nn.Module):
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (§3.5)."""
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (§3.5).
 
-    def __init__(self, d_model: int, max_positions: int):
+    `layout` "halves" puts the same values in another order: the d/2 sines first, then the
+    d/2 cosines, as transformers' Marian models do (computed as they compute it, in float64).
+    """
+
+    def __init__(self, d_model: int, max_positions: int, layout: str = "interleaved"):
         super().__init__()
-        position = torch.arange(max_positions, dtype=torch.float32)[:, None]
-        inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32)
-                             * (-math.log(10000.0) / d_model))
-        table = torch.zeros(max_positions, d_model)
-        table[:, 0::2] = torch.sin(position * inv_freq)
-        table[:, 1::2] = torch.cos(position * inv_freq)
+        if layout == "halves":
+            angle = (torch.arange(max_positions, dtype=torch.float64)[:, None]
+                     / torch.pow(10000.0, torch.arange(0, d_model, 2, dtype=torch.float64) / d_model))
+            table = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).float()
+        else:
+            position = torch.arange(max_positions, dtype=torch.float32)[:, None]
+            inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32)
+                                 * (-math.log(10000.0) / d_model))
+            table = torch.zeros(max_positions, d_model)
+            table[:, 0::2] = torch.sin(position * inv_freq)
+            table[:, 1::2] = torch.cos(position * inv_freq)
         self.register_buffer("table", table, persistent=False)
 
     def forward(self, start: int, length: int) -> Tensor:
@@ -93,7 +105,7 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.activation = F.gelu if activation == "gelu" else F.relu
+        self.activation = ACTIVATIONS[activation]
         self.dropout = Dropout(activation_dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -17,7 +17,7 @@ from .layers import (DecoderLayer, Dropout, EncoderLayer, LayerCache, LearnedPos
 def _positions(cfg: ModelConfig) -> nn.Module:
     if cfg.positional == "learned":
         return LearnedPositionalEmbedding(cfg.d_model, cfg.max_len)
-    return SinusoidalPositionalEncoding(cfg.d_model, cfg.max_len)
+    return SinusoidalPositionalEncoding(cfg.d_model, cfg.max_len, cfg.sinusoid_layout)
 
 
 def _layer_args(cfg: ModelConfig) -> dict:
@@ -108,14 +108,17 @@ class Seq2SeqTransformer(nn.Module):
         self.config = cfg
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.src_ids, self.tgt_ids = src_ids, tgt_ids
-        src_embed = TokenEmbedding(src_vocab_size, cfg.d_model)
-        tgt_embed = src_embed if cfg.share_embeddings else TokenEmbedding(tgt_vocab_size, cfg.d_model)
+        src_embed = TokenEmbedding(src_vocab_size, cfg.d_model, cfg.scale_embeddings)
+        tgt_embed = (src_embed if cfg.share_embeddings
+                     else TokenEmbedding(tgt_vocab_size, cfg.d_model, cfg.scale_embeddings))
         self.encoder = Encoder(cfg, src_embed)
         self.decoder = Decoder(cfg, tgt_embed)
-        self.generator = nn.Linear(cfg.d_model, tgt_vocab_size, bias=False)
+        self.generator = nn.Linear(cfg.d_model, tgt_vocab_size, bias=cfg.output_bias)
         for p in self.parameters():  # Xavier-uniform, as in the notebook
             if p.dim() > 1:
                 nn.init.xavier_uniform_(p)
+        if self.generator.bias is not None:
+            nn.init.zeros_(self.generator.bias)
         if cfg.tie_output:
             self.generator.weight = tgt_embed.weight
 

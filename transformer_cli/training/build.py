@@ -18,7 +18,6 @@ from ..data.loader import TrainingData
 from ..data.prepared import Prepared
 from ..device import autocast_dtype, default_threads
 from ..model.builders import build_model
-from ..model.transformer import Seq2SeqTransformer
 from .cadence import Cadence
 from .distributed import DistContext
 from .loop import Trainer
@@ -38,7 +37,7 @@ def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.de
     torch.set_num_threads(tc.threads or default_threads())
     torch.manual_seed(tc.seed + dist.rank)
     tokenizers = prepared.tokenizers
-    model = build_model(Seq2SeqTransformer.ARCHITECTURE, cfg.model, tokenizers.src.vocab_size,
+    model = build_model(cfg.model.architecture, cfg.model, tokenizers.src.vocab_size,
                         tokenizers.tgt.vocab_size, tokenizers.src.ids, tokenizers.tgt.ids).to(device)
     optimization = Optimization(model, training_module(model, dist, device, tc.compile),
                                 BatchLoss.from_config(tc, tokenizers.tgt.ids.pad), tc, device,

@@ -29,7 +29,7 @@ from ..device import rng_state, set_rng_state
 from ..errors import StoppedBySignal
 from ..evaluate import LossResult, loss_result
 from ..inference.teacher_forcing import corpus_nll
-from ..model.transformer import Seq2SeqTransformer
+from ..model.contract import TranslationModel
 from .averaging import Snapshots, trying_weights
 from .cadence import Cadence
 from .console import epoch_bar, show_loss
@@ -46,7 +46,7 @@ log = logging.getLogger("tfm")
 class Trainer:
     """Trains `model` on `data` inside `run`; see `run()`."""
 
-    def __init__(self, cfg: Config, prepared: Prepared, run: RunDir, model: Seq2SeqTransformer,
+    def __init__(self, cfg: Config, prepared: Prepared, run: RunDir, model: TranslationModel,
                  data: TrainingData, optimization: Optimization, cadence: Cadence,
                  identity: str, show_progress: bool):
         self.cfg, self.prepared, self.run_dir, self.model, self.data = cfg, prepared, run, model, data

@@ -3,6 +3,8 @@
     init_from: published    this run's published.pt, when the run starts anew; while none is
                             published yet the run trains from scratch (and says so)
     init_from: FILE         a tfm checkpoint
+    init_from: FOLDER       a Hugging Face MarianMT model (transformers' files), or its Hub
+                            id (OWNER/NAME, fetched once): model_io.read_model
 
 The parent gives the new run
 - its weights (`Trainer.start_from`);
@@ -37,6 +39,8 @@ from ..config_values import ConfigError, build_section
 from ..data.preprocess import GivenTokenizers
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
+from ..hf.folder import HUB_ID
+from ..model_io import read_model
 from .promotion import published_or_restored
 from .run_dir import RunDir
 
@@ -93,25 +97,30 @@ def resolve_parent(cfg: Config, run: RunDir, repair: bool = True) -> Parent | No
         if repair:
             checkpoint = published_or_restored(run)
         else:  # the first rank has verified and repaired it
-            checkpoint = _read(run.published) if run.published.is_file() else None
+            checkpoint = _read(run.published)[0] if run.published.is_file() else None
         if checkpoint is None:
             log.info("train.init_from: published: nothing is published in %s yet: training from "
                      "scratch", run.path)
             return None
         return Parent(checkpoint, PUBLISHED, run.published)
-    path = Path(spec)
-    if path.is_dir():
-        raise UsageError(f"train.init_from: {path} is a folder: give a tfm checkpoint file "
-                         "(published.pt, best.pt) or `published`")
-    if not path.exists():
-        raise UsageError(f"train.init_from: no such checkpoint: {path}")
-    return Parent(_read(path), spec, path)
+    if not Path(spec).exists() and not HUB_ID.match(spec):
+        raise UsageError(f"train.init_from: no such checkpoint: {spec}")
+    checkpoint, path = _read(spec)
+    return Parent(checkpoint, spec, path)
 
 
-def _read(path: Path) -> Checkpoint:
-    """A parent checkpoint, verified (a UsageError naming init_from when it cannot be)."""
+def parent_tokenizers(cfg: Config) -> GivenTokenizers | None:
+    """The tokenizers `cfg`'s corpus is encoded with when it continues a model (None: it fits
+    its own), for the commands that prepare data besides `tfm train` (preprocess, evaluate),
+    so that they do not rebuild the folder with tokenizers of their own. Nothing is repaired."""
+    parent = resolve_parent(cfg, RunDir(cfg.run_dir), repair=False)
+    return parent.tokenizers() if parent is not None else None
+
+
+def _read(spec: str | Path) -> tuple[Checkpoint, Path]:
+    """A parent model, verified (a UsageError naming init_from when it cannot be)."""
     try:
-        return Checkpoint.read(path)
+        return read_model(spec)
     except (UsageError, CheckpointError) as e:  # missing, unsafe, damaged, of a newer tfm
         raise UsageError(f"train.init_from: {e}") from None
 

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import sys
-from dataclasses import fields
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +47,25 @@ def run_identity(cfg: Config, data_fingerprint: str, lineage: dict[str, Any] | N
     tokenizers' digest and train.continued); a run without has the identity it had before
     train.init_from existed, so runs of earlier versions still resume."""
     d = cfg.to_dict()
-    train = {k: v for k, v in d["train"].items() if k not in RESUMABLE_CHANGES | LINEAGE_KEYS}
-    payload = {"data": data_fingerprint, "tokenizer": d["tokenizer"], "model": d["model"], "train": train}
+    train = {k: v for k, v in _as_before(cfg.train).items() if k not in RESUMABLE_CHANGES | LINEAGE_KEYS}
+    payload = {"data": data_fingerprint, "tokenizer": d["tokenizer"], "model": _as_before(cfg.model),
+               "train": train}
     if lineage is not None:
         payload["lineage"] = lineage
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
+
+
+def _as_before(section: Any) -> dict[str, Any]:
+    """A config section as plain data without the keys added to it later that keep their
+    default (config._f's `added`): what the section was before they existed."""
+    out = {}
+    for f in fields(section):
+        value = getattr(section, f.name)
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if not (f.metadata.get("added") and value == default):
+            out[f.name] = asdict(value) if is_dataclass(value) else value
+    return out
 
 
 class _RunLogHandler(logging.FileHandler):

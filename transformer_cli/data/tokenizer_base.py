@@ -1,0 +1,81 @@
+"""The tokenizer interface: text of one language to ids and back, and the kinds of tokenizer
+by name (`TOKENIZERS`), through which a saved tokenizer state is rebuilt.
+
+The kinds are one module each: data/word_tokenizer.py (spaCy words + a vocabulary),
+data/subword_tokenizer.py (SentencePiece), data/piece_vocab_tokenizer.py (SentencePiece
+pieces looked up in a separate vocabulary, as Marian models keep them). data/tokenizers.py
+holds the pair a model translates with.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..registry import Registry
+from .vocab import SpecialIds
+
+ProgressCallback = Callable[[int], None]
+
+
+def strip_specials(ids: Sequence[int], specials: SpecialIds) -> list[int]:
+    """Ids up to the first `<eos>`, without `<sos>` and `<pad>`."""
+    out = []
+    skipped = (specials.sos, specials.pad)
+    for i in ids:
+        if i == specials.eos:
+            break
+        if i not in skipped:
+            out.append(int(i))
+    return out
+
+
+class Tokenizer(ABC):
+    """Text of one language to ids (without `<sos>`/`<eos>`) and back to natural text."""
+
+    kind: str
+    lowercase: bool  # the text is lowercased before encoding
+    ids: SpecialIds  # where the vocabulary keeps `<unk>`, `<pad>`, `<sos>` and `<eos>`
+
+    @property
+    @abstractmethod
+    def vocab_size(self) -> int: ...
+
+    @abstractmethod
+    def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
+        ...
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int]) -> str:
+        """Natural text for `ids`; stops at `<eos>`, skips `<sos>`/`<pad>`."""
+
+    @abstractmethod
+    def id_to_token(self, ids: Sequence[int]) -> list[str]:
+        """Token strings, for display (attention plots)."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """Plain-data state (str, int, list, bytes): loadable with torch weights_only."""
+
+    @classmethod
+    @abstractmethod
+    def from_state(cls, state: dict[str, Any]) -> Tokenizer:
+        """Rebuild from `state()`."""
+
+    def encode(self, line: str) -> list[int]:
+        return self.encode_batch([line])[0]
+
+
+
+
+# "kind" in a tokenizer's state -> its class (each kind module registers itself).
+TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind")
+
+
+def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
+    """Rebuild a tokenizer from its `state()` (by its kind; an unknown one is a ValueError)."""
+    kind = TOKENIZERS.find(state["kind"])
+    if kind is None:
+        raise ValueError(f"unknown tokenizer kind {state['kind']!r} (known: {', '.join(TOKENIZERS.names())})")
+    return kind.from_state(state)

@@ -1,0 +1,78 @@
+"""The model contract: what training, search, teacher forcing, export and checkpoints need of
+a translation model, whatever its architecture.
+
+A model is a torch module that also has
+- `ARCHITECTURE`: the name it is registered under (model/builders.py), which checkpoints record;
+- `config`: its `model:` settings (a config.ModelConfig, or its architecture's subclass);
+- `src_vocab_size`, `tgt_vocab_size`, and `src_ids`, `tgt_ids`: where the vocabularies keep
+  their special tokens (from the tokenizers; the source's `<pad>` is masked, search starts
+  from the target's `<sos>` and ends at its `<eos>`);
+- teacher forcing: `model(src [batch, src_len], tgt_in [batch, tgt_len])` -> logits
+  `[batch, tgt_len, tgt_vocab]` (training, validation loss, corpus NLL);
+- incremental decoding: `start(src) -> state`, `step(tokens [rows], state) -> (log-probabilities
+  [rows, tgt_vocab], state)`, with `state.reorder(index)` selecting or repeating rows (search);
+- `cross_attention(src, tgt_in)` -> `[batch, heads, tgt_len, src_len]` (attention plots);
+- `num_parameters()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from torch import Tensor, nn
+
+from ..data.vocab import SpecialIds
+
+S = TypeVar("S", bound="IncrementalState")
+
+
+class IncrementalState(Protocol):
+    """What a model carries between decoding steps (its caches, masks, position)."""
+
+    def reorder(self: S, index: Tensor) -> S:
+        """Rows `index` [new_rows] of the batch (beam search follows parents, greedy drops
+        finished sentences)."""
+
+
+class IncrementalDecoder(Protocol):
+    """What search needs: the target's special ids and the two incremental calls (a model,
+    or several decoding together)."""
+
+    tgt_ids: SpecialIds
+
+    def start(self, src: Tensor) -> Any: ...
+
+    def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+
+
+class TranslationModel(IncrementalDecoder, Protocol):
+    """The contract above, as a structural type (Seq2SeqTransformer is one)."""
+
+    ARCHITECTURE: ClassVar[str]
+    config: Any
+    src_vocab_size: int
+    tgt_vocab_size: int
+    src_ids: SpecialIds
+    training: bool
+
+    def __call__(self, src: Tensor, tgt_in: Tensor) -> Tensor: ...
+
+    def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor: ...
+
+    def num_parameters(self) -> int: ...
+
+    # The torch module methods tfm uses.
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = ..., assign: bool = ...) -> Any: ...
+
+    def parameters(self, recurse: bool = ...) -> Iterator[nn.Parameter]: ...
+
+    def modules(self) -> Iterator[nn.Module]: ...
+
+    def to(self, *args: Any, **kwargs: Any) -> Any: ...
+
+    def train(self, mode: bool = ...) -> Any: ...
+
+    def eval(self) -> Any: ...

@@ -1,0 +1,35 @@
+"""A model wherever it is, read as a tfm `Checkpoint`, told by what is there:
+
+    a file                  a tfm checkpoint (verified: sha256, weights_only)
+    a folder                a Hugging Face MarianMT model (its config.json), written by
+                            transformers or by `tfm export --format hf` (then verified too);
+                            a CTranslate2 export (`tfm export`) holds no trainable weights and
+                            is refused here (api.open_backend runs it on CTranslate2)
+    OWNER/NAME              a model on the Hugging Face Hub, fetched once (hf/folder.locate)
+
+Translation (api.open_backend), `train.init_from` (training/parent.py) and both exports use it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .checkpoint import Checkpoint
+from .errors import UsageError
+from .export.bundle import export_engine
+
+
+def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
+    """The model `spec` names and the local path it was read from."""
+    from .hf.folder import is_hf_folder, locate, read_folder
+
+    path = locate(str(spec)) or Path(spec)
+    if path.is_dir():
+        if export_engine(path) == "ctranslate2":
+            raise UsageError(f"{path} is a CTranslate2 export, which holds no trainable weights: "
+                             "give the checkpoint it was exported from")
+        if not is_hf_folder(path):
+            raise UsageError(f"{path} is a folder but not a model: no tfm export manifest, no "
+                             "transformers config.json")
+        return read_folder(path), path
+    return Checkpoint.read(path), path
