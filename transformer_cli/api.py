@@ -15,7 +15,7 @@ model file becomes the engine that runs it; either backend of the interface
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,10 +37,21 @@ class Attention:
     weights: list[list[float]]  # [len(target_tokens), len(source_tokens)], rows sum to 1
 
 
-def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
-                 decode: DecodeConfig | None = None, threads: int | None = None) -> TextTranslator:
+ModelPaths = Path | Sequence[Path]  # one model, or several that decode as an ensemble
+
+
+def model_paths(paths: ModelPaths) -> list[Path]:
+    return [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+
+
+def open_backend(path: ModelPaths, device: str = "auto", precision: str = "fp32",
+                 decode: DecodeConfig | None = None, threads: int | None = None,
+                 ensemble_weights: Sequence[float] | None = None,
+                 ensemble_combine: str | None = None) -> TextTranslator:
     """Open the model at `path` on `device` (`config.DEVICES`) in `precision`
     (`config.PRECISIONS`); `decode` replaces the decoding defaults stored with the model.
+    Several paths decode as one ensemble (inference/ensemble.py) with `ensemble_weights` and
+    `ensemble_combine` (default: `decode`'s, else the first model's decode settings).
 
     A tfm checkpoint, or a Hugging Face MarianMT folder (model_io.read_model), runs on torch;
     the file is verified (sha256, weights_only) on the way in. A `tfm export` folder for
@@ -61,6 +72,10 @@ def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
 
     from .export.bundle import export_engine
 
+    paths = model_paths(path)
+    if len(paths) > 1:
+        return _open_ensemble(paths, device, precision, decode, threads, ensemble_weights, ensemble_combine)
+    path = paths[0]
     if export_engine(path) == "ctranslate2":
         from .export.ct2_translator import Ct2Translator
 
@@ -74,6 +89,42 @@ def open_backend(path: Path, device: str = "auto", precision: str = "fp32",
     dev = resolve_device(device)
     checkpoint, where = read_model(path)
     return TorchTranslator.load(checkpoint, dev, decode, autocast_dtype(dev, precision), where)
+
+
+def _open_ensemble(paths: list[Path], device: str, precision: str, decode: DecodeConfig | None,
+                   threads: int | None, weights: Sequence[float] | None, combine: str | None
+                   ) -> TextTranslator:
+    """Torch models (checkpoints, Hugging Face folders) decoding together, their vocabularies
+    checked to be the same; decoding defaults: `decode`, else the first model's."""
+    import hashlib
+
+    import torch
+
+    from .device import autocast_dtype, resolve_device
+    from .export.bundle import export_engine
+    from .inference.ensemble import Ensemble, check_same_vocabularies
+    from .inference.translate import TorchTranslator, model_from_checkpoint
+    from .model_io import read_model
+
+    exports = [str(p) for p in paths if export_engine(p) == "ctranslate2"]
+    if exports:
+        raise UsageError(f"CTranslate2 does not decode ensembles: give the checkpoints of "
+                         f"{', '.join(exports)} instead")
+    if threads is not None:
+        torch.set_num_threads(threads)
+    dev = resolve_device(device)
+    read = [read_model(p) for p in paths]
+    built = [model_from_checkpoint(checkpoint, where) for checkpoint, where in read]
+    check_same_vocabularies([tokenizers for _, tokenizers in built], [str(p) for p in paths])
+    first = TorchTranslator.load(read[0][0], dev, decode, autocast_dtype(dev, precision), read[0][1])
+    d = first.decode
+    ensemble = Ensemble([model.eval() for model, _ in built],
+                        d.ensemble_weights if weights is None else weights, combine or d.ensemble_combine)
+    members = [{"path": str(p), "sha256": c.sha256} for p, (c, _) in zip(paths, read)]
+    digest = hashlib.sha256(" ".join(str(m["sha256"]) for m in members).encode()).hexdigest()
+    metadata = {**first.metadata, "sha256": digest, "members": members,
+                "ensemble": {"weights": ensemble.weights.tolist(), "combine": ensemble.combine}}
+    return TorchTranslator(ensemble, first.tokenizers, dev, d, first.dtype, metadata)
 
 
 def published_model(run_dir: Path, config: str) -> Path:
@@ -97,12 +148,8 @@ def resolve_model(source: str | Path) -> Path:
       run's model is used (`published_model`).
     """
     p = Path(source)
-    if p.is_dir():
+    if p.is_dir() or _is_binary(p):
         return p
-    if p.is_file():
-        with p.open("rb") as f:
-            if b"\0" in f.read(8192):
-                return p
     if not p.exists():
         try:
             resolve_config_path(str(source))
@@ -117,18 +164,51 @@ def resolve_model(source: str | Path) -> Path:
     return published_model(cfg.run_dir, str(source))
 
 
-def load(path_or_config: str | Path, device: str = "auto", precision: str = "fp32",
-         threads: int | None = None) -> Translator:
-    """Load a model for translating: a checkpoint file, an export folder, or a config (name or
-    file) whose run's published model (else best.pt) is used, as `tfm translate` chooses; which
-    of them `path_or_config` is, `resolve_model` tells by content (`threads`: see open_backend)."""
-    return open_translator(resolve_model(path_or_config), device, precision, threads)
+def _is_binary(p: Path) -> bool:
+    """A file with a NUL byte in its first 8 KiB (as git tells binary from text)."""
+    if not p.is_file():
+        return False
+    with p.open("rb") as f:
+        return b"\0" in f.read(8192)
 
 
-def open_translator(path: Path, device: str = "auto", precision: str = "fp32",
-                    threads: int | None = None) -> Translator:
-    """The model file at `path` (see `open_backend`) as a `Translator`."""
-    return Translator(open_backend(path, device, precision, threads=threads), path)
+def resolve_models(source: str | Path) -> list[Path]:
+    """What `source` names, as a list: a config whose decode.ensemble lists models gives them
+    (as written, from the current folder), anything else `resolve_model`'s one model."""
+    p = Path(source)
+    if not p.is_dir() and not _is_binary(p):  # a config, by name or text
+        try:
+            ensemble = load_config(str(source)).decode.ensemble
+        except UsageError:
+            ensemble = []  # resolve_model says what is wrong
+        if ensemble:
+            return [Path(m) for m in ensemble]
+    return [resolve_model(source)]
+
+
+def load(path_or_config: str | Path | Sequence[str | Path], device: str = "auto",
+         precision: str = "fp32", threads: int | None = None,
+         ensemble_weights: Sequence[float] | None = None, ensemble_combine: str | None = None
+         ) -> Translator:
+    """Load a model for translating: a checkpoint file, an export folder, a Hugging Face
+    folder, or a config (name or file) whose run's published model (else best.pt, or the
+    models of its decode.ensemble) is used, as `tfm translate` chooses; which of them it is,
+    `resolve_model` tells by content (`threads`: see open_backend). A list of models decodes
+    as one ensemble, weighted by `ensemble_weights` and combined by `ensemble_combine`
+    ("log" or "prob"; see inference/ensemble.py)."""
+    if isinstance(path_or_config, (str, Path)):
+        paths = resolve_models(path_or_config)
+    else:
+        paths = [resolve_model(p) for p in path_or_config]
+    return open_translator(paths, device, precision, threads, ensemble_weights, ensemble_combine)
+
+
+def open_translator(path: ModelPaths, device: str = "auto", precision: str = "fp32",
+                    threads: int | None = None, ensemble_weights: Sequence[float] | None = None,
+                    ensemble_combine: str | None = None) -> Translator:
+    """The model file(s) at `path` (see `open_backend`) as a `Translator`."""
+    return Translator(open_backend(path, device, precision, threads=threads, ensemble_weights=ensemble_weights,
+                                   ensemble_combine=ensemble_combine), path)
 
 
 def decode_bounds(field: str) -> tuple[Any, Any]:
@@ -156,9 +236,10 @@ class Translator:
     `backend`. One call at a time (like a torch module); it owns its network and keeps it in
     eval mode."""
 
-    def __init__(self, backend: TextTranslator, path: Path):
+    def __init__(self, backend: TextTranslator, path: ModelPaths):
         self.backend = backend
-        self.path = Path(path)
+        self.paths = model_paths(path)  # several: an ensemble's models
+        self.path = self.paths[0]
         self.loaded_at = datetime.now(timezone.utc)
 
     @property
@@ -178,7 +259,7 @@ class Translator:
         return self.backend.max_src_len
 
     def info(self) -> dict[str, str]:
-        return {"path": str(self.path), "sha256": self.sha256, "config": self.config_name,
+        return {"path": ", ".join(map(str, self.paths)), "sha256": self.sha256, "config": self.config_name,
                 "loaded_at": self.loaded_at.isoformat(timespec="seconds")}
 
     def options(self, beam_size: int | None = None, n_best: int = 1, max_output_len: int | None = None,

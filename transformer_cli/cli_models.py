@@ -22,8 +22,9 @@ from .stop_signals import on_stop_signals
 @guarded
 def evaluate(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
-    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model to score: a "
-                                              "checkpoint or a `tfm export` folder (default: the "
+    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Model to score: a "
+                                              "checkpoint or a `tfm export` folder; repeated, an "
+                                              "ensemble (default: decode.ensemble, else the "
                                               "config's run's published.pt, else best.pt, as "
                                               "translate, serve and export choose)."),
     split: str = typer.Option("test", "--split", help="val or test (ignored with --src/--ref)."),
@@ -50,7 +51,7 @@ def evaluate(
     """
     import json
 
-    from .api import decode_option, open_backend, published_model
+    from .api import decode_option, open_backend
     from .config import load_config
     from .evaluate import evaluate_texts
 
@@ -61,12 +62,24 @@ def evaluate(
         cfg.decode.n_best = min(cfg.decode.n_best, beam_size)
     if length_penalty is not None:
         cfg.decode.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
-    path = checkpoint or published_model(cfg.run_dir, config)  # before any preprocessing
+    paths = chosen_models(cfg, config, checkpoint)  # before any preprocessing
     sources, references, label = _evaluation_texts(cfg, split, src, ref)
-    translator = open_backend(path, device, precision, cfg.decode)
-    hyps = path.parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
-    report = evaluate_texts(translator, sources, references, label, str(path), hyps)
+    translator = open_backend(paths, device, precision, cfg.decode)
+    hyps = paths[0].parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
+    report = evaluate_texts(translator, sources, references, label, " + ".join(map(str, paths)), hyps)
     typer.echo(json.dumps(report.as_json()) if as_json else report.as_table())
+
+
+def chosen_models(cfg: Any, config: str, checkpoints: list[Path]) -> list[Path]:
+    """The models a command uses: --checkpoint (repeated: an ensemble), else the config's
+    decode.ensemble, else its run's published model (else best.pt)."""
+    from .api import published_model
+
+    if checkpoints:
+        return list(checkpoints)
+    if cfg.decode.ensemble:
+        return [Path(p) for p in cfg.decode.ensemble]
+    return [published_model(cfg.run_dir, config)]
 
 
 def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None
@@ -82,10 +95,9 @@ def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None
         return sources, references, src.name
     if split not in ("val", "test"):
         raise UsageError(f"--split must be val or test (got {split!r})")
-    from .data.preprocess import prepare
-    from .training.parent import parent_tokenizers
+    from .training.run_data import prepare_run_data
 
-    prepared, _ = prepare(cfg, given=parent_tokenizers(cfg))
+    prepared, _ = prepare_run_data(cfg)
     return (prepared.text(split, cfg.data.src_lang), prepared.text(split, cfg.data.tgt_lang), split)
 
 
@@ -95,7 +107,9 @@ def translate(
     text: list[str] = typer.Argument(None, help="Sentences to translate; none or '-' reads stdin."),
     config: str = typer.Option("base.yaml", "--config", "-c", help="Its run's published.pt "
                                "(else best.pt) is the default model. " + CONFIG_HELP),
-    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model file to use instead."),
+    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Model to use instead; repeated, "
+                                          "an ensemble (default: decode.ensemble, else the run's "
+                                          "published model)."),
     beam_size: int | None = typer.Option(None, "--beam-size", min=1, help="1 = greedy "
                                             "(default: as the model was configured)."),
     n_best: int = typer.Option(1, "--n-best", min=1, help="Print the N best translations per input "
@@ -121,13 +135,15 @@ def translate(
       tfm translate -c seed.yaml < input.de > output.en
       tfm translate --attention attn.png "Eine Frau liest ein Buch."
     """
-    from .api import open_translator, published_model
+    from .api import open_translator
     from .config import load_config
     from .errors import UsageError
 
     setup_logging(quiet=False)
-    path = checkpoint or published_model(load_config(config).run_dir, config)
-    model = open_translator(path, device, precision)
+    cfg = load_config(config)
+    model = open_translator(chosen_models(cfg, config, checkpoint), device, precision,
+                            ensemble_weights=cfg.decode.ensemble_weights,
+                            ensemble_combine=cfg.decode.ensemble_combine)
     options = model.options(beam_size, n_best, max_output_len, length_penalty, batch_size, recase)
     lines = [_utf8(os.fsencode(arg), f"argument {n}") for n, arg in enumerate(text or [], start=1)]
     from_stdin = not lines or lines == ["-"]
@@ -165,8 +181,8 @@ def serve(
     config: str = typer.Option("base.yaml", "--config", "-c", help="Its serve: section configures "
                                "the server; its run's published.pt (else best.pt) is the model. "
                                + CONFIG_HELP),
-    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model file to serve "
-                                              "(and watch for new versions) instead."),
+    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Model to serve (and watch for "
+                                          "new versions) instead; repeated, an ensemble."),
     host: str | None = typer.Option(None, "--host", help="Address to listen on (default: "
                                        "serve.host, 127.0.0.1)."),
     port: int | None = typer.Option(None, "--port", min=0, max=65535, help="Port (default: "
@@ -190,17 +206,17 @@ def serve(
       tfm serve --checkpoint model.pt --port 9000 --set serve.threads=2
       curl -s localhost:8000/translate -d '{"inputs": "Ein Hund rennt."}'
     """
-    from .api import published_model
     from .config import load_config
 
     setup_logging(quiet)
     cfg = load_config(config, overrides)
     cfg.serve.host = host or cfg.serve.host
     cfg.serve.port = cfg.serve.port if port is None else port
-    path = checkpoint or published_model(cfg.run_dir, config)
+    paths = chosen_models(cfg, config, checkpoint)
     from .serving.server import serve as run_server
 
-    run_server(cfg.serve, path, device, precision)
+    run_server(cfg.serve, paths, device, precision, cfg.decode.ensemble_weights,
+               cfg.decode.ensemble_combine)
 
 
 @app.command()

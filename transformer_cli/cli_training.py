@@ -39,15 +39,14 @@ def preprocess(
     cfg = load_config(config, overrides)
     if source is not None:
         cfg.data.source = source
-    from .data.preprocess import prepare, summary_table
+    from .data.preprocess import summary_table
     from .errors import StoppedBySignal
-    from .training.parent import parent_tokenizers
+    from .training.run_data import prepare_run_data
     from .training.signals import GracefulStop, StopRequested
 
     try:
         with GracefulStop() as stop:
-            prepared, rebuilt = prepare(cfg, force=force, check_stop=stop.check, verify=verify,
-                                        given=parent_tokenizers(cfg))
+            prepared, rebuilt = prepare_run_data(cfg, stop.check, force=force, verify=verify)
     except StopRequested as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
                                         "(run the same command to start again)") from None
@@ -112,6 +111,45 @@ def train(
     from .training.session import run_training
 
     run_training(cfg, restart=restart, show_progress=not quiet and sys.stderr.isatty(), run=run)
+
+
+@app.command("distill")
+@guarded
+def distill_corpus(
+    config: str = typer.Option(..., "--config", "-c", help="A config with a distill: section. "
+                               + CONFIG_HELP),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Translate a config's training sources with its teachers (distill.teachers, beam search):
+    the corpus its student trains on (`tfm train -c CFG` then uses it; it makes it itself when
+    it is missing).
+
+    Streams and resumes: a stopped or killed run continues where the last saved chunk ended,
+    and the result is the same, byte for byte. Other teachers, settings or sources start over.
+
+    \b
+    Examples:
+      tfm distill -c distilled.yaml
+      tfm distill -c distilled.yaml --set distill.beam_size=4 && tfm train -c distilled.yaml
+    """
+    from .config import load_config
+    from .errors import StoppedBySignal
+    from .training.distill import distill
+    from .training.signals import GracefulStop, StopRequested
+
+    setup_logging(quiet)
+    cfg = load_config(config, overrides)
+    if not cfg.distill.teachers:
+        raise UsageError(f"{config}: distill.teachers is empty: name the teacher models (checkpoint "
+                         "files or folders) that translate the training sources")
+    try:
+        with GracefulStop() as stop:
+            folder = distill(cfg, stop.check)
+    except StopRequested as e:
+        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; the translations made so far "
+                                        "are kept (run the same command to continue)") from None
+    typer.echo(f"distilled corpus: {folder}")
 
 
 @app.command("config")

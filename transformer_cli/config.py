@@ -290,6 +290,32 @@ class DecodeConfig:
     recase: bool = _f(True, "Give sources typed all lowercase or all in capitals the casing of "
                       "the training sources before translating (each word's most frequent "
                       "spelling); sources with any casing are left as typed.")
+    ensemble: list[str] = _f([], "Models that translate together by default (translate, evaluate "
+                             "and serve without --checkpoint): checkpoint files or Hugging Face "
+                             "folders with the same vocabularies, one beam over their combined "
+                             "predictions; empty: the run's published model alone.")
+    ensemble_weights: list[float] | None = _f(None, "One weight per ensemble model (null: equal).")
+    ensemble_combine: Literal["log", "prob"] = _f(
+        "log", "How an ensemble combines its models' next-token distributions: log (the weighted "
+        "mean of their log-probabilities) or prob (of their probabilities).")
+
+
+@dataclass
+class DistillConfig:
+    """Sequence-level knowledge distillation (training/distill.py): the training targets are the
+    teachers' beam-search translations of the training sources (`tfm distill`, or the first
+    `tfm preprocess`/`tfm train` that needs them; resumable)."""
+
+    teachers: list[str] = _f([], "Teacher models (checkpoints or Hugging Face folders; several: an "
+                             "ensemble); empty: no distillation.")
+    beam_size: int = _f(5, "The teachers' beam.", ge=1, le=256)
+    combine: Literal["log", "prob"] = _f("log", "How several teachers combine (decode.ensemble_combine).")
+    weights: list[float] | None = _f(None, "One weight per teacher (null: equal).")
+    keep_original: bool = _f(False, "Train on the original pairs as well as the teachers' "
+                             "translations of their sources.")
+    batch_size: int = _f(128, "Sentences the teachers decode together.", ge=1, le=100_000)
+    chunk_lines: int = _f(1000, "Sources translated, then saved, at a time: where a stopped "
+                          "distillation resumes.", ge=1, le=10_000_000)
 
 
 @dataclass
@@ -327,6 +353,7 @@ class Config:
     model: ModelConfig = _section(ModelConfig, "The Transformer.")
     train: TrainConfig = _section(TrainConfig, "Training and publication.")
     decode: DecodeConfig = _section(DecodeConfig, "Translation.")
+    distill: DistillConfig = _section(DistillConfig, "Distillation from teacher models.")
     serve: ServeConfig = _section(ServeConfig, "The HTTP server.")
 
     @property
@@ -384,6 +411,15 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"decode.n_best={cfg.decode.n_best} must be <= "
                           f"decode.beam_size={cfg.decode.beam_size}", "decode.n_best",
                           "decode.beam_size")
+    dc = cfg.decode
+    if dc.ensemble_weights is not None and (len(dc.ensemble_weights) != len(dc.ensemble)
+                                            or not all(w > 0 for w in dc.ensemble_weights)):
+        raise ConfigError(f"decode.ensemble_weights must be one positive number per model of "
+                          f"decode.ensemble ({len(dc.ensemble)})", "decode.ensemble_weights",
+                          "decode.ensemble")
+    if cfg.distill.weights is not None and len(cfg.distill.weights) != len(cfg.distill.teachers):
+        raise ConfigError(f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",
+                          "distill.weights", "distill.teachers")
     if d.src_lang == d.tgt_lang:
         raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'",
                           "data.src_lang", "data.tgt_lang")

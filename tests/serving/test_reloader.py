@@ -50,3 +50,24 @@ def test_new_damaged_and_vanished_files(tmp_path):
     reloads = {r: metrics.registry.get_sample_value("tfm_model_reloads_total", {"result": r})
                for r in ("ok", "failed")}
     assert reloads == {"ok": 1.0, "failed": 1.0}
+
+
+def test_an_ensemble_reloads_when_one_member_is_promoted(tmp_path):
+    members = [untrained_checkpoint(tmp_path / f"m{i}" / "published.pt") for i in range(2)]
+    better = untrained_checkpoint(tmp_path / "better.pt", d_ff=48)
+    first = open_translator(members, "cpu")
+
+    async def scenario() -> str:
+        with ThreadPoolExecutor(1) as reload_thread:
+            watcher = ModelWatcher(first, lambda p: open_translator(p, "cpu"), 0.02, reload_thread, Metrics())
+            polling = asyncio.create_task(watcher.run())
+            (tmp_path / "incoming").write_bytes(better.read_bytes())
+            os.replace(tmp_path / "incoming", members[1])  # the second member's run promotes
+            await asyncio.sleep(0.5)
+            polling.cancel()
+            return watcher.current
+
+    now = asyncio.run(scenario())
+    assert now.sha256 != first.sha256 and now.paths == members
+    assert [m["sha256"] for m in now.backend.metadata["members"]] == [
+        first.backend.metadata["members"][0]["sha256"], open_translator(better, "cpu").sha256]

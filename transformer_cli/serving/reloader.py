@@ -1,11 +1,13 @@
-"""Hot reload: keep the served model in step with the file it came from.
+"""Hot reload: keep the served model in step with the file(s) it came from.
 
-The file's identity (inode, size, mtime) is polled every `poll_s` seconds. When it changes
-(`tfm train` promotes by an atomic rename, so the inode changes), the new file is loaded and
-verified (sha256, weights_only) on a thread of its own while the old model keeps serving; then
-`current` is replaced, which the batcher reads between batches. A damaged or unloadable file is
-logged and counted, and the old model stays. A file that disappears is logged once (and once
-when it is back); the loaded model keeps serving meanwhile and /health shows the file missing.
+The files' identities (inode, size, mtime) are polled every `poll_s` seconds: one file, or
+each member of an ensemble. When one changes (`tfm train` promotes by an atomic rename, so the
+inode changes), the model is loaded again from all of them and verified (sha256,
+weights_only) on a thread of its own while the old model keeps serving; then `current` is
+replaced, which the batcher reads between batches: a promotion of one member replaces that
+member. A damaged or unloadable file is logged and counted, and the old model stays. A file
+that disappears is logged once (and once when it is back); the loaded model keeps serving
+meanwhile and /health shows the file missing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ log = logging.getLogger("tfm")
 FileIdentity = tuple[int, int, int]
 
 
+def file_identities(paths: list[Path]) -> tuple[FileIdentity | None, ...]:
+    return tuple(file_identity(p) for p in paths)
+
+
 def file_identity(path: Path) -> FileIdentity | None:
     """(inode, size, mtime in ns) of `path`, or None while it does not exist."""
     try:
@@ -35,12 +41,12 @@ def file_identity(path: Path) -> FileIdentity | None:
 
 
 class ModelWatcher:
-    def __init__(self, model: Translator, open_translator: Callable[[Path], Translator], poll_s: float,
-                 executor: Executor, metrics: Metrics):
+    def __init__(self, model: Translator, open_translator: Callable[[list[Path]], Translator],
+                 poll_s: float, executor: Executor, metrics: Metrics):
         self.current = model
-        self.path = model.path
+        self.paths = model.paths
         self._open, self._poll_s, self._executor, self._metrics = open_translator, poll_s, executor, metrics
-        self._seen = file_identity(self.path)
+        self._seen = file_identities(self.paths)
         self.file_missing = False  # set while the file is gone (the model loaded from it serves)
         self._published(model)
 
@@ -51,15 +57,17 @@ class ModelWatcher:
         """Poll forever (cancelled when the server stops)."""
         while True:
             await asyncio.sleep(self._poll_s)
-            seen = file_identity(self.path)
-            if (seen is None) != self.file_missing:  # it went, or came back
-                self.file_missing = seen is None
+            seen = file_identities(self.paths)
+            missing = [p for p, identity in zip(self.paths, seen) if identity is None]
+            if bool(missing) != self.file_missing:  # one went, or all came back
+                self.file_missing = bool(missing)
                 if self.file_missing:
                     log.warning("warning: %s is gone: still serving the model loaded from it (%s); "
-                                "a new file there will be loaded", self.path, self.current.sha256[:12])
+                                "a new file there will be loaded", ", ".join(map(str, missing)),
+                                self.current.sha256[:12])
                 else:
-                    log.info("%s is back", self.path)
-            if seen is not None and seen != self._seen:
+                    log.info("%s is back", ", ".join(map(str, self.paths)))
+            if not missing and seen != self._seen:
                 self._seen = seen
                 await self.reload()
 
@@ -68,16 +76,16 @@ class ModelWatcher:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         try:
-            model = await loop.run_in_executor(self._executor, self._open, self.path)
+            model = await loop.run_in_executor(self._executor, self._open, self.paths)
         except Exception as e:  # whatever is wrong with the file, the server keeps serving
             self._metrics.reloads.labels("failed").inc()
-            log.warning("hot reload of %s failed, still serving %s: %s", self.path,
+            log.warning("hot reload of %s failed, still serving %s: %s", ", ".join(map(str, self.paths)),
                         self.current.sha256[:12], str(e).splitlines()[0] if str(e) else type(e).__name__)
             return
         seconds = time.monotonic() - started
         if model.sha256 == self.current.sha256:
-            log.info("%s changed on disk but holds the model being served (%s)", self.path,
-                     model.sha256[:12])
+            log.info("%s changed on disk but holds the model being served (%s)",
+                     ", ".join(map(str, self.paths)), model.sha256[:12])
             return
         old, self.current = self.current, model
         self._metrics.reloads.labels("ok").inc()

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import FrameType
@@ -98,20 +99,23 @@ def listen(host: str, port: int) -> list[socket.socket]:
 
 
 def build_server(model: Translator, sc: ServeConfig, device: str, precision: str, threads: int,
-                 token: str | None) -> Server:
-    """The shared state of the routes around a loaded model."""
+                 token: str | None, ensemble_weights: Sequence[float] | None = None,
+                 ensemble_combine: str | None = None) -> Server:
+    """The shared state of the routes around a loaded model (one, or an ensemble's)."""
     metrics = Metrics()
     decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads,
                                        initargs=(threads,))
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
-    reopen = functools.partial(open_translator, device=device, precision=precision)
+    reopen = functools.partial(open_translator, device=device, precision=precision,
+                               ensemble_weights=ensemble_weights, ensemble_combine=ensemble_combine)
     watcher = ModelWatcher(model, reopen, sc.reload_poll_s, reload_thread, metrics)
     batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics)
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token)
 
 
-def serve(sc: ServeConfig, path: Path, device: str, precision: str) -> None:
-    """Serve the model at `path` on sc.host:sc.port until SIGTERM/SIGINT."""
+def serve(sc: ServeConfig, paths: Sequence[Path], device: str, precision: str,
+          ensemble_weights: Sequence[float] | None = None, ensemble_combine: str | None = None) -> None:
+    """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT."""
     token = read_token(sc)
     if token is None and not is_loopback(sc.host):
         log.warning("warning: listening on %s without a bearer token: anyone who can reach it can "
@@ -120,13 +124,15 @@ def serve(sc: ServeConfig, path: Path, device: str, precision: str) -> None:
     sockets = listen(sc.host, sc.port)  # bound, not listening: no client waits on the load
     threads = sc.threads or serve_threads()
     torch.set_num_threads(threads)
-    model = open_translator(path, device, precision)
-    state = build_server(model, sc, device, precision, threads, token)
+    model = open_translator(paths, device, precision, ensemble_weights=ensemble_weights,
+                            ensemble_combine=ensemble_combine)
+    state = build_server(model, sc, device, precision, threads, token, ensemble_weights, ensemble_combine)
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False
     uvicorn_log.setLevel(log.level)
     log.info("serving %s (%s, sha256 %s) with %d threads, %s; watching it for new versions every %g s",
-             path, model.config_name, model.sha256[:12], threads, allocator.describe(), sc.reload_poll_s)
+             " + ".join(map(str, paths)), model.config_name, model.sha256[:12], threads,
+             allocator.describe(), sc.reload_poll_s)
     for sock in sockets:
         host, port = sock.getsockname()[:2]
         log.info("listening on http://%s", _address(host, port))

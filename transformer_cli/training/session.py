@@ -22,7 +22,6 @@ from .. import allocator
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
 from ..data import folder_lock
-from ..data.preprocess import prepare
 from ..data.prepared import Prepared, load_prepared
 from ..device import resolve_device
 from ..errors import StoppedBySignal
@@ -34,6 +33,7 @@ from .loop import Trainer
 from .parent import Parent, continued_config, lineage, resolve_parent
 from .progress import Progress
 from .promotion import Decision, GateRules, Metric, Policy, Scorer, promote
+from .run_data import prepare_run_data
 from .run_dir import RunDir, run_identity
 from .signals import GracefulStop, StopRequested
 
@@ -104,7 +104,9 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
         stop.__enter__()  # from here on a signal is honoured at the next safe point
         if dist_ctx.is_main:
             given = parent.tokenizers() if parent is not None else None
-            prepared, _ = prepare(cfg, check_stop=stop.check, hold=True, given=given)
+            if cfg.distill.teachers:
+                stage = "making the distilled corpus (the translations so far are kept)"
+            prepared, _ = prepare_run_data(cfg, stop.check, given, hold=True)
         dist_ctx.barrier()
         if not dist_ctx.is_main:
             parent = resolve_parent(cfg, run, repair=False)

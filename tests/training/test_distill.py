@@ -1,0 +1,75 @@
+"""Distillation: the teachers' translations of the training sources, made resumably, become the
+corpus a student trains on; the student is an ordinary tfm model."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import run_tfm, write_config
+from transformer_cli.checkpoint import Checkpoint
+
+pytestmark = pytest.mark.slow
+TFM = [sys.executable, "-m", "transformer_cli"]
+
+
+def student(work, corpus, teachers, **distill):
+    return write_config(work / "student.yaml", work, corpus,
+                        distill={"teachers": [str(t) for t in teachers], "beam_size": 4,
+                                 "chunk_lines": 10, **distill},
+                        train={"epochs": 2, "lr": 3e-3, "threads": 1})
+
+
+def test_teacher_translation_resumes_to_the_same_bytes(trained, corpus_dir, tmp_path):
+    teachers = [trained["run"] / "published.pt"] * 2  # an ensemble: slower, and it must resume too
+    straight, killed = (student(tmp_path / n, corpus_dir, teachers) for n in ("straight", "killed"))
+    r = run_tfm("distill", "-c", str(straight))
+    assert r.returncode == 0, r.stderr
+    state = tmp_path / "killed" / "data" / "student.distilled" / "distill.json"
+    for sig in (signal.SIGKILL, signal.SIGTERM):
+        proc = subprocess.Popen([*TFM, "distill", "-c", str(killed)], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (not state.is_file() or json.loads(state.read_text())["lines"] < 40
+                                               * (1 + (sig == signal.SIGTERM))):
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        if sig == signal.SIGTERM:
+            assert proc.returncode == 143, err
+            assert "the translations made so far are kept" in err.strip().splitlines()[-1]
+        done = json.loads(state.read_text())
+        assert not done["complete"] and 0 < done["lines"] < 300
+    r = run_tfm("distill", "-c", str(killed))
+    assert r.returncode == 0, r.stderr
+    a, b = (tmp_path / n / "data" / "student.distilled" for n in ("straight", "killed"))
+    assert (a / "train.en").read_bytes() == (b / "train.en").read_bytes()
+    assert (a / "train.de").read_bytes() == (b / "train.de").read_bytes()
+    assert len((a / "train.en").read_text().splitlines()) == 300
+    assert not list(b.glob("*.partial"))
+
+
+def test_a_tiny_distillation_end_to_end(trained, corpus_dir, tmp_path):
+    teacher = trained["run"] / "published.pt"
+    cfg = student(tmp_path, corpus_dir, [teacher], keep_original=True)
+    r = run_tfm("train", "-c", str(cfg), "--quiet")  # makes the distilled corpus, then trains
+    assert r.returncode == 0, r.stderr
+    folder = tmp_path / "data" / "student.distilled"
+    translations = (folder / "train.en").read_text().splitlines()
+    assert len(translations) == 600  # the teacher's 300, then the original 300
+    r = run_tfm("translate", "--checkpoint", str(teacher), "--beam-size", "4", "--no-recase",
+                *(folder / "train.de").read_text().splitlines()[:5])
+    assert r.stdout.splitlines() == translations[:5]  # what the teacher says, as it says it
+    manifest = json.loads((tmp_path / "data" / "student" / "manifest.json").read_text())
+    assert manifest["source"] == str(folder) and manifest["splits"]["train"]["pairs"] == 600
+    best = Checkpoint.read(tmp_path / "checkpoints" / "student" / "best.pt")
+    assert best.metrics["epoch"] == 2
+    r = run_tfm("export", "-c", str(cfg), "-o", str(tmp_path / "ct2"))  # an ordinary model
+    assert r.returncode == 0, r.stderr
+    r = run_tfm("train", "-c", str(cfg), "--quiet")  # nothing new: nothing translated again
+    assert r.returncode == 0 and "already finished" in (tmp_path / "checkpoints" / "student" / "train.log"
+                                                        ).read_text().splitlines()[-2]
