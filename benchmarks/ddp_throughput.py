@@ -20,7 +20,7 @@ def worker(config: str, overrides: list[str], steps: int, warmup: int) -> None:
     """Under torchrun or alone: time `steps` optimizer steps; rank 0 prints JSON."""
     import torch
 
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
     from transformer_cli.training.distributed import init_distributed, shutdown_distributed
     from transformer_cli.training.build import build_trainer

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_cli.config import PRECISIONS, load_config
+from transformer_cli.config import PRECISIONS
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.batching import pad_batch
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.device import autocast, autocast_dtype, resolve_device

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from transformer_cli.api import open_translator, published_model
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.augment import SOURCE_VARIANTS
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.evaluate import score_translations

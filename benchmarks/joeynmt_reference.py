@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.data.sources import fetch_corpus, read_lines, resolve_source
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 from sacrebleu.metrics import BLEU
 
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.batching import collate
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.data.tokenizers import WordTokenizer

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.model.transformer import Seq2SeqTransformer
 
 

@@ -164,7 +164,7 @@ def epoch_boundary(config: str, overrides: list[str]) -> dict:
     """In this process, on `config`'s prepared data (base.yaml's noise on): seconds to plan one
     epoch, and the wait for the first batch of epoch 2 once epoch 1 has started (its plan made
     in the background meanwhile, as in training)."""
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.augment import Augmentation
     from transformer_cli.data.loader import TrainingData
     from transformer_cli.data.prepared import load_prepared

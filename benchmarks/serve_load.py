@@ -34,7 +34,8 @@ import torch
 import transformer_cli as tfm
 from transformer_cli.api import published_model
 from transformer_cli.checkpoint import Checkpoint
-from transformer_cli.config import DEVICES, PRECISIONS, load_config
+from transformer_cli.config import DEVICES, PRECISIONS
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.serving.server import serve_threads
 

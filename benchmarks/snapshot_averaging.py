@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from transformer_cli.checkpoint import Checkpoint
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.evaluate import evaluate_texts
 from transformer_cli.inference.translate import TorchTranslator

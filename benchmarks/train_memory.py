@@ -59,7 +59,7 @@ def single(config: str, overrides: list[str], steps: int, seconds: float, first:
            trim_every: int) -> dict:
     import torch
 
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import resolve_device
     from transformer_cli.training.distributed import DistContext

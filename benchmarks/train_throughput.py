@@ -36,7 +36,7 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int,
             peak_tflops: float | None = None) -> dict:
     import torch
 
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import resolve_device
     from transformer_cli.model.flops import training_flops

@@ -31,7 +31,7 @@ def peak_mib() -> float:
 def single(config: str, overrides: list[str], checkpoint: str, stage: str, size: int) -> dict:
     import torch
 
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import autocast_dtype
     from transformer_cli.inference.teacher_forcing import corpus_nll

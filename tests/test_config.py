@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from transformer_cli.config import (Config, config_from_dict, load_config, packaged_configs,
-                                    resolve_config_path)
+from transformer_cli.config import Config
+from transformer_cli.config_loading import config_from_dict, load_config, packaged_configs, resolve_config_path
 from transformer_cli.errors import UsageError
 
 

@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_type_hints
 
-from .config import DEVICES, PRECISIONS, DecodeConfig, load_config, resolve_config_path
+from .config import DEVICES, PRECISIONS, DecodeConfig
+from .config_loading import load_config, resolve_config_path
 from .errors import UsageError, check_choice
 from .inference.outputs import Output, Sources
 
@@ -233,8 +234,10 @@ def decode_option(name: str, value: Any, field: str) -> Any:
 class Translator:
     """What `tfm.load` gives: a model file opened for translating, with what it was loaded from
     (path, sha256, config name, metrics). It checks every argument, then hands the work to its
-    `backend`. One call at a time (like a torch module); it owns its network and keeps it in
-    eval mode."""
+    `backend`. One call at a time (like a torch module), with one exception: `encode`, which
+    only reads the tokenizers, may run on another thread beside a translation (the server
+    tokenizes requests while a batch decodes); two encodes, or two translations, may not run
+    at once. It owns its network and keeps it in eval mode."""
 
     def __init__(self, backend: TextTranslator, path: ModelPaths):
         self.backend = backend
@@ -253,6 +256,13 @@ class Translator:
     @property
     def metrics(self) -> dict[str, Any]:
         return dict(self.backend.metadata.get("metrics", {}))
+
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language codes of the model's data, when it says (None: unknown)."""
+        data = self.backend.metadata.get("config", {}).get("data", {})
+        src, tgt = data.get("src_lang"), data.get("tgt_lang")
+        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
 
     @property
     def max_src_len(self) -> int:

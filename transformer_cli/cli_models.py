@@ -52,7 +52,7 @@ def evaluate(
     import json
 
     from .api import decode_option, open_backend
-    from .config import load_config
+    from .config_loading import load_config
     from .evaluate import evaluate_texts
 
     setup_logging(quiet)
@@ -136,7 +136,7 @@ def translate(
       tfm translate --attention attn.png "Eine Frau liest ein Buch."
     """
     from .api import open_translator
-    from .config import load_config
+    from .config_loading import load_config
     from .errors import UsageError
 
     setup_logging(quiet=False)
@@ -206,7 +206,7 @@ def serve(
       tfm serve --checkpoint model.pt --port 9000 --set serve.threads=2
       curl -s localhost:8000/translate -d '{"inputs": "Ein Hund rennt."}'
     """
-    from .config import load_config
+    from .config_loading import load_config
 
     setup_logging(quiet)
     cfg = load_config(config, overrides)
@@ -258,7 +258,7 @@ def export(
                          "float32 weights")
     if checkpoint is None:
         from .api import published_model
-        from .config import load_config
+        from .config_loading import load_config
 
         checkpoint = published_model(load_config(config, overrides).run_dir, config)
     from .export.bundle import export_checkpoint, export_engine

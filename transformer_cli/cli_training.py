@@ -33,7 +33,7 @@ def preprocess(
       tfm preprocess --config seed.yaml --source ../shared/data/multi30k
       TFM_DATA_SOURCE=/data/multi30k tfm preprocess -c base.yaml --set tokenizer.vocab_size=10000
     """
-    from .config import load_config
+    from .config_loading import load_config
 
     setup_logging(quiet)
     cfg = load_config(config, overrides)
@@ -92,7 +92,8 @@ def train(
       torchrun --nproc_per_node 2 -m transformer_cli train -c base.yaml
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
-    from .config import DEVICES, PROMOTE_POLICIES, load_config
+    from .config import DEVICES, PROMOTE_POLICIES
+    from .config_loading import load_config
     from .training.run_dir import RunDir
 
     setup_logging(quiet)
@@ -133,7 +134,7 @@ def distill_corpus(
       tfm distill -c distilled.yaml
       tfm distill -c distilled.yaml --set distill.beam_size=4 && tfm train -c distilled.yaml
     """
-    from .config import load_config
+    from .config_loading import load_config
     from .errors import StoppedBySignal
     from .training.distill import distill
     from .training.signals import GracefulStop, StopRequested
@@ -168,7 +169,7 @@ def show_config(
       tfm config -c seed.yaml --set train.lr=1e-3 | grep -A1 train.lr
       tfm config --markdown > docs/config.md
     """
-    from .config import load_config
+    from .config_loading import load_config
     from .config_docs import describe, schema_markdown
 
     typer.echo(schema_markdown() if markdown else describe(load_config(config, overrides)), nl=not markdown)
@@ -194,7 +195,7 @@ def publish(
       tfm publish -c base.yaml
       tfm publish -c base.yaml --rollback
     """
-    from .config import load_config
+    from .config_loading import load_config
     from .training.run_dir import RunDir
 
     setup_logging(quiet=False)

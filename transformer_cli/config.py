@@ -1,24 +1,20 @@
-"""Typed configuration: schema, YAML loading, `--set` overrides and validation.
+"""Typed configuration: the schema of a config (each section a dataclass below, every field
+with its help, bounds and resumability) plus an optional `name`.
 
-A config is a YAML mapping with the sections `data`, `tokenizer`, `model`, `train`, `decode`, `serve`
-(each a dataclass below) plus an optional `name`. Every problem is reported as one
-`UsageError` line naming the key and where its value came from (the file and line of the
-`extends:` chain that set it, or the `--set`), e.g.
-``configs/x.yaml:12: model.n_heads=7 must divide model.d_model=256``.
+Reading YAML files (`extends:`, `--set`, where each value came from) is config_loading.py;
+the checks across keys are config_checks.py; turning values into typed fields is
+config_values.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import yaml
 
-from .config_values import ConfigError, apply_override, build_section
-from .errors import UsageError
 from .registry import load_plugins
 
 # Choices named once, for the config's fields and every option that takes the same values.
@@ -333,6 +329,12 @@ class ServeConfig:
     max_inputs: int = _f(64, "Sentences per request (more: 413).", ge=1, le=100_000)
     max_bytes: int = _f(65536, "Request body size in bytes (more: 413).", ge=64, le=1 << 30)
     max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)
+    max_pending_tokens: int | None = _f(1024, "Load shedding: the source tokens of the requests "
+                                        "admitted and not yet answered (waiting or decoding) stay "
+                                        "within this; a request past it is answered 503 with "
+                                        "Retry-After at once (counted in /metrics: "
+                                        "tfm_requests_shed_total) instead of waiting behind them. "
+                                        "null: no bound.", ge=1, le=100_000_000)
     reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.",
                               ge=0.01, le=3600.0)
     body_timeout_s: float = _f(30.0, "Seconds a client has to send a whole request body, from "
@@ -371,211 +373,3 @@ class Config:
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
-
-
-
-# --------------------------------------------------------------------------- validation
-
-def validate(cfg: Config) -> None:
-    """Checks that involve more than one key (a ConfigError holding the keys, the culprit first)."""
-    m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.data
-    if m.d_model % m.n_heads:
-        raise ConfigError(f"model.n_heads={m.n_heads} must divide model.d_model={m.d_model}",
-                          "model.n_heads", "model.d_model")
-    if m.positional == "sinusoidal" and m.d_model % 2:
-        raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions",
-                          "model.d_model", "model.positional")
-    if t.sampling and t.kind != "sentencepiece":
-        raise ConfigError("tokenizer.sampling needs tokenizer.kind: sentencepiece (spaCy words "
-                          "have one segmentation)", "tokenizer.sampling", "tokenizer.kind")
-    if tr.source_lowercase + tr.source_uppercase > 1.0:
-        raise ConfigError("train.source_lowercase + train.source_uppercase must be at most 1",
-                          "train.source_lowercase", "train.source_uppercase")
-    if m.share_embeddings and not (t.kind == "sentencepiece" and t.joint):
-        raise ConfigError("model.share_embeddings needs a joint vocabulary (tokenizer.kind: "
-                          "sentencepiece with tokenizer.joint: true)", "model.share_embeddings",
-                          "tokenizer.kind", "tokenizer.joint")
-    if tr.batch_size is None and tr.batch_tokens is None:
-        raise ConfigError("set train.batch_size (sentences) or train.batch_tokens (token budget)",
-                          "train.batch_size", "train.batch_tokens")
-    if tr.batch_size is not None and tr.batch_tokens is not None:
-        raise ConfigError("train.batch_size and train.batch_tokens are exclusive: set one to null",
-                          "train.batch_size", "train.batch_tokens")
-    if len(tr.betas) != 2 or not all(0.0 <= b < 1.0 for b in tr.betas):
-        raise ConfigError(f"train.betas must be two numbers in [0, 1) (got {tr.betas})",
-                          "train.betas")
-    if tr.schedule == "inverse_sqrt" and tr.warmup_steps < 1:
-        raise ConfigError("train.schedule: inverse_sqrt needs train.warmup_steps >= 1",
-                          "train.warmup_steps", "train.schedule")
-    if cfg.decode.n_best > cfg.decode.beam_size:
-        raise ConfigError(f"decode.n_best={cfg.decode.n_best} must be <= "
-                          f"decode.beam_size={cfg.decode.beam_size}", "decode.n_best",
-                          "decode.beam_size")
-    dc = cfg.decode
-    if dc.ensemble_weights is not None and (len(dc.ensemble_weights) != len(dc.ensemble)
-                                            or not all(w > 0 for w in dc.ensemble_weights)):
-        raise ConfigError(f"decode.ensemble_weights must be one positive number per model of "
-                          f"decode.ensemble ({len(dc.ensemble)})", "decode.ensemble_weights",
-                          "decode.ensemble")
-    if cfg.distill.weights is not None and len(cfg.distill.weights) != len(cfg.distill.teachers):
-        raise ConfigError(f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",
-                          "distill.weights", "distill.teachers")
-    if d.src_lang == d.tgt_lang:
-        raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'",
-                          "data.src_lang", "data.tgt_lang")
-    if m.positional == "learned" and m.max_len < d.train_max_len + 2:
-        raise ConfigError(f"model.max_len={m.max_len} must be >= data.train_max_len + 2 "
-                          f"= {d.train_max_len + 2} with learned positions", "model.max_len",
-                          "data.train_max_len", "model.positional")
-    if tr.init_from is not None and not tr.init_from.strip():
-        raise ConfigError("train.init_from must name a checkpoint file or be `published` (null: "
-                          "start from random weights)", "train.init_from")
-    if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
-        raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
-
-
-# --------------------------------------------------------------------------- loading
-
-class _StrictLoader(yaml.SafeLoader):
-    """safe_load that refuses a key given twice in one mapping (YAML would keep the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        first_line: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if key in first_line:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first given on line {first_line[key]})",
-                    key_node.start_mark)
-            first_line[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep)
-
-
-
-def packaged_configs() -> dict[str, Path]:
-    """Config files shipped inside the installed package, by file name."""
-    root = resources.files("transformer_cli.configs")
-    return {p.name: Path(str(p)) for p in root.iterdir() if p.name.endswith((".yaml", ".yml"))}
-
-
-def resolve_config_path(spec: str, beside: Path | None = None) -> Path:
-    """Find a config: in the folder `beside` (that of a config naming it in `extends:`), then
-    the path as given, then ./configs/, then the copies shipped with tfm."""
-    names = [spec] if spec.endswith((".yaml", ".yml")) else [spec, spec + ".yaml"]
-    folders = list(dict.fromkeys([*([beside] if beside is not None else []), Path("."),
-                                  Path("configs")]))
-    for name in names:
-        for folder in folders:
-            if (folder / name).is_file():
-                return folder / name
-        shipped = packaged_configs().get(Path(name).name)
-        if shipped is not None and Path(name).name == name:
-            return shipped
-    shipped_names = ", ".join(sorted(packaged_configs()))
-    raise UsageError(f"config file not found: {spec!r} (looked in {', '.join(map(str, folders))} "
-                     f"and the configs shipped with tfm: {shipped_names})")
-
-
-Origins = dict[str, str]  # dotted key -> "file:line" of the YAML that set it
-
-
-def _read_mapping(path: Path) -> tuple[dict[str, Any], Origins]:
-    """A config file's YAML mapping and where each of its keys is, or a UsageError naming the
-    file (and line)."""
-    try:
-        loader = _StrictLoader(path.read_text(encoding="utf-8"))
-        try:
-            node = loader.get_single_node()
-            raw = None if node is None else loader.construct_document(node)
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise UsageError(f"{where}: YAML syntax error: {problem}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: cannot read config: {e}") from None
-    if raw is None or raw == {}:
-        raise UsageError(f"{path}: the config is empty: give at least one section (copy one of "
-                         "the shipped configs, e.g. base.yaml, to start from its values)")
-    if not isinstance(raw, dict):
-        raise UsageError(f"{path}: the config must be a YAML mapping of sections")
-    return raw, _key_lines(node, path)
-
-
-def _key_lines(node: yaml.Node, path: Path, prefix: str = "") -> Origins:
-    """`file:line` of every key in a YAML mapping node, nested keys dotted (model.n_heads)."""
-    lines: Origins = {}
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = f"{prefix}{key_node.value}"
-            lines[key] = f"{path}:{key_node.start_mark.line + 1}"
-            lines.update(_key_lines(value_node, path, f"{key}."))
-    return lines
-
-
-def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """`child` over `parent`, section by section (a child's section updates the parent's)."""
-    merged = dict(parent)
-    for key, value in child.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "sha256":
-            merged[key] = _merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Origins]:
-    """The file's mapping with its `extends:` parents merged in (the parent is found beside the
-    file first, then like any config name), and where each key was set: the file and line that
-    gave its value, a child's over its parent's."""
-    raw, origins = _read_mapping(path)
-    parent = raw.pop("extends", None)
-    if parent is None:
-        return raw, origins
-    where = origins["extends"]
-    if not isinstance(parent, str):
-        raise UsageError(f"{where}: extends must be a config file name (got {parent!r})")
-    try:
-        parent_path = resolve_config_path(parent, beside=path.parent)
-    except UsageError as e:
-        raise UsageError(f"{where}: extends: {e}") from None
-    if parent_path.resolve() in {p.resolve() for p in (*chain, path)}:
-        raise UsageError(f"{where}: extends {parent} makes a cycle")
-    inherited, inherited_origins = _resolved_mapping(parent_path, (*chain, path))
-    inherited.pop("name", None)  # a name is never inherited
-    inherited_origins.pop("name", None)
-    return _merge(inherited, raw), {**inherited_origins, **origins}
-
-
-def load_config(spec: str, overrides: list[str] | None = None) -> Config:
-    """Load, override and validate a config; `spec` is a path or a bare name like base.yaml.
-    A config may start from another with `extends: base.yaml` and state only what differs.
-    An error names where the value at fault came from: `file:line` (of the file in the extends
-    chain that set it), or the `--set` (both when a check involves both)."""
-    path = resolve_config_path(spec)
-    raw, origins = _resolved_mapping(path)
-    raw.setdefault("name", Path(path).stem)
-    try:
-        cfg = build_section(Config, raw, "")
-        for assignment in overrides or []:  # their own errors name the --set
-            origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
-        validate(cfg)
-    except ConfigError as e:
-        raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
-    return cfg
-
-
-def _blame(keys: tuple[str, ...], origins: Origins) -> str:
-    """Where the keys' values came from, e.g. "c.yaml:3, --set model.d_model=100" (an item of a
-    list, train.betas[0], is blamed on its list); "" when every one is a default."""
-    found = (origins.get(key.split("[")[0]) for key in keys)
-    return ", ".join(dict.fromkeys(place for place in found if place))
-
-
-def config_from_dict(raw: dict[str, Any]) -> Config:
-    """Rebuild a Config saved in a checkpoint or run directory."""
-    cfg = build_section(Config, raw, "")
-    validate(cfg)
-    return cfg

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from helpers import write_config
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.augment import SOURCE_VARIANTS, Augmentation, SourceNoise
 from transformer_cli.data.batching import collate
 from transformer_cli.data.loader import TrainingData

@@ -34,7 +34,7 @@ def test_a_rebuild_is_refused_while_another_process_reads_the_folder(tmp_path, c
     manifest = tmp_path / "data" / "c" / "manifest.json"
     before = manifest.read_bytes()
     reader = _holder(f"""
-        from transformer_cli.config import load_config
+        from transformer_cli.config_loading import load_config
         from transformer_cli.data.prepared import load_prepared
         load_prepared(load_config({str(cfg)!r}), hold=True)  # as every rank of a tfm train
     """)
@@ -58,7 +58,7 @@ def test_a_rebuild_is_refused_while_another_process_reads_the_folder(tmp_path, c
 def test_holds_are_counted_and_the_last_release_unlocks(tmp_path, corpus_dir):
     """In one process: prepare() without `hold` lets go when it returns (a library caller
     keeps nothing locked), and nested holds keep the folder until the last is released."""
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.folder_lock import release
     from transformer_cli.data.preprocess import prepare
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from helpers import write_config
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data import preprocess
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.data.prepared import load_prepared

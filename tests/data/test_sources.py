@@ -145,3 +145,18 @@ def test_damaged_gzip_is_named(tmp_path):
     p.write_bytes(whole[: len(whole) // 2])
     with pytest.raises(UsageError, match=r"t.en.gz: cannot read"):
         read_lines(p)
+
+
+def test_a_byte_order_mark_is_left_out_and_said(tmp_path, caplog):
+    import gzip as gz
+
+    from transformer_cli.data.sources import iter_line_blocks
+
+    plain, packed = tmp_path / "train.de", tmp_path / "train.en.gz"
+    plain.write_bytes(b"\xef\xbb\xbfEin Hund.\nZwei Katzen.\n")
+    packed.write_bytes(gz.compress(b"\xef\xbb\xbfA dog.\nTwo cats.\n"))
+    assert [line for block in iter_line_blocks(plain, 1) for line in block] == ["Ein Hund.", "Zwei Katzen."]
+    assert next(iter_line_blocks(packed, 10)) == ["A dog.", "Two cats."]
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"{plain} starts with a UTF-8 byte-order mark: left out" in m for m in said)
+    assert any(str(packed) in m for m in said)

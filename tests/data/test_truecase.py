@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import sentence_pairs, write_config
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.data.tokenizers import TokenizerPair
 from transformer_cli.data.truecase import Truecaser, has_no_casing

@@ -107,7 +107,7 @@ def test_an_imported_model_fine_tunes_with_tfm_train_and_stays_exportable(tmp_pa
     assert best.model_config["activation"] == "swish" and best.model_config["sinusoid_layout"] == "halves"
     assert best.tokenizer["shared"]["kind"] == "piece-vocab"
     parent = read_folder(folder)
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.preprocess import prepare
     from transformer_cli.training.parent import parent_tokenizers
     from transformer_cli.training.promotion import Metric, Scorer

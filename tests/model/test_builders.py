@@ -53,7 +53,7 @@ class WideOutput(Seq2SeqTransformer):
 
 def test_an_architecture_registered_from_outside_has_its_own_settings_and_round_trips(tmp_path):
     from helpers import write_config
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.model.builders import register_architecture
 
     register_architecture(WideOutput.ARCHITECTURE, WideOutput, WideOutputConfig)

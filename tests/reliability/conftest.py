@@ -17,7 +17,7 @@ from helpers import write_corpus
 
 @pytest.fixture(scope="session")
 def cron_data(tmp_path_factory) -> dict[str, Path]:
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.preprocess import prepare
 
     root = tmp_path_factory.mktemp("cron_data")
@@ -31,7 +31,7 @@ def cron_data(tmp_path_factory) -> dict[str, Path]:
 def finished(tmp_path_factory, cron_data):
     """A finished one-epoch run with a published model; tests that damage it work on copies."""
     from cron_helpers import run_dir
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.training.session import run_training
 
     root = tmp_path_factory.mktemp("finished")

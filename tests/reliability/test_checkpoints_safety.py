@@ -15,7 +15,7 @@ import torch
 from cron_helpers import (checkpoint_files, epoch_ends, error_lines, progress, run_dir,
                           temp_leftovers, write_cron_config)
 from transformer_cli.checkpoint import CheckpointError, read_payload, write_payload
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.errors import TfmError, UsageError
 from transformer_cli.training.session import run_training
 

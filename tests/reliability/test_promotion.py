@@ -11,7 +11,8 @@ import torch
 
 from cron_helpers import run_dir, write_cron_config
 from transformer_cli.checkpoint import Checkpoint, read_payload
-from transformer_cli.config import TrainConfig, load_config
+from transformer_cli.config import TrainConfig
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.training.promotion import Decision, GateRules, Metric, Outcome, Policy, Scorer, promote
 from transformer_cli.training.run_dir import RunDir

@@ -14,7 +14,7 @@ import torch
 
 from cron_helpers import error_lines, run_dir, write_cron_config
 from transformer_cli.checkpoint import Checkpoint, read_payload
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.errors import TfmError

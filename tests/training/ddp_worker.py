@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from transformer_cli.checkpoint import content_digest
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.training.distributed import DistContext, init_distributed, shutdown_distributed
 from transformer_cli.training.build import build_trainer

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.training.distributed import init_distributed, shutdown_distributed
 from transformer_cli.training.build import build_trainer

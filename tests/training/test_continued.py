@@ -12,7 +12,7 @@ import pytest
 
 from helpers import run_tfm, sentence_pairs, untrained_checkpoint, write_config, write_corpus
 from transformer_cli.checkpoint import Checkpoint
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.errors import UsageError
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training

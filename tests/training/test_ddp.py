@@ -11,7 +11,7 @@ from helpers import run_tfm, write_config
 
 def preprocess(cfg: Path) -> None:
     """In this process (a `tfm preprocess` process would spend seconds importing torch)."""
-    from transformer_cli.config import load_config
+    from transformer_cli.config_loading import load_config
     from transformer_cli.data.preprocess import prepare
 
     prepare(load_config(str(cfg)))

@@ -1,7 +1,8 @@
 """A run's identity decides whether the next `tfm train` resumes it or starts over: it must not
 change when tfm adds a config key whose default keeps the old behaviour."""
 
-from transformer_cli.config import Config, load_config
+from transformer_cli.config import Config
+from transformer_cli.config_loading import load_config
 from transformer_cli.training.run_dir import run_identity
 
 

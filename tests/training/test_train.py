@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from helpers import sentence_pairs, write_config, write_corpus
 from transformer_cli.checkpoint import read_payload
-from transformer_cli.config import load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss, symmetric_kl

@@ -28,7 +28,6 @@ import numpy as np
 
 from ..config import Config
 from .shards import ShardedSplit
-from .subword_tokenizer import SubwordTokenizer
 from .tokenizer_base import Tokenizer
 from .tokenizers import TokenizerPair
 
@@ -110,6 +109,6 @@ class Augmentation:
         return list(zip(src_ids, tgt_ids))
 
     def _encode(self, tokenizer: Tokenizer, lines: list[str]) -> list[list[int]]:
-        if self.sampling > 0 and isinstance(tokenizer, SubwordTokenizer):
+        if self.sampling > 0 and tokenizer.samples:
             return tokenizer.encode_sampled(lines, self.sampling)
         return tokenizer.encode_batch(lines)

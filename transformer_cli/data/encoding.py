@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from .shards import EncodedChunk
-from .subword_tokenizer import SubwordTokenizer
 from .tokenizers import TokenizerPair
 from .word_tokenizer import WordCounts, WordTokenizer
 from .truecase import spelling_counts
@@ -55,8 +54,7 @@ def setup(pair_state: dict[str, Any] | None, settings: EncodeSettings | None,
     if pair_state is not None:
         _pair = TokenizerPair.from_state(pair_state)
         for tok in (_pair.src, _pair.tgt):
-            if isinstance(tok, SubwordTokenizer):
-                tok.threads = 1  # the pool is the parallelism
+            tok.set_threads(1)  # the pool is the parallelism
     if word_langs is not None:
         _counters = (WordTokenizer.blank(word_langs[0], lowercase),
                      WordTokenizer.blank(word_langs[1], lowercase))

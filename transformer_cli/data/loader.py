@@ -23,7 +23,6 @@ from .batching import (Batch, batch_seed, collate, collate_pairs, epoch_seed, pl
                        within_budget)
 from .parallel import as_helper_process, available_cpus, stop_signals_held
 from .shards import ShardedSplit
-from .subword_tokenizer import SubwordTokenizer
 
 PREFETCH_BATCHES = 4  # per worker
 MICRO_BATCH_SLACK = 1.25  # an augmented batch may exceed its token budget by this much, whole
@@ -67,8 +66,7 @@ def _in_worker(_: int) -> None:
     as_helper_process()
     dataset = torch.utils.data.get_worker_info().dataset
     for tokenizer in (dataset.augmentation.tokenizers.src, dataset.augmentation.tokenizers.tgt):
-        if isinstance(tokenizer, SubwordTokenizer):
-            tokenizer.threads = 1
+        tokenizer.set_threads(1)
 
 
 def default_workers(threads: int) -> int:

@@ -104,7 +104,10 @@ class ChunkPool:
         pending: deque[concurrent.futures.Future] = deque()
         for chunk in chunks:
             with stop_signals_held():  # a submission may fork the workers
-                pending.append(self._executor.submit(fn, chunk))
+                try:
+                    pending.append(self._executor.submit(fn, chunk))
+                except BrokenProcessPool:  # a worker died while earlier chunks ran
+                    raise self._died(check_stop) from None
             if len(pending) >= 2 * self.workers:
                 yield self._result(pending.popleft(), check_stop)
         while pending:
@@ -120,7 +123,11 @@ class ChunkPool:
             except concurrent.futures.TimeoutError:
                 continue
             except BrokenProcessPool:
-                if check_stop is not None:
-                    check_stop()  # killed together with this process: a stop, not an error
-                raise TfmError("a preprocessing worker process died (out of memory?); nothing "
-                               "was written") from None
+                raise ChunkPool._died(check_stop) from None
+
+    @staticmethod
+    def _died(check_stop: Callable[[], None] | None) -> TfmError:
+        """The error for a worker that died (a stop, when it was killed with this process)."""
+        if check_stop is not None:
+            check_stop()  # killed together with this process: a stop, not an error
+        return TfmError("a preprocessing worker process died (out of memory?); nothing was written")

@@ -42,6 +42,7 @@ class PieceVocabTokenizer(Tokenizer):
         self.ids = SpecialIds(*(self.stoi[self.specials[role]] for role in ("unk", "pad", "sos", "eos")))
         self.lowercase = lowercase
         self.sp = spm.SentencePieceProcessor(model_proto=model)
+        self.threads = -1  # encode_batch's (see Tokenizer.set_threads)
         self._special_ids = {self.stoi[token] for token in self.specials.values()}
 
     @property
@@ -51,10 +52,14 @@ class PieceVocabTokenizer(Tokenizer):
     def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
         text = [line.lower() if self.lowercase else line for line in lines]
         get, unk = self.stoi.get, self.ids.unk
-        out = [[get(piece, unk) for piece in pieces] for pieces in self.sp.encode(text, out_type=str)]
+        pieces_per_line = self.sp.encode(text, out_type=str, num_threads=self.threads)
+        out = [[get(piece, unk) for piece in pieces] for pieces in pieces_per_line]
         if progress:
             progress(len(lines))
         return out
+
+    def set_threads(self, threads: int) -> None:
+        self.threads = threads
 
     def decode(self, ids: Sequence[int]) -> str:
         pieces = [self.itos[i] for i in strip_specials(ids, self.ids)

@@ -8,10 +8,12 @@ Multi30k (task 1, raw) is one named corpus with known checksums; `files` is any 
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
 import http.client
 import itertools
+import logging
 import os
 import tempfile
 import time
@@ -29,6 +31,7 @@ from ..errors import TfmError, UsageError
 from ..fsutil import file_sha256, recorded_sha256
 
 SOURCE_ENV = "TFM_DATA_SOURCE"
+log = logging.getLogger("tfm")
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 MULTI30K_SHA256 = {
@@ -210,7 +213,9 @@ def _fetch_url_first(base: str, names: list[str], cache: Path, sums: dict[str, s
 
 def iter_line_blocks(path: Path, block: int) -> Iterator[list[str]]:
     """The lines of a UTF-8 text file (gzip when named .gz), without line endings, in lists of
-    up to `block` lines, read as they are needed (decoded a block at a time).
+    up to `block` lines, read as they are needed (decoded a block at a time). A byte-order
+    mark at the start (editors on Windows write one) is not text: it is dropped, with a
+    warning naming the file, rather than becoming part of the first word.
 
     Raises UsageError naming the file and line for non-UTF-8 bytes or a damaged gzip file.
     """
@@ -219,6 +224,9 @@ def iter_line_blocks(path: Path, block: int) -> Iterator[list[str]]:
     try:
         with opener(path, "rb") as f:
             while raw := list(itertools.islice(f, block)):
+                if first == 1 and raw[0].startswith(codecs.BOM_UTF8):
+                    raw[0] = raw[0][len(codecs.BOM_UTF8):]
+                    log.warning("warning: %s starts with a UTF-8 byte-order mark: left out", path)
                 try:
                     text = b"".join(raw).decode("utf-8")
                 except UnicodeDecodeError:

@@ -21,6 +21,7 @@ class SubwordTokenizer(Tokenizer):
     """SentencePiece (BPE or unigram) with tfm's special ids; optional lowercasing."""
 
     kind = "sentencepiece"
+    samples = True
 
     def __init__(self, model: bytes, lowercase: bool):
         import sentencepiece as spm
@@ -64,6 +65,9 @@ class SubwordTokenizer(Tokenizer):
         if progress:
             progress(len(lines))
         return ids
+
+    def set_threads(self, threads: int) -> None:
+        self.threads = threads
 
     def encode_sampled(self, lines: Sequence[str], alpha: float) -> list[list[int]]:
         """One sampled segmentation per line (subword regularization): BPE-dropout with

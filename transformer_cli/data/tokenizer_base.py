@@ -32,11 +32,18 @@ def strip_specials(ids: Sequence[int], specials: SpecialIds) -> list[int]:
 
 
 class Tokenizer(ABC):
-    """Text of one language to ids (without `<sos>`/`<eos>`) and back to natural text."""
+    """Text of one language to ids (without `<sos>`/`<eos>`) and back to natural text.
+
+    Beside the abstract methods, two capabilities a kind may have, which callers ask for
+    instead of checking types: `samples` (`encode_sampled` draws segmentations: subword
+    regularization) and `set_threads` (how many threads `encode_batch` may use: one inside a
+    worker process, where the processes are the parallelism).
+    """
 
     kind: str
     lowercase: bool  # the text is lowercased before encoding
     ids: SpecialIds  # where the vocabulary keeps `<unk>`, `<pad>`, `<sos>` and `<eos>`
+    samples = False  # whether encode_sampled draws other segmentations than encode_batch
 
     @property
     @abstractmethod
@@ -65,6 +72,14 @@ class Tokenizer(ABC):
 
     def encode(self, line: str) -> list[int]:
         return self.encode_batch([line])[0]
+
+    def encode_sampled(self, lines: Sequence[str], alpha: float) -> list[list[int]]:
+        """A sampled segmentation per line, with smoothing or dropout `alpha` (kinds that
+        `samples`); others have one segmentation: encode_batch's."""
+        return self.encode_batch(lines)
+
+    def set_threads(self, threads: int) -> None:  # noqa: B027 - optional: most kinds have none
+        """Threads encode_batch may use (-1: all); a kind without threads ignores it."""
 
 
 

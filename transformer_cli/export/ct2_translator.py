@@ -23,7 +23,8 @@ from types import ModuleType
 import torch
 
 from ..checkpoint import CheckpointError
-from ..config import DecodeConfig, build_section
+from ..config import DecodeConfig
+from ..config_values import build_section
 from ..data.shards import TokenPairs
 from ..errors import UsageError
 from ..inference.search import Hypothesis, output_limits

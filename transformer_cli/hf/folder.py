@@ -74,8 +74,9 @@ def read_folder(folder: Path) -> Checkpoint:
     folder = Path(folder)
     manifest = _verified_manifest(folder)
     config = _json(folder / "config.json")
+    options = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     settings, refusals = model_settings(config)
-    tokenizers, vocab_refusals = _tokenizers(folder, config)
+    tokenizers, vocab_refusals = _tokenizers(folder, config, options)
     refusals += vocab_refusals
     if refusals:
         raise UsageError(f"{folder}: tfm cannot express this model: {'; '.join(refusals)}")
@@ -91,6 +92,8 @@ def read_folder(folder: Path) -> Checkpoint:
         settings = run["model"]
     else:
         run["decode"] = _decoding(folder)
+        # The languages, when the tokenizer says (None: unknown, and the server checks none).
+        run["data"]["src_lang"], run["data"]["tgt_lang"] = options.get("source_lang"), options.get("target_lang")
         bias = state.get("final_logits_bias")
         settings["output_bias"] = bias is not None and bool(bias.any())  # a zero bias is none
     try:
@@ -144,9 +147,9 @@ def _special(value: Any, default: str) -> str:
     return value if isinstance(value, str) else default
 
 
-def _tokenizers(folder: Path, config: dict[str, Any]) -> tuple[TokenizerPair, list[str]]:
+def _tokenizers(folder: Path, config: dict[str, Any], options: dict[str, Any]
+                ) -> tuple[TokenizerPair, list[str]]:
     """Source and target tokenizers, and every reason they do not fit config.json."""
-    options = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     names = {role: _special(options.get(f"{role}_token"), MARIAN_SPECIALS[role]) for role in ("unk", "pad", "eos")}
     separate = bool(options.get("separate_vocabs", False))
     vocabs = {"src": _vocabulary(folder / "vocab.json"),

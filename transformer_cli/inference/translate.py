@@ -11,7 +11,8 @@ from typing import Any
 import torch
 
 from ..checkpoint import Checkpoint, CheckpointError
-from ..config import DecodeConfig, ModelConfig, build_section
+from ..config import DecodeConfig, ModelConfig
+from ..config_values import build_section
 from ..data.batching import pad_batch
 from ..data.shards import TokenPairs
 from ..data.tokenizers import TokenizerPair

@@ -1,13 +1,16 @@
 """The HTTP application: routes, the bearer-token check, metrics per request.
 
     POST /translate   {"inputs": ..., "parameters": {...}} -> [{"translation_text": ...}, ...]
+    POST /            the same (where Hugging Face's InferenceClient(base_url=...) posts)
     POST /attention   one sentence -> its translation and cross-attention weights (the page uses it)
-    GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config", "file"}}
+    GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config", "file"},
+                       "defaults": {"beam_size", "max_beam_size"}}
     GET  /metrics     Prometheus text format
     GET  /            a page to try the model in a browser
 
 Every answer but a 2xx is {"error": "one line"}: client mistakes are 4xx (unknown paths and
-methods included); nothing a client sends produces a 500 or a traceback.
+methods included); nothing a client sends produces a 500 or a traceback. A request that finds
+the admitted work at serve.max_pending_tokens is answered 503 at once, with Retry-After.
 """
 
 from __future__ import annotations
@@ -27,11 +30,12 @@ from starlette.exceptions import HTTPException
 
 from ..api import Output, Translator
 from ..config import ServeConfig
-from .batcher import Batcher
+from .batcher import Batcher, Overloaded
 from .guard import Guard
 from .metrics import Metrics
 from .reloader import ModelWatcher
-from .requests import ClientError, TranslateRequest, parse_attention, parse_json, parse_translate, read_body
+from .requests import (ClientError, TranslateRequest, check_languages, parse_attention, parse_json,
+                       parse_translate, read_body)
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Server:
     reload_thread: ThreadPoolExecutor
     metrics: Metrics
     token: str | None
+    tokenize_thread: ThreadPoolExecutor | None = None
     cut_off: int = 0  # requests answered 503 because serve.shutdown_grace_s ran out
 
     def count_cut_off(self) -> None:
@@ -77,6 +82,8 @@ def create_app(server: Server) -> FastAPI:
         await asyncio.gather(*tasks, return_exceptions=True)
         server.decode_thread.shutdown(wait=True)
         server.reload_thread.shutdown(wait=False, cancel_futures=True)
+        if server.tokenize_thread is not None:
+            server.tokenize_thread.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(Guard, metrics=server.metrics, token=server.token,
@@ -87,6 +94,10 @@ def create_app(server: Server) -> FastAPI:
     async def client_error(request: Request, e: ClientError) -> JSONResponse:
         # 408: the client is still sending its body; closing is how it learns to stop
         return _error(e.status, str(e), {"Connection": "close"} if e.status == 408 else None)
+
+    @app.exception_handler(Overloaded)
+    async def overloaded(request: Request, e: Overloaded) -> JSONResponse:
+        return _error(503, str(e), {"Retry-After": str(e.retry_after_s)})
 
     @app.exception_handler(HTTPException)
     async def routing_error(request: Request, e: HTTPException) -> JSONResponse:
@@ -103,8 +114,13 @@ def create_app(server: Server) -> FastAPI:
         body = await read_body(request.headers.get("content-length"), request.stream(),
                                server.limits.max_bytes, server.limits.body_timeout_s)
         req = parse(parse_json(body), server.limits)
-        return req, server.watcher.current
+        model = server.watcher.current
+        langs = model.languages
+        if langs is not None:
+            check_languages(req, langs)
+        return req, model
 
+    @app.post("/")
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
         req, model = await parsed(request, parse_translate)
@@ -126,7 +142,9 @@ def create_app(server: Server) -> FastAPI:
     async def health() -> dict[str, Any]:
         # still "ok" when the file is gone: the model loaded from it keeps serving
         file = "missing" if server.watcher.file_missing else "present"
-        return {"status": "ok", "model": {**server.watcher.current.info(), "file": file}}
+        model = server.watcher.current
+        defaults = {"beam_size": model.backend.decode.beam_size, "max_beam_size": server.limits.max_beam_size}
+        return {"status": "ok", "model": {**model.info(), "file": file}, "defaults": defaults}
 
     @app.get("/metrics")
     async def metrics() -> Response:

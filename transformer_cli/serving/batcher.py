@@ -14,6 +14,15 @@ Requests with different decoding options share a batch window and are decoded gr
 Each request is decoded by the model it was accepted with (its options and token count came
 from that model's defaults): after a hot reload, requests already queued finish on the old
 model and new ones go to the new model.
+
+Admission control: the source tokens of the requests admitted and not yet answered (waiting
+or decoding) stay within `max_pending_tokens` (serve.max_pending_tokens). A request that
+would go past it is answered at once with `Overloaded` (HTTP 503 and Retry-After, counted in
+/metrics), rather than queued behind work it would wait seconds for; a request alone is
+always admitted. What is admitted is answered, once.
+
+Requests are tokenized on a thread of their own (`tokenize`), never on the event loop, while
+the decode thread may be translating (api.Translator: encoding may run beside a translation).
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import time
 from collections import deque
 from concurrent.futures import Executor
@@ -33,6 +43,15 @@ from .metrics import Metrics
 
 log = logging.getLogger("tfm")
 IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes back to the OS
+
+
+class Overloaded(Exception):
+    """The work admitted is at its bound: answer 503 now, and retry after `retry_after_s`."""
+
+    def __init__(self, pending_tokens: int, bound: int, retry_after_s: int):
+        super().__init__(f"the server is busy: {pending_tokens} source tokens are waiting or being "
+                         f"translated (serve.max_pending_tokens={bound}); retry in {retry_after_s} s")
+        self.retry_after_s = retry_after_s
 
 
 @dataclass
@@ -48,23 +67,46 @@ class Job:
 
 
 class Batcher:
-    def __init__(self, executor: Executor, batch_tokens: int, max_wait_s: float, metrics: Metrics):
+    def __init__(self, executor: Executor, batch_tokens: int, max_wait_s: float, metrics: Metrics,
+                 tokenize: Executor | None = None, max_pending_tokens: int | None = None):
         self._executor, self._metrics = executor, metrics
+        self._tokenize = tokenize or executor
         self.batch_tokens, self.max_wait_s = batch_tokens, max_wait_s
+        self.max_pending_tokens = max_pending_tokens
         self._queue: deque[Job] = deque()
         self._arrived = asyncio.Event()
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
         self._decoded_since_idle = False
+        self.pending_tokens = 0  # of the requests admitted and not yet answered
+        self._tokens_per_s = 0.0  # decoded, smoothed over batches: for Retry-After
 
     async def translate(self, lines: list[str], options: DecodeConfig, model: Translator) -> Output:
         """Queue `lines` for the next batches, to be decoded by `model` with `options` (built
-        from that model's defaults); returns their Output. The lines are tokenized here, once:
-        for the token budget and for decoding."""
-        job = Job(model.encode(lines, options), options, model, asyncio.get_running_loop().create_future())
-        self._queue.append(job)
-        self._owed = max(0, self._owed - 1)
-        self._arrived.set()
-        return await job.done
+        from that model's defaults); returns their Output, or raises Overloaded when the work
+        admitted is at its bound. The lines are tokenized once, off the event loop: for the
+        bound, the token budget and decoding."""
+        loop = asyncio.get_running_loop()
+        sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options)
+        tokens = sources.tokens
+        bound = self.max_pending_tokens
+        if bound is not None and self.pending_tokens and self.pending_tokens + tokens > bound:
+            self._metrics.shed.inc()
+            raise Overloaded(self.pending_tokens, bound, self._retry_after_s())
+        self.pending_tokens += tokens
+        try:
+            job = Job(sources, options, model, loop.create_future())
+            self._queue.append(job)
+            self._owed = max(0, self._owed - 1)
+            self._arrived.set()
+            return await job.done
+        finally:
+            self.pending_tokens -= tokens
+
+    def _retry_after_s(self) -> int:
+        """Seconds until the work admitted now is likely done (1 to 60)."""
+        if self._tokens_per_s <= 0:
+            return 1
+        return min(60, max(1, math.ceil(self.pending_tokens / self._tokens_per_s)))
 
     def _take(self, batch: list[Job], tokens: int) -> tuple[int, bool]:
         """Move queued jobs into `batch` while they fit; returns (tokens, whether it is full)."""
@@ -124,9 +166,12 @@ class Batcher:
                 if not job.done.done():
                     job.done.set_result(out)
         n = sum(job.sources.n_lines for job in batch)
+        seconds = time.perf_counter() - started
         self._metrics.batch_sentences.observe(n)
-        self._metrics.batch_seconds.observe(time.perf_counter() - started)
+        self._metrics.batch_seconds.observe(seconds)
         self._metrics.sentences.inc(n)
+        rate = sum(job.tokens for job in batch) / max(seconds, 1e-6)
+        self._tokens_per_s = rate if not self._tokens_per_s else 0.8 * self._tokens_per_s + 0.2 * rate
 
 
 def _decode_group(jobs: list[Job]) -> list[Output]:

@@ -1,10 +1,21 @@
 """What the server accepts, checked strictly: every problem is a `ClientError` with the HTTP
 status to answer (400, 408, 413, 422) and one line naming it.
 
-`POST /translate` takes the Hugging Face translation-task shape:
+`POST /translate` (and `POST /`) take the Hugging Face translation-task shape, with tfm's own
+decoding parameters or those of the Hugging Face Inference API (what
+`huggingface_hub.InferenceClient.translation` sends):
 
     {"inputs": "text" | ["text", ...],
      "parameters": {"beam_size": 5, "n_best": 1, "max_output_len": 100, "length_penalty": 1.0}}
+    {"inputs": "text", "parameters": {"src_lang": "de", "tgt_lang": "en", "truncation": "longest_first",
+     "clean_up_tokenization_spaces": true,
+     "generate_parameters": {"num_beams": 5, "max_new_tokens": 100, "length_penalty": 1.0,
+                             "num_return_sequences": 1, "do_sample": false, "early_stopping": true}}}
+
+The Hugging Face names map onto tfm's (num_beams -> beam_size, num_return_sequences -> n_best,
+max_new_tokens or max_length - 1 -> max_output_len); what tfm cannot do (sampling, another
+truncation, another language pair, repetition penalties, ...) is a 400 that names every such
+parameter. Output spaces need no clean-up: tfm's detokenization writes natural text.
 
 `POST /attention` takes the same shape with one non-empty sentence.
 """
@@ -21,6 +32,14 @@ from ..api import decode_bounds
 from ..config import ServeConfig
 
 PARAMETERS = ("beam_size", "n_best", "max_output_len", "length_penalty")
+HF_PARAMETERS = ("src_lang", "tgt_lang", "clean_up_tokenization_spaces", "truncation", "generate_parameters")
+# generate_parameters tfm follows: the name of tfm's, or a value it accepts and does as asked
+GENERATE_AS = {"num_beams": "beam_size", "num_return_sequences": "n_best",
+               "max_new_tokens": "max_output_len", "length_penalty": "length_penalty"}
+GENERATE_ACCEPTED = {"do_sample": (False,), "early_stopping": (True,), "use_cache": (True, False),
+                     "min_length": (0,), "min_new_tokens": (0,), "num_beam_groups": (1,),
+                     "repetition_penalty": (1, 1.0), "no_repeat_ngram_size": (0,)}
+TRUNCATIONS = ("longest_first", "only_first")  # what tfm does: an input cut to the model's limit
 # The bounds a config file has (decode.max_len_b, decode.length_penalty), as for every entry point.
 MAX_OUTPUT_TOKENS = decode_bounds("max_len_b")[1]
 MAX_LENGTH_PENALTY = decode_bounds("length_penalty")[1]
@@ -38,6 +57,16 @@ class ClientError(Exception):
 class TranslateRequest:
     lines: list[str]
     parameters: dict[str, Any]  # keyword arguments of `Translator.options`
+    langs: tuple[str | None, str | None] = (None, None)  # src_lang, tgt_lang asked for (checked
+    # against the model's by `check_languages`)
+
+
+def check_languages(request: TranslateRequest, langs: tuple[str, str]) -> None:
+    """A 400 unless the languages a request asks for are the model's."""
+    asked = tuple(a if a is not None else m for a, m in zip(request.langs, langs))
+    if asked != langs:
+        raise ClientError(400, f"this model translates {langs[0]} to {langs[1]}, not "
+                               f"{asked[0]} to {asked[1]} (parameters.src_lang, tgt_lang)")
 
 
 async def read_body(content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int,
@@ -103,16 +132,53 @@ def _integer(name: str, value: Any, low: int, high: int, why: str = "") -> int:
     return value
 
 
-def _parameters(raw: Any, limits: ServeConfig) -> dict[str, Any]:
+def _hf_parameters(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str | None, str | None]]:
+    """The Hugging Face Inference API's parameters as tfm's, and the languages asked for; a
+    400 naming every one tfm cannot follow."""
+    refused, params = [], {}
+    truncation = raw.get("truncation")
+    if truncation is not None and truncation not in TRUNCATIONS:
+        refused.append(f"truncation={_shown(truncation)} (tfm cuts an input to the model's limit: "
+                       f"{' or '.join(TRUNCATIONS)})")
+    cleanup = raw.get("clean_up_tokenization_spaces")
+    if cleanup is not None and not isinstance(cleanup, bool):
+        raise ClientError(422, f"parameters.clean_up_tokenization_spaces must be true or false (got {_shown(cleanup)})")
+    generate = raw.get("generate_parameters") or {}
+    if not isinstance(generate, dict):
+        raise ClientError(422, f"parameters.generate_parameters must be an object (got {_shown(generate)})")
+    for name, value in generate.items():
+        if value is None:
+            continue
+        if name in GENERATE_AS:
+            params[GENERATE_AS[name]] = value
+        elif name == "max_length":  # counts the decoder's start token, which max_output_len does not
+            if not isinstance(value, int) or isinstance(value, bool) or value < 2:
+                raise ClientError(422, f"generate_parameters.max_length must be an integer >= 2 (got {_shown(value)})")
+            params["max_output_len"] = value - 1
+        elif not any(type(value) is type(ok) and value == ok for ok in GENERATE_ACCEPTED.get(name, ())):
+            refused.append(f"generate_parameters.{name}={_shown(value)}")
+    if refused:
+        raise ClientError(400, f"not supported by tfm: {', '.join(refused)}")
+    langs = tuple(raw.get(k) if isinstance(raw.get(k), str) else None for k in ("src_lang", "tgt_lang"))
+    return params, langs  # type: ignore[return-value]
+
+
+def _parameters(raw: Any, limits: ServeConfig) -> tuple[dict[str, Any], tuple[str | None, str | None]]:
     if raw is None:
-        return {}
+        return {}, (None, None)
     if not isinstance(raw, dict):
         raise ClientError(422, f'"parameters" must be an object (got {_shown(raw)})')
-    unknown = sorted(k for k in raw if k not in PARAMETERS)
+    unknown = sorted(k for k in raw if k not in PARAMETERS + HF_PARAMETERS)
     if unknown:
         raise ClientError(422, f"unknown parameter(s): {', '.join(unknown)} "
-                               f"(known: {', '.join(PARAMETERS)})")
-    params = {k: v for k, v in raw.items() if v is not None}
+                               f"(known: {', '.join(PARAMETERS + HF_PARAMETERS)})")
+    params = {k: v for k, v in raw.items() if v is not None and k in PARAMETERS}
+    hf, langs = _hf_parameters({k: v for k, v in raw.items() if k in HF_PARAMETERS})
+    twice = sorted(set(hf) & set(params))
+    if twice:
+        raise ClientError(422, f"{', '.join(twice)} given twice (as a tfm parameter and in "
+                               "generate_parameters): give one")
+    params.update(hf)
     beam_limit = " (serve.max_beam_size)"
     if "beam_size" in params:
         _integer("beam_size", params["beam_size"], 1, limits.max_beam_size, beam_limit)
@@ -125,7 +191,7 @@ def _parameters(raw: Any, limits: ServeConfig) -> dict[str, Any]:
         if not isinstance(lp, (int, float)) or isinstance(lp, bool) or not 0 <= lp <= MAX_LENGTH_PENALTY:
             raise ClientError(422, f"parameters.length_penalty must be a number from 0 to "
                                    f"{MAX_LENGTH_PENALTY:g} (got {_shown(lp)})")
-    return params
+    return params, langs
 
 
 def parse_translate(obj: Any, limits: ServeConfig) -> TranslateRequest:
@@ -146,7 +212,8 @@ def parse_translate(obj: Any, limits: ServeConfig) -> TranslateRequest:
                                "(serve.max_inputs)")
     for i, line in enumerate(lines):
         _check_text(line, f"inputs[{i}]")
-    return TranslateRequest(lines, _parameters(obj.get("parameters"), limits))
+    parameters, langs = _parameters(obj.get("parameters"), limits)
+    return TranslateRequest(lines, parameters, langs)
 
 
 def parse_attention(obj: Any, limits: ServeConfig) -> TranslateRequest:

@@ -106,11 +106,13 @@ def build_server(model: Translator, sc: ServeConfig, device: str, precision: str
     decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads,
                                        initargs=(threads,))
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
+    tokenize_thread = ThreadPoolExecutor(1, "tfm-tokenize")
     reopen = functools.partial(open_translator, device=device, precision=precision,
                                ensemble_weights=ensemble_weights, ensemble_combine=ensemble_combine)
     watcher = ModelWatcher(model, reopen, sc.reload_poll_s, reload_thread, metrics)
-    batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics)
-    return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token)
+    batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics, tokenize_thread,
+                      sc.max_pending_tokens)
+    return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread)
 
 
 def serve(sc: ServeConfig, paths: Sequence[Path], device: str, precision: str,

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, CheckpointError
-from ..config import Config, ModelConfig, validate
+from ..config import Config, ModelConfig
+from ..config_checks import validate
 from ..config_values import ConfigError, build_section
 from ..data.preprocess import GivenTokenizers
 from ..data.tokenizers import TokenizerPair

@@ -1,0 +1,65 @@
+"""Checks of a config that involve more than one key: each a ConfigError holding the keys, the
+culprit first, so that the loader can say which file and line (or --set) gave each value."""
+
+from __future__ import annotations
+
+from .config import Config
+from .config_values import ConfigError
+
+
+def validate(cfg: Config) -> None:
+    """Checks that involve more than one key (a ConfigError holding the keys, the culprit first)."""
+    m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.data
+    if m.d_model % m.n_heads:
+        raise ConfigError(f"model.n_heads={m.n_heads} must divide model.d_model={m.d_model}",
+                          "model.n_heads", "model.d_model")
+    if m.positional == "sinusoidal" and m.d_model % 2:
+        raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions",
+                          "model.d_model", "model.positional")
+    if t.sampling and t.kind != "sentencepiece":
+        raise ConfigError("tokenizer.sampling needs tokenizer.kind: sentencepiece (spaCy words "
+                          "have one segmentation)", "tokenizer.sampling", "tokenizer.kind")
+    if tr.source_lowercase + tr.source_uppercase > 1.0:
+        raise ConfigError("train.source_lowercase + train.source_uppercase must be at most 1",
+                          "train.source_lowercase", "train.source_uppercase")
+    if m.share_embeddings and not (t.kind == "sentencepiece" and t.joint):
+        raise ConfigError("model.share_embeddings needs a joint vocabulary (tokenizer.kind: "
+                          "sentencepiece with tokenizer.joint: true)", "model.share_embeddings",
+                          "tokenizer.kind", "tokenizer.joint")
+    if tr.batch_size is None and tr.batch_tokens is None:
+        raise ConfigError("set train.batch_size (sentences) or train.batch_tokens (token budget)",
+                          "train.batch_size", "train.batch_tokens")
+    if tr.batch_size is not None and tr.batch_tokens is not None:
+        raise ConfigError("train.batch_size and train.batch_tokens are exclusive: set one to null",
+                          "train.batch_size", "train.batch_tokens")
+    if len(tr.betas) != 2 or not all(0.0 <= b < 1.0 for b in tr.betas):
+        raise ConfigError(f"train.betas must be two numbers in [0, 1) (got {tr.betas})",
+                          "train.betas")
+    if tr.schedule == "inverse_sqrt" and tr.warmup_steps < 1:
+        raise ConfigError("train.schedule: inverse_sqrt needs train.warmup_steps >= 1",
+                          "train.warmup_steps", "train.schedule")
+    if cfg.decode.n_best > cfg.decode.beam_size:
+        raise ConfigError(f"decode.n_best={cfg.decode.n_best} must be <= "
+                          f"decode.beam_size={cfg.decode.beam_size}", "decode.n_best",
+                          "decode.beam_size")
+    dc = cfg.decode
+    if dc.ensemble_weights is not None and (len(dc.ensemble_weights) != len(dc.ensemble)
+                                            or not all(w > 0 for w in dc.ensemble_weights)):
+        raise ConfigError(f"decode.ensemble_weights must be one positive number per model of "
+                          f"decode.ensemble ({len(dc.ensemble)})", "decode.ensemble_weights",
+                          "decode.ensemble")
+    if cfg.distill.weights is not None and len(cfg.distill.weights) != len(cfg.distill.teachers):
+        raise ConfigError(f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",
+                          "distill.weights", "distill.teachers")
+    if d.src_lang == d.tgt_lang:
+        raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'",
+                          "data.src_lang", "data.tgt_lang")
+    if m.positional == "learned" and m.max_len < d.train_max_len + 2:
+        raise ConfigError(f"model.max_len={m.max_len} must be >= data.train_max_len + 2 "
+                          f"= {d.train_max_len + 2} with learned positions", "model.max_len",
+                          "data.train_max_len", "model.positional")
+    if tr.init_from is not None and not tr.init_from.strip():
+        raise ConfigError("train.init_from must name a checkpoint file or be `published` (null: "
+                          "start from random weights)", "train.init_from")
+    if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
+        raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")

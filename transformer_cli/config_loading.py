@@ -1,0 +1,163 @@
+"""Loading a config: YAML files (a key given twice refused), `extends:` chains, `--set`
+overrides, and where each value came from, so that every problem is one `UsageError` line
+naming the key and its origin, e.g. ``configs/x.yaml:12: model.n_heads=7 must divide
+model.d_model=256``.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import Config
+from .config_checks import validate
+from .config_values import ConfigError, apply_override, build_section
+from .errors import UsageError
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping (YAML would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in first_line:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {first_line[key]})",
+                    key_node.start_mark)
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+
+def packaged_configs() -> dict[str, Path]:
+    """Config files shipped inside the installed package, by file name."""
+    root = resources.files("transformer_cli.configs")
+    return {p.name: Path(str(p)) for p in root.iterdir() if p.name.endswith((".yaml", ".yml"))}
+
+
+def resolve_config_path(spec: str, beside: Path | None = None) -> Path:
+    """Find a config: in the folder `beside` (that of a config naming it in `extends:`), then
+    the path as given, then ./configs/, then the copies shipped with tfm."""
+    names = [spec] if spec.endswith((".yaml", ".yml")) else [spec, spec + ".yaml"]
+    folders = list(dict.fromkeys([*([beside] if beside is not None else []), Path("."),
+                                  Path("configs")]))
+    for name in names:
+        for folder in folders:
+            if (folder / name).is_file():
+                return folder / name
+        shipped = packaged_configs().get(Path(name).name)
+        if shipped is not None and Path(name).name == name:
+            return shipped
+    shipped_names = ", ".join(sorted(packaged_configs()))
+    raise UsageError(f"config file not found: {spec!r} (looked in {', '.join(map(str, folders))} "
+                     f"and the configs shipped with tfm: {shipped_names})")
+
+
+Origins = dict[str, str]  # dotted key -> "file:line" of the YAML that set it
+
+
+def _read_mapping(path: Path) -> tuple[dict[str, Any], Origins]:
+    """A config file's YAML mapping and where each of its keys is, or a UsageError naming the
+    file (and line)."""
+    try:
+        loader = _StrictLoader(path.read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+            raw = None if node is None else loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise UsageError(f"{where}: YAML syntax error: {problem}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: cannot read config: {e}") from None
+    if raw is None or raw == {}:
+        raise UsageError(f"{path}: the config is empty: give at least one section (copy one of "
+                         "the shipped configs, e.g. base.yaml, to start from its values)")
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: the config must be a YAML mapping of sections")
+    return raw, _key_lines(node, path)
+
+
+def _key_lines(node: yaml.Node, path: Path, prefix: str = "") -> Origins:
+    """`file:line` of every key in a YAML mapping node, nested keys dotted (model.n_heads)."""
+    lines: Origins = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = f"{prefix}{key_node.value}"
+            lines[key] = f"{path}:{key_node.start_mark.line + 1}"
+            lines.update(_key_lines(value_node, path, f"{key}."))
+    return lines
+
+
+def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """`child` over `parent`, section by section (a child's section updates the parent's)."""
+    merged = dict(parent)
+    for key, value in child.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "sha256":
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Origins]:
+    """The file's mapping with its `extends:` parents merged in (the parent is found beside the
+    file first, then like any config name), and where each key was set: the file and line that
+    gave its value, a child's over its parent's."""
+    raw, origins = _read_mapping(path)
+    parent = raw.pop("extends", None)
+    if parent is None:
+        return raw, origins
+    where = origins["extends"]
+    if not isinstance(parent, str):
+        raise UsageError(f"{where}: extends must be a config file name (got {parent!r})")
+    try:
+        parent_path = resolve_config_path(parent, beside=path.parent)
+    except UsageError as e:
+        raise UsageError(f"{where}: extends: {e}") from None
+    if parent_path.resolve() in {p.resolve() for p in (*chain, path)}:
+        raise UsageError(f"{where}: extends {parent} makes a cycle")
+    inherited, inherited_origins = _resolved_mapping(parent_path, (*chain, path))
+    inherited.pop("name", None)  # a name is never inherited
+    inherited_origins.pop("name", None)
+    return _merge(inherited, raw), {**inherited_origins, **origins}
+
+
+def load_config(spec: str, overrides: list[str] | None = None) -> Config:
+    """Load, override and validate a config; `spec` is a path or a bare name like base.yaml.
+    A config may start from another with `extends: base.yaml` and state only what differs.
+    An error names where the value at fault came from: `file:line` (of the file in the extends
+    chain that set it), or the `--set` (both when a check involves both)."""
+    path = resolve_config_path(spec)
+    raw, origins = _resolved_mapping(path)
+    raw.setdefault("name", Path(path).stem)
+    try:
+        cfg = build_section(Config, raw, "")
+        for assignment in overrides or []:  # their own errors name the --set
+            origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
+        validate(cfg)
+    except ConfigError as e:
+        raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
+    return cfg
+
+
+def _blame(keys: tuple[str, ...], origins: Origins) -> str:
+    """Where the keys' values came from, e.g. "c.yaml:3, --set model.d_model=100" (an item of a
+    list, train.betas[0], is blamed on its list); "" when every one is a default."""
+    found = (origins.get(key.split("[")[0]) for key in keys)
+    return ", ".join(dict.fromkeys(place for place in found if place))
+
+
+def config_from_dict(raw: dict[str, Any]) -> Config:
+    """Rebuild a Config saved in a checkpoint or run directory."""
+    cfg = build_section(Config, raw, "")
+    validate(cfg)
+    return cfg
