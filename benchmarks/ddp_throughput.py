@@ -22,8 +22,8 @@ def worker(config: str, overrides: list[str], steps: int, warmup: int) -> None:
 
     from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
-    from transformer_cli.training.distributed import init_distributed, shutdown_distributed
     from transformer_cli.training.build import build_trainer
+    from transformer_cli.training.distributed import init_distributed, shutdown_distributed
     from transformer_cli.training.run_dir import RunDir
     from transformer_cli.training.signals import GracefulStop
 

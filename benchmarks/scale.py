@@ -20,6 +20,12 @@ that `extends:` base.yaml:
     python benchmarks/scale.py --pairs 29000 1000000 4500000 --vocab 8000 --work /tmp/scale
     python benchmarks/scale.py --pairs 29000 --joined --vocab 8000 --work /tmp/scale
     python benchmarks/scale.py --pairs 1000000 --vocab 32000 --extends transformer-base.yaml  # on a GPU
+    python benchmarks/scale.py --pairs 1000000 --nightly checkpoints/base/published.pt
+
+--nightly PARENT measures instead what a nightly retrain on a changed corpus costs before it
+trains: `tfm train` from a fresh data folder to its first optimizer step, from scratch (fit
+the tokenizer, encode, start) and continuing PARENT (`--init-from`: encode with its
+tokenizer, load it, start), side by side, with the peak memory of each.
 
 Multi30k must be reachable ($TFM_DATA_SOURCE or data.source). Corpora are built once per
 size in --work and reused. Runs one command at a time: run it alone on the machine.
@@ -33,6 +39,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -228,6 +235,22 @@ def measure(work: Path, source: Path, pairs: int, vocab: int, steps: int, warmup
             **json.loads(boundary.stdout)}
 
 
+def nightly_start(work: Path, source: Path, pairs: int, vocab: int, parent: Path, overrides: list[str]) -> dict:
+    """`tfm train` on a corpus it has not encoded yet, to its first step: from scratch and from
+    `parent`, each from a fresh data folder."""
+    corpus = build_corpus(source, pairs, work / f"corpus{pairs}", False)
+    config = write_config(work, corpus, str(pairs), vocab, "base.yaml")
+    tfm = [sys.executable, "-m", "transformer_cli", "train", "-c", str(config), *[f"--set={o}" for o in overrides],
+           "--restart"]
+    out = {"pairs": pairs, "parent": str(parent)}
+    for label, extra in (("from_scratch", []), ("continued", ["--init-from", str(parent)])):
+        shutil.rmtree(work / "data" / config.stem, ignore_errors=True)
+        start = run_measured([*tfm, *extra], work / f"{config.stem}.{label}.log", stop_at=FIRST_STEP)
+        out[label] = {"seconds_to_first_step": start["wall_s"], "peak_pss_mb": start["peak_pss_mb"],
+                      "peak_main_rss_mb": start["peak_main_rss_mb"]}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, nargs="+", default=[29000, 1_000_000])
@@ -243,6 +266,8 @@ def main() -> None:
                     help="config override for every command, e.g. train.batch_tokens=25000 (repeatable)")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--boundary", help=argparse.SUPPRESS)
+    ap.add_argument("--nightly", type=Path, metavar="PARENT", help="measure a nightly start instead: "
+                    "from scratch and continuing PARENT, side by side")
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
     if args.boundary:
@@ -253,6 +278,12 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
     results = []
+    if args.nightly:
+        for pairs in args.pairs:
+            results.append(nightly_start(args.work, args.source, pairs, args.vocab[0], args.nightly, args.overrides))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+        print(json.dumps({"cpu": cpu, "nightly": results}, indent=2))
+        return
     for pairs in args.pairs:
         for vocab in args.vocab:
             results.append(measure(args.work, args.source, pairs, vocab, args.steps, args.warmup,

@@ -62,8 +62,8 @@ def single(config: str, overrides: list[str], steps: int, seconds: float, first:
     from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import resolve_device
-    from transformer_cli.training.distributed import DistContext
     from transformer_cli.training.build import build_trainer
+    from transformer_cli.training.distributed import DistContext
     from transformer_cli.training.run_dir import RunDir
     from transformer_cli.training.signals import GracefulStop
 

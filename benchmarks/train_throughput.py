@@ -40,8 +40,8 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int,
     from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import resolve_device
     from transformer_cli.model.flops import training_flops
-    from transformer_cli.training.distributed import DistContext
     from transformer_cli.training.build import build_trainer
+    from transformer_cli.training.distributed import DistContext
     from transformer_cli.training.run_dir import RunDir
     from transformer_cli.training.signals import GracefulStop
 

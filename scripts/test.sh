@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/ruff check --quiet transformer_cli tests benchmarks
+.venv/bin/ruff check --quiet transformer_cli tests benchmarks scripts
 exec .venv/bin/python -m pytest -q "$@"

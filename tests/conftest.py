@@ -4,7 +4,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from helpers import write_corpus
 
 # CI points TFM_DATA_SOURCE at the real Multi30k folder. Read it once here: every test then

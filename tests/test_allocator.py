@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import run_tfm
+
 from transformer_cli import allocator
 from transformer_cli.errors import UsageError
 

@@ -7,10 +7,10 @@ import dataclasses
 import math
 
 import pytest
+from helpers import untrained_checkpoint
 from typer.testing import CliRunner
 
 import transformer_cli as tfm
-from helpers import untrained_checkpoint
 from transformer_cli.cli import app
 from transformer_cli.config import DecodeConfig
 from transformer_cli.errors import UsageError

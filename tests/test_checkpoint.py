@@ -9,8 +9,15 @@ import pickle
 import pytest
 import torch
 
-from transformer_cli.checkpoint import (FORMAT, Checkpoint, CheckpointError, TrainState,
-                                        content_digest, read_payload, write_payload)
+from transformer_cli.checkpoint import (
+    FORMAT,
+    Checkpoint,
+    CheckpointError,
+    TrainState,
+    content_digest,
+    read_payload,
+    write_payload,
+)
 from transformer_cli.errors import UsageError
 
 
@@ -106,8 +113,9 @@ def test_keep_previous_keeps_the_replaced_checkpoint(tmp_path):
 def test_content_that_does_not_fit_names_the_checkpoint(tmp_path, damage, reason):
     """A verified file whose content this tfm cannot use: one error naming the file, whether it
     is loaded to translate or to export."""
-    import transformer_cli as tfm
     from helpers import untrained_checkpoint
+
+    import transformer_cli as tfm
     from transformer_cli.export.bundle import export_checkpoint
 
     payload = read_payload(untrained_checkpoint(tmp_path / "good.pt"))

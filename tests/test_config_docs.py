@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from helpers import ROOT, run_tfm
+
 from transformer_cli.config import Config
 from transformer_cli.config_docs import _rows, schema_markdown
 from transformer_cli.training.run_dir import RESUMABLE_CHANGES

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from transformer_cli import device as device_module
-from transformer_cli.device import (autocast, autocast_dtype, default_threads, resolve_device,
-                                    rng_state, set_rng_state)
+from transformer_cli.device import autocast, autocast_dtype, default_threads, resolve_device, rng_state, set_rng_state
 from transformer_cli.errors import UsageError
 
 CPU = torch.device("cpu")

@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-
 from helpers import sentence_pairs
+
 from transformer_cli.config import DecodeConfig, ModelConfig, TokenizerConfig
 from transformer_cli.data.batching import collate
 from transformer_cli.data.shards import EncodedSplit
@@ -108,9 +108,9 @@ def test_evaluate_beam_size_option_narrows_the_configs_n_best_and_keeps_the_boun
     config's bounds."""
     import json
 
+    from helpers import untrained_checkpoint, write_config
     from typer.testing import CliRunner
 
-    from helpers import untrained_checkpoint, write_config
     from transformer_cli.cli import app
 
     cfg = write_config(tmp_path / "nbest.yaml", tmp_path, corpus_dir, decode={"beam_size": 4, "n_best": 3})
@@ -133,9 +133,9 @@ def test_evaluate_scores_the_published_model_by_default_like_translate(tmp_path,
     import json
     import shutil
 
+    from helpers import untrained_checkpoint, write_config
     from typer.testing import CliRunner
 
-    from helpers import untrained_checkpoint, write_config
     from transformer_cli.cli import app
 
     cfg = write_config(tmp_path / "pick.yaml", tmp_path, corpus_dir)

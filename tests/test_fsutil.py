@@ -8,9 +8,16 @@ import subprocess
 
 import pytest
 
-from transformer_cli.fsutil import (WriteError, atomic_torch_save, atomic_write, atomic_write_bytes,
-                                    atomic_write_folder, atomic_write_json, remove_stale_temp_files,
-                                    remove_stale_work_folders)
+from transformer_cli.fsutil import (
+    WriteError,
+    atomic_torch_save,
+    atomic_write,
+    atomic_write_bytes,
+    atomic_write_folder,
+    atomic_write_json,
+    remove_stale_temp_files,
+    remove_stale_work_folders,
+)
 
 
 class _Interrupted(Exception):

@@ -8,7 +8,7 @@
 
 `tfm translate` and `tfm serve` use the same object. `open_backend` is the one place where a
 model file becomes the engine that runs it; either backend of the interface
-`inference.translate.TextTranslator` (torch's `TorchTranslator` for a checkpoint, CTranslate2's
+`inference.translate.TranslationBackend` (torch's `TorchTranslator` for a checkpoint, CTranslate2's
 `Ct2Translator` for an export) fits behind a `Translator`.
 """
 
@@ -27,7 +27,7 @@ from .errors import UsageError, check_choice
 from .inference.outputs import Output, Sources
 
 if TYPE_CHECKING:  # imported when used: `import transformer_cli` does not import torch
-    from .inference.translate import TextTranslator
+    from .inference.translate import TranslationBackend
 
 
 @dataclass
@@ -48,7 +48,7 @@ def model_paths(paths: ModelPaths) -> list[Path]:
 def open_backend(path: ModelPaths, device: str = "auto", precision: str = "fp32",
                  decode: DecodeConfig | None = None, threads: int | None = None,
                  ensemble_weights: Sequence[float] | None = None,
-                 ensemble_combine: str | None = None) -> TextTranslator:
+                 ensemble_combine: str | None = None) -> TranslationBackend:
     """Open the model at `path` on `device` (`config.DEVICES`) in `precision`
     (`config.PRECISIONS`); `decode` replaces the decoding defaults stored with the model.
     Several paths decode as one ensemble (inference/ensemble.py) with `ensemble_weights` and
@@ -94,7 +94,7 @@ def open_backend(path: ModelPaths, device: str = "auto", precision: str = "fp32"
 
 def _open_ensemble(paths: list[Path], device: str, precision: str, decode: DecodeConfig | None,
                    threads: int | None, weights: Sequence[float] | None, combine: str | None
-                   ) -> TextTranslator:
+                   ) -> TranslationBackend:
     """Torch models (checkpoints, Hugging Face folders) decoding together, their vocabularies
     checked to be the same; decoding defaults: `decode`, else the first model's."""
     import hashlib
@@ -239,7 +239,7 @@ class Translator:
     tokenizes requests while a batch decodes); two encodes, or two translations, may not run
     at once. It owns its network and keeps it in eval mode."""
 
-    def __init__(self, backend: TextTranslator, path: ModelPaths):
+    def __init__(self, backend: TranslationBackend, path: ModelPaths):
         self.backend = backend
         self.paths = model_paths(path)  # several: an ensemble's models
         self.path = self.paths[0]
@@ -333,7 +333,7 @@ class Translator:
 
     def translate_encoded(self, sources: Sources, options: DecodeConfig | None = None) -> Output:
         """`translate_n_best` of lines `encode` gave (with the same `options`)."""
-        return self.backend.translate_sources(sources, options)
+        return self.backend.translate_encoded(sources, options)
 
     def attention(self, line: str, options: DecodeConfig | None = None) -> Attention:
         """The best translation of one line and the last decoder layer's cross-attention

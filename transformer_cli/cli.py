@@ -11,9 +11,11 @@ from __future__ import annotations
 # Importing the command modules registers their commands, in this order in `tfm --help`.
 import sys
 
-from . import allocator
-from . import cli_training  # noqa: F401
-from . import cli_models  # noqa: F401
+from . import (
+    allocator,
+    cli_models,  # noqa: F401
+    cli_training,  # noqa: F401
+)
 from .cli_app import app
 from .errors import TfmError
 

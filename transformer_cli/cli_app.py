@@ -9,8 +9,8 @@ import functools
 import logging
 import os
 import sys
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import typer
 

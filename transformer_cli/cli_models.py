@@ -12,8 +12,7 @@ from typing import Any
 
 import typer
 
-from .cli_app import (CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded,
-                      log, setup_logging)
+from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded, log, setup_logging
 from .export.engine import QUANTIZATIONS
 from .stop_signals import on_stop_signals
 

@@ -169,8 +169,8 @@ def show_config(
       tfm config -c seed.yaml --set train.lr=1e-3 | grep -A1 train.lr
       tfm config --markdown > docs/config.md
     """
-    from .config_loading import load_config
     from .config_docs import describe, schema_markdown
+    from .config_loading import load_config
 
     typer.echo(schema_markdown() if markdown else describe(load_config(config, overrides)), nl=not markdown)
 
@@ -205,7 +205,8 @@ def publish(
         raise UsageError(f"no run in {run.path}: train one with `tfm train -c {config}`")
     run.lock()
     try:
-        from .training.promotion import Policy, describe_published, rollback as roll_back
+        from .training.promotion import Policy, describe_published
+        from .training.promotion import rollback as roll_back
 
         if rollback:
             typer.echo(roll_back(run, Policy(cfg.train.promote)))

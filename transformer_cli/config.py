@@ -283,6 +283,14 @@ class DecodeConfig:
                           ge=0.0, le=100.0)
     max_len_b: int = _f(10, "See max_len_a.", ge=1, le=16384)
     batch_size: int = _f(128, "Sentences decoded together.", ge=1, le=100_000)
+    strategy: str = _f("auto", "The search (inference/strategies.py): auto (greedy for beam_size 1, "
+                       "else beam), greedy, beam, sample, or one registered by a plugin.")
+    sampling_topk: int = _f(0, "strategy sample: draw from the k most likely tokens (0: all).",
+                            ge=0, le=1_000_000)
+    sampling_temperature: float = _f(1.0, "strategy sample: below 1 sharpens the distribution, "
+                                     "above 1 flattens it.", gt=0.0, le=100.0)
+    sampling_seed: int | None = _f(None, "strategy sample: a seed that repeats the draws (null: "
+                                   "other draws every call).")
     recase: bool = _f(True, "Give sources typed all lowercase or all in capitals the casing of "
                       "the training sources before translating (each word's most frequent "
                       "spelling); sources with any casing are left as typed.")

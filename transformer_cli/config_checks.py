@@ -43,6 +43,9 @@ def validate(cfg: Config) -> None:
                           f"decode.beam_size={cfg.decode.beam_size}", "decode.n_best",
                           "decode.beam_size")
     dc = cfg.decode
+    if dc.strategy == "sample" and dc.n_best > 1:
+        raise ConfigError("decode.strategy: sample draws one translation: set decode.n_best to 1",
+                          "decode.n_best", "decode.strategy")
     if dc.ensemble_weights is not None and (len(dc.ensemble_weights) != len(dc.ensemble)
                                             or not all(w > 0 for w in dc.ensemble_weights)):
         raise ConfigError(f"decode.ensemble_weights must be one positive number per model of "

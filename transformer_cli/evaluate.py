@@ -16,7 +16,8 @@ import torch
 
 from .config import DecodeConfig
 from .data.shards import EncodedSplit
-from .inference.translate import TextTranslator
+from .inference.strategies import strategy_for
+from .inference.translate import TranslationBackend
 
 
 @dataclass
@@ -66,7 +67,7 @@ class DecodeResult:
                 "sentences_per_s": round(self.sentences_per_s, 2)}
 
 
-def translate_and_score(translator: TextTranslator, sources: list[str], references: list[str],
+def translate_and_score(translator: TranslationBackend, sources: list[str], references: list[str],
                         check_stop: Callable[[], None] | None = None,
                         decode: DecodeConfig | None = None) -> DecodeResult:
     """Translate `sources` (best hypothesis each, with `decode` or the translator's settings)
@@ -92,6 +93,7 @@ class EvaluationReport:
     beam_size: int
     sentences_per_s: float
     hypotheses: str  # path of the written hypotheses
+    decoding: str  # how it decoded: "greedy", "beam 5", ... (inference/strategies.py)
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -101,13 +103,12 @@ class EvaluationReport:
                 ("loss / PPL", f"{self.loss:.3f} / {self.ppl:.3f}"),
                 ("BLEU", f"{self.bleu:.2f}  {self.signature}"),
                 ("chrF", f"{self.chrf:.2f}  {self.chrf_signature}"),
-                ("decoding", f"{'greedy' if self.beam_size == 1 else f'beam {self.beam_size}'}, "
-                             f"{self.sentences_per_s:.1f} sentences/s"),
+                ("decoding", f"{self.decoding}, {self.sentences_per_s:.1f} sentences/s"),
                 ("hypotheses", self.hypotheses)]
         return "\n".join(f"{k:<11} {v}" for k, v in rows)
 
 
-def evaluate_texts(translator: TextTranslator, sources: list[str], references: list[str], label: str,
+def evaluate_texts(translator: TranslationBackend, sources: list[str], references: list[str], label: str,
                    checkpoint: str, hypotheses_path) -> EvaluationReport:
     """Loss/PPL (teacher-forced) and BLEU/chrF (decoded) of a model on aligned texts.
 
@@ -124,4 +125,5 @@ def evaluate_texts(translator: TextTranslator, sources: list[str], references: l
     s = decoded.scores
     return EvaluationReport(checkpoint, label, len(sources), round(losses.loss, 5), round(losses.ppl, 4),
                             s.bleu, s.chrf, s.signature, s.chrf_signature, translator.decode.beam_size,
-                            round(decoded.sentences_per_s, 2), str(hypotheses_path))
+                            round(decoded.sentences_per_s, 2), str(hypotheses_path),
+                            strategy_for(translator.decode).describe(translator.decode))

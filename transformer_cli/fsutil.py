@@ -15,8 +15,8 @@ import os
 import re
 import shutil
 import tempfile
-from pathlib import Path
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .errors import TfmError

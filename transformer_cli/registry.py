@@ -43,6 +43,10 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def unregister(self, name: str) -> None:
+        """Remove the entry `name` (a test's, or a plugin's being replaced)."""
+        self._entries.pop(name, None)
+
     def __getitem__(self, name: str) -> T:
         if name not in self._entries:
             load_plugins(self.kind)

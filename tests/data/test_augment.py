@@ -7,8 +7,8 @@ import random
 
 import pytest
 import torch
-
 from helpers import write_config
+
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.augment import SOURCE_VARIANTS, Augmentation, SourceNoise
 from transformer_cli.data.batching import collate

@@ -68,6 +68,7 @@ def test_a_worker_that_dies_is_one_line():
 
 def test_encode_chunk_drops_long_pairs_counts_unknowns_and_spellings(tmp_path):
     from helpers import untrained_checkpoint
+
     from transformer_cli.checkpoint import Checkpoint
 
     state = Checkpoint.read(untrained_checkpoint(tmp_path / "m.pt")).tokenizer

@@ -10,6 +10,7 @@ import threading
 import time
 
 from helpers import run_tfm, write_config
+
 from transformer_cli.data.folder_lock import hold_shared, lock_file
 
 

@@ -3,8 +3,8 @@ import json
 
 import pytest
 import torch
-
 from helpers import run_tfm, write_config, write_corpus
+
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.prepared import load_prepared
 

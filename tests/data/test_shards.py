@@ -7,12 +7,12 @@ import random
 
 import numpy as np
 import pytest
-
 from helpers import write_config
+
 from transformer_cli.config_loading import load_config
 from transformer_cli.data import preprocess
-from transformer_cli.data.preprocess import prepare
 from transformer_cli.data.prepared import load_prepared
+from transformer_cli.data.preprocess import prepare
 from transformer_cli.data.shards import DamagedShard, EncodedChunk, ShardedSplit, ShardWriter, id_dtype
 from transformer_cli.errors import TfmError
 

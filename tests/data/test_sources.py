@@ -8,10 +8,10 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-
 from helpers import write_corpus
+
 from transformer_cli.config import DataConfig
-from transformer_cli.data.sources import fetch_corpus, read_lines, read_parallel, sha256_file
+from transformer_cli.data.sources import current_sha256, fetch_corpus, read_lines, read_parallel
 from transformer_cli.errors import TfmError, UsageError
 
 
@@ -50,7 +50,7 @@ def server(tmp_path):
 
 
 def sums(folder: Path) -> dict[str, str]:
-    return {p.name: sha256_file(p) for p in folder.iterdir()}
+    return {p.name: current_sha256(p) for p in folder.iterdir()}
 
 
 def data_cfg(tmp_path, url, **kw) -> DataConfig:

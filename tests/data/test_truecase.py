@@ -4,8 +4,8 @@ casing; and the truecaser's way from the preprocessed folder into checkpoints an
 from __future__ import annotations
 
 import pytest
-
 from helpers import sentence_pairs, write_config
+
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.data.tokenizers import TokenizerPair

@@ -1,9 +1,8 @@
 import pytest
-
 from helpers import sentence_pairs
+
 from transformer_cli.config import TokenizerConfig
-from transformer_cli.data.tokenizers import (SubwordTokenizer, TokenizerPair, WordTokenizer,
-                                              fit_tokenizers)
+from transformer_cli.data.tokenizers import SubwordTokenizer, TokenizerPair, WordTokenizer, fit_tokenizers
 from transformer_cli.data.vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
 from transformer_cli.errors import UsageError
 

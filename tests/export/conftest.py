@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from helpers import write_config
 from reliability.cron_helpers import Zygote
 

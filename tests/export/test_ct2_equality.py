@@ -15,9 +15,9 @@ import os
 
 import pytest
 import torch
-
 from conftest import VARIANTS
 from helpers import run_tfm
+
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import score_translations

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 from helpers import untrained_checkpoint
+
 from transformer_cli.export.bundle import export_checkpoint
 
 # In a fresh process: no other translators come or go while threads are counted, and torch's

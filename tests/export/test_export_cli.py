@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from reliability.cron_helpers import TFM
 from typer.testing import CliRunner
 
 import transformer_cli as tfm
-from reliability.cron_helpers import TFM
 from transformer_cli import __version__
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.cli import app

@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from helpers import untrained_checkpoint
 from reliability.cron_helpers import Zygote
+from typer.testing import CliRunner
+
 from transformer_cli.cli import app
 from transformer_cli.export.bundle import MANIFEST, export_checkpoint
 

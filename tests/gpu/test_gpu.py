@@ -10,8 +10,8 @@ import json
 
 import pytest
 import torch
-
 from helpers import sentence_pairs, write_config, write_corpus
+
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.device import cuda_has_native_bf16

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from helpers import run_tfm, sentence_pairs, untrained_checkpoint
 from hf.marian_helpers import make_marian
+
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import DecodeConfig
 from transformer_cli.errors import UsageError
@@ -90,8 +90,8 @@ def test_round_trips_keep_every_weight(exported, tmp_path):
     assert back.model_config == original.model_config and back.tokenizer == original.tokenizer
     assert back.config["decode"] == original.config["decode"]
 
-    from transformers import MarianMTModel  # hf -> tfm -> hf
     from safetensors.torch import load_file
+    from transformers import MarianMTModel  # hf -> tfm -> hf
 
     pairs = sentence_pairs(200)
     marian = make_marian(tmp_path / "m", [de for de, _ in pairs], [en for _, en in pairs], shared=False,

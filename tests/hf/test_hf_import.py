@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 import torch
-
 from helpers import run_tfm, sentence_pairs, write_config
 from hf.marian_helpers import hf_generate, make_marian
+
 from transformer_cli.config import DecodeConfig
 from transformer_cli.errors import UsageError
 from transformer_cli.hf.folder import read_folder

@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-
 from helpers import run_tfm, sentence_pairs, untrained_checkpoint
+
 from transformer_cli.api import load, open_backend
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import DecodeConfig
@@ -102,9 +102,9 @@ def test_models_of_other_vocabularies_are_refused_in_one_line(members, tmp_path)
     other = tmp_path / "other.pt"
     checkpoint = Checkpoint.read(untrained_checkpoint(other))
     state = checkpoint.tokenizer["shared"]
-    from transformer_cli.data.tokenizers import TokenizerPair
-    from transformer_cli.data.subword_tokenizer import SubwordTokenizer
     from transformer_cli.config import TokenizerConfig
+    from transformer_cli.data.subword_tokenizer import SubwordTokenizer
+    from transformer_cli.data.tokenizers import TokenizerPair
 
     retrained = SubwordTokenizer.train([de for de, _ in sentence_pairs(300, seed=9)], TokenizerConfig(vocab_size=60), 1)
     assert retrained.model != state["model"]

@@ -7,8 +7,7 @@ import torch
 
 from transformer_cli.config import ModelConfig
 from transformer_cli.data.vocab import EOS, PAD, SOS, TFM_IDS
-from transformer_cli.inference.search import (beam_search, greedy_search, greedy_search_uncached,
-                                              output_limits)
+from transformer_cli.inference.search import beam_search, greedy_search, greedy_search_uncached, output_limits
 from transformer_cli.model.transformer import Seq2SeqTransformer
 
 

@@ -7,8 +7,8 @@ from dataclasses import astuple
 
 import pytest
 import torch
-
 from helpers import sentence_pairs
+
 from transformer_cli.config import DecodeConfig, ModelConfig
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.tokenizers import TokenizerPair, WordTokenizer

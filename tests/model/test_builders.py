@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 import torch
-
 from helpers import untrained_checkpoint
+
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
 from transformer_cli.config import ModelConfig
 from transformer_cli.data.vocab import TFM_IDS
@@ -53,6 +53,7 @@ class WideOutput(Seq2SeqTransformer):
 
 def test_an_architecture_registered_from_outside_has_its_own_settings_and_round_trips(tmp_path):
     from helpers import write_config
+
     from transformer_cli.config_loading import load_config
     from transformer_cli.model.builders import register_architecture
 
@@ -78,5 +79,5 @@ def test_an_architecture_registered_from_outside_has_its_own_settings_and_round_
         from transformer_cli.config import MODEL_SETTINGS
         from transformer_cli.model.builders import ARCHITECTURES
 
-        ARCHITECTURES._entries.pop("wide-output", None)
+        ARCHITECTURES.unregister("wide-output")
         MODEL_SETTINGS.pop("wide-output", None)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from cron_helpers import Zygote, write_cron_config
 from helpers import write_corpus
 
@@ -31,6 +30,7 @@ def cron_data(tmp_path_factory) -> dict[str, Path]:
 def finished(tmp_path_factory, cron_data):
     """A finished one-epoch run with a published model; tests that damage it work on copies."""
     from cron_helpers import run_dir
+
     from transformer_cli.config_loading import load_config
     from transformer_cli.training.session import run_training
 

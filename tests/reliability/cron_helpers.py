@@ -7,8 +7,8 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 from transformer_cli import allocator
 

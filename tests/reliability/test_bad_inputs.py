@@ -10,9 +10,9 @@ import json
 import shutil
 
 import pytest
-
 from cron_helpers import error_lines, run_dir, write_cron_config
 from helpers import write_corpus
+
 from transformer_cli.checkpoint import read_payload, write_payload
 
 

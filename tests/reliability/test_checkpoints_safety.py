@@ -11,9 +11,8 @@ import sys
 
 import pytest
 import torch
+from cron_helpers import checkpoint_files, epoch_ends, error_lines, progress, run_dir, temp_leftovers, write_cron_config
 
-from cron_helpers import (checkpoint_files, epoch_ends, error_lines, progress, run_dir,
-                          temp_leftovers, write_cron_config)
 from transformer_cli.checkpoint import CheckpointError, read_payload, write_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.errors import TfmError, UsageError

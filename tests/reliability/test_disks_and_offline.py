@@ -12,8 +12,8 @@ import subprocess
 import sys
 
 import pytest
-
 from cron_helpers import error_lines, run_dir, write_cron_config
+
 from transformer_cli.checkpoint import read_payload
 
 

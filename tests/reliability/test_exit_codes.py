@@ -7,6 +7,7 @@ import json
 import shutil
 
 from cron_helpers import epoch_ends, run_all, run_dir, write_cron_config
+
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.training.session import run_training

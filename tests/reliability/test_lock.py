@@ -7,6 +7,7 @@ import signal
 
 from cron_helpers import Tfm, epoch_ends, file_contains, lock_holder, run_dir, wait_until
 from helpers import run_tfm
+
 from transformer_cli.config_loading import load_config
 from transformer_cli.training.session import run_training
 

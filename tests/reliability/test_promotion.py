@@ -8,8 +8,8 @@ import typing
 
 import pytest
 import torch
-
 from cron_helpers import run_dir, write_cron_config
+
 from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config import TrainConfig
 from transformer_cli.config_loading import load_config

@@ -11,12 +11,12 @@ import shutil
 
 import pytest
 import torch
-
 from cron_helpers import error_lines, run_dir, write_cron_config
+
 from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config_loading import load_config
-from transformer_cli.data.preprocess import prepare
 from transformer_cli.data.prepared import load_prepared
+from transformer_cli.data.preprocess import prepare
 from transformer_cli.errors import TfmError
 from transformer_cli.training.promotion import Decision, GateRules, Metric, Outcome, Policy, Scorer, promote
 from transformer_cli.training.run_dir import RunDir

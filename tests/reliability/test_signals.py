@@ -7,6 +7,7 @@ import signal
 import time
 
 from cron_helpers import Tfm, epoch_ends, error_lines, progress, run_dir, wait_until
+
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.training.session import run_training

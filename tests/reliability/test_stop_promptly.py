@@ -10,7 +10,6 @@ import signal
 import time
 
 import pytest
-
 from cron_helpers import Tfm, epoch_ends, file_contains, run_dir, wait_until, write_cron_config
 from helpers import write_corpus
 

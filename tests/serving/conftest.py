@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from serve_helpers import Served
 
 LIMITS = ["--set", "serve.threads=1", "--set", "serve.max_inputs=8", "--set", "serve.max_bytes=4096",

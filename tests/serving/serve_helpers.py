@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-
 from reliability.cron_helpers import Tfm, wait_until
+
 from transformer_cli.checkpoint import read_payload, write_payload
 
 SENTENCES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.",

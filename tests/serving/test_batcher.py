@@ -8,8 +8,8 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from helpers import sentence_pairs, untrained_checkpoint
+
 from transformer_cli.api import open_translator
 from transformer_cli.serving.batcher import Batcher
 from transformer_cli.serving.metrics import Metrics

@@ -11,7 +11,6 @@ import os
 import shutil
 
 import pytest
-
 from serve_helpers import SENTENCES
 
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 import torch
+from serve_helpers import SENTENCES
 
 import transformer_cli as tfm
-from serve_helpers import SENTENCES
 from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config import DecodeConfig
 from transformer_cli.data.shards import EncodedSplit
@@ -47,7 +47,7 @@ def test_sources_typed_without_casing_are_recased_unless_switched_off(trained, m
     assert backend.encode_sources([typed], recase=False)[0][0].tolist() != ids[2]
     assert model.translate([typed, typed.upper()]) == ["A man sees a ball."] * 2
     encoded = model.encode([typed, ""])  # what the server budgets and decodes: recased, once
-    assert encoded.tokens == len(ids[2]) - 1 and encoded.todo == [0] and encoded.ids[0].tolist() == ids[2]
+    assert encoded.tokens == len(ids[2]) - 1 and encoded.positions == [0] and encoded.ids[0].tolist() == ids[2]
     assert model.translate_encoded(encoded).translations == model.translate_n_best([typed, ""]).translations
     as_typed = model.attention(typed, model.options(recase=False)).source_tokens
     assert as_typed == backend.tokenizers.src.id_to_token(backend.encode_sources([typed], recase=False)[0][0].tolist())

@@ -9,6 +9,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 from helpers import untrained_checkpoint
+
 from transformer_cli.api import open_translator
 from transformer_cli.serving.metrics import Metrics
 from transformer_cli.serving.reloader import ModelWatcher

@@ -7,8 +7,14 @@ import asyncio
 import pytest
 
 from transformer_cli.config import ServeConfig
-from transformer_cli.serving.requests import (ClientError, TranslateRequest, parse_attention, parse_json,
-                                              parse_translate, read_body)
+from transformer_cli.serving.requests import (
+    ClientError,
+    TranslateRequest,
+    parse_attention,
+    parse_json,
+    parse_translate,
+    read_body,
+)
 
 LIMITS = ServeConfig(max_inputs=3, max_beam_size=4)
 

@@ -10,7 +10,6 @@ import socket
 import time
 
 import pytest
-
 from reliability.cron_helpers import error_lines, run_all, wait_until
 from serve_helpers import Served, SlowClient
 

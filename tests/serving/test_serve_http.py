@@ -7,9 +7,9 @@ import json
 
 import httpx
 import pytest
-
 from reliability.cron_helpers import run_all
 from serve_helpers import SENTENCES
+
 from transformer_cli.config import ServeConfig
 from transformer_cli.serving.server import is_loopback, read_token
 

@@ -8,7 +8,6 @@ import asyncio
 
 import httpx
 import pytest
-
 from serve_helpers import SENTENCES
 
 

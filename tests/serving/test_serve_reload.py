@@ -9,9 +9,9 @@ import time
 
 import httpx
 import pytest
-
 from reliability.cron_helpers import wait_until
 from serve_helpers import SENTENCES, Load, republish
+
 from transformer_cli.fsutil import atomic_write_bytes
 
 

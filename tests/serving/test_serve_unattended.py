@@ -8,6 +8,7 @@ import json
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 from reliability.cron_helpers import wait_until
 from serve_helpers import Load
+
 from transformer_cli.checkpoint import read_payload
 
 

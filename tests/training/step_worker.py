@@ -10,8 +10,8 @@ import torch
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.prepared import load_prepared
-from transformer_cli.training.distributed import init_distributed, shutdown_distributed
 from transformer_cli.training.build import build_trainer
+from transformer_cli.training.distributed import init_distributed, shutdown_distributed
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.signals import GracefulStop
 

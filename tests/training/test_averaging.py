@@ -9,8 +9,8 @@ import math
 
 import pytest
 import torch
-
 from test_train import make_trainer, small_config
+
 from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.training.averaging import Snapshots, average_state_dicts, trying_weights
 from transformer_cli.training.session import run_training

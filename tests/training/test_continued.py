@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from helpers import run_tfm, sentence_pairs, untrained_checkpoint, write_config, write_corpus
+
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config_loading import load_config
 from transformer_cli.errors import UsageError

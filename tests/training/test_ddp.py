@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import run_tfm, write_config
+
 
 def preprocess(cfg: Path) -> None:
     """In this process (a `tfm preprocess` process would spend seconds importing torch)."""

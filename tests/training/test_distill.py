@@ -10,8 +10,8 @@ import sys
 import time
 
 import pytest
-
 from helpers import run_tfm, write_config
+
 from transformer_cli.checkpoint import Checkpoint
 
 pytestmark = pytest.mark.slow

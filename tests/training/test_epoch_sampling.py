@@ -5,8 +5,8 @@ sampling as well (SentencePiece's draws, which do not repeat) it resumes and lea
 from __future__ import annotations
 
 import pytest
-
 from test_train import small_config
+
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import torch
-
 from test_train import make_trainer, small_config
+
 from transformer_cli.config import TrainConfig
 from transformer_cli.data.batching import collate
 from transformer_cli.training.optim import lr_factor

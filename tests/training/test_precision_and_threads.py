@@ -8,8 +8,8 @@ import os
 
 import pytest
 import torch
-
 from test_train import make_trainer, small_config
+
 from transformer_cli.device import default_threads
 from transformer_cli.training.session import run_training
 

@@ -6,8 +6,7 @@ import math
 from dataclasses import asdict
 
 from transformer_cli.config import TrainConfig
-from transformer_cli.training.progress import (Progress, may_continue, should_stop,
-                                               validation_due_within_epoch)
+from transformer_cli.training.progress import Progress, may_continue, should_stop, validation_due_within_epoch
 
 
 def test_should_stop_says_why_in_order_epochs_max_steps_patience():

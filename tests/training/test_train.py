@@ -4,15 +4,15 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
 from helpers import sentence_pairs, write_config, write_corpus
+
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss, symmetric_kl
-from transformer_cli.training.distributed import DistContext
 from transformer_cli.training.build import build_trainer
+from transformer_cli.training.distributed import DistContext
 from transformer_cli.training.loop import Trainer
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training

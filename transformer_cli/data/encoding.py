@@ -17,8 +17,8 @@ import numpy as np
 
 from .shards import EncodedChunk
 from .tokenizers import TokenizerPair
-from .word_tokenizer import WordCounts, WordTokenizer
 from .truecase import spelling_counts
+from .word_tokenizer import WordCounts, WordTokenizer
 
 Chunk = tuple[list[str], list[str]]  # source lines, target lines
 

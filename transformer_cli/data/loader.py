@@ -18,9 +18,9 @@ import torch
 
 from ..config import Config
 from ..device import default_threads
+from ..errors import TfmError, first_line
 from .augment import Augmentation
-from .batching import (Batch, batch_seed, collate, collate_pairs, epoch_seed, plan_batches,
-                       within_budget)
+from .batching import Batch, batch_seed, collate, collate_pairs, epoch_seed, plan_batches, within_budget
 from .parallel import as_helper_process, available_cpus, stop_signals_held
 from .shards import ShardedSplit
 
@@ -157,11 +157,51 @@ class TrainingData:
         # leave the child deadlocked before it runs `_in_worker`: no batches, and a worker
         # that outlives a killed parent, holding its sockets open (a DDP peer then hangs).
         self._plan_ahead(epoch + 1)
-        for micro_batches in worker_batches:
-            group += micro_batches
-            planned += 1
-            if planned == accumulate:
-                yield group
-                group, planned = [], 0
+        try:
+            for k, micro_batches in enumerate(worker_batches):
+                self._check_ids(micro_batches, batches[start + k])
+                group += micro_batches
+                planned += 1
+                if planned == accumulate:
+                    yield group
+                    group, planned = [], 0
+        except (RuntimeError, ConnectionResetError) as e:  # a worker died (killed, a bus error)
+            if not isinstance(e, ConnectionResetError) and "DataLoader worker" not in str(e):
+                raise
+            raise self._worker_failure(e) from None
+        finally:
+            _shut_down(worker_batches)
         if group:
             yield group
+
+    def _check_ids(self, batches: list[Batch], indices: np.ndarray) -> None:
+        """Ids past the vocabularies mean a shard changed after preprocessing (same size, other
+        bytes): stop before a step trains on them, naming the files."""
+        sizes = (self.augmentation.tokenizers.src.vocab_size, self.augmentation.tokenizers.tgt.vocab_size)
+        for b in batches:
+            if int(b.src.max()) >= sizes[0] or int(b.tgt_out.max()) >= sizes[1]:
+                files = ", ".join(map(str, self.split.shard_paths(indices)))
+                raise TfmError(f"{files}: token ids past the vocabulary: a preprocessed shard changed "
+                               f"after it was written; run `tfm preprocess -c {self.cfg.name}.yaml "
+                               "--verify` (nothing was trained on them)")
+
+    def _worker_failure(self, e: BaseException) -> TfmError:
+        damage = self.split.damage()
+        if damage is not None:
+            where = getattr(damage, "filename", None) or "a preprocessed shard"
+            return TfmError(f"{where} changed while training read it ({first_line(damage)}): run "
+                            f"`tfm preprocess -c {self.cfg.name}.yaml --verify`; the last saved "
+                            "state is kept")
+        return TfmError(f"a data worker process died ({first_line(e)}); the last saved state is "
+                        "kept: run the same command to resume")
+
+
+def _shut_down(batches: Iterator[list[Batch]]) -> None:
+    """Stop a DataLoader iterator's workers now, not when it is collected (after a worker died,
+    torch would print its own traceback then)."""
+    shutdown = getattr(batches, "_shutdown_workers", None)
+    if shutdown is not None:
+        try:
+            shutdown()
+        except Exception:  # noqa: BLE001 - a dead worker's queue: nothing more to stop
+            pass

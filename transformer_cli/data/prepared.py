@@ -17,7 +17,7 @@ from ..errors import TfmError, UsageError, first_line
 from ..fsutil import recorded_sha256
 from .folder_lock import hold_shared, release
 from .shards import ShardedSplit
-from .sources import SPLITS, sha256_file
+from .sources import SPLITS, current_sha256
 from .tokenizers import TokenizerPair
 
 FORMAT_VERSION = 2  # 2: memory-mapped shards (1: one torch file per split)
@@ -125,7 +125,7 @@ def verify_folder(folder: Path, manifest: dict[str, Any], full: bool = False) ->
         try:
             if not full and recorded_sha256(path, expected) == expected["sha256"]:
                 continue
-            if path.stat().st_size != expected["size"] or sha256_file(path) != expected["sha256"]:
+            if path.stat().st_size != expected["size"] or current_sha256(path) != expected["sha256"]:
                 return f"{name} does not match its checksum"
         except (OSError, TfmError):
             return f"{name} is missing or unreadable"

@@ -49,11 +49,19 @@ from .folder_lock import hold_shared, rebuilding, release
 from .parallel import ChunkPool, available_cpus
 from .prepared import FORMAT_VERSION, Prepared, read_manifest, verify_folder
 from .shards import ShardWriter, id_dtype
-from .sources import (SPLITS, CorpusFile, explicit_source, fetch_corpus, iter_parallel,
-                      read_parallel, resolve_source, sha256_file)
+from .sources import (
+    SPLITS,
+    CorpusFile,
+    current_sha256,
+    explicit_source,
+    fetch_corpus,
+    iter_parallel,
+    read_parallel,
+    resolve_source,
+)
 from .tokenizers import TokenizerPair, fit_subwords
-from .word_tokenizer import WordCounts, WordTokenizer
 from .truecase import Truecaser
+from .word_tokenizer import WordCounts, WordTokenizer
 
 EVAL_SPLITS = ("val", "test")
 CHUNK_PAIRS = 5_000  # pairs a worker encodes at a time
@@ -376,7 +384,7 @@ def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], start
         })
         pair.save(folder)
         (folder / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        manifest["outputs"] = {p.name: file_record(p, sha256_file(p))
+        manifest["outputs"] = {p.name: file_record(p, current_sha256(p))
                                for p in sorted(folder.iterdir()) if p.is_file()}
         (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 

@@ -183,6 +183,21 @@ class ShardedSplit:
         k, j = self._locate(i)
         return self.shards[k].pair(j)
 
+    def shard_paths(self, indices: Sequence[int]) -> list[Path]:
+        """The id files (source and target) holding pairs `indices`."""
+        folder, split = self._args[0], self._args[1]
+        shards = sorted({self._locate(int(i))[0] for i in indices})
+        return [folder / name for k in shards for name in shard_names(split, k)[:2]]
+
+    def damage(self) -> DamagedShard | OSError | None:
+        """What no longer matches in the files as they are now (a shard cut short or gone
+        since the split was opened), or None: checked by their sizes, not read."""
+        try:
+            ShardedSplit(*self._args)
+        except (DamagedShard, OSError) as e:
+            return e
+        return None
+
     def lines(self, i: int) -> tuple[str, str]:
         """The raw source and target line of pair `i`."""
         if self._text is None:

@@ -62,7 +62,7 @@ class CorpusFile:
     sha256: str
 
 
-def sha256_file(path: Path, record: Mapping[str, Any] | None = None) -> str:
+def current_sha256(path: Path, record: Mapping[str, Any] | None = None) -> str:
     """SHA-256 of a file, or the one in `record` while the file keeps the size and modification
     time recorded with it (`fsutil.recorded_sha256`); an unreadable file is a UsageError naming it."""
     known = recorded_sha256(path, record)
@@ -108,7 +108,7 @@ def _is_url(source: str) -> bool:
 
 
 def _verify(path: Path, expected: str | None, record: Mapping[str, Any] | None) -> str:
-    actual = sha256_file(path, record)
+    actual = current_sha256(path, record)
     if expected is not None and actual != expected:
         raise UsageError(f"checksum mismatch for {path}: expected sha256 {expected[:12]}…, "
                          f"got {actual[:12]}… (corrupt or wrong file)")
@@ -158,7 +158,7 @@ def _fetch_url(base: str, name: str, cache: Path, expected: str | None,
                records: Mapping[str, Any]) -> tuple[Path, str]:
     dest = cache / name
     if dest.is_file():
-        digest = sha256_file(dest, records.get(str(dest.resolve())))
+        digest = current_sha256(dest, records.get(str(dest.resolve())))
         if expected is None or digest == expected:
             return dest, digest
         dest.unlink()  # a stale or damaged cache entry: fetch again

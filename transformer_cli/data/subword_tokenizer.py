@@ -13,7 +13,6 @@ from ..errors import UsageError
 from .tokenizer_base import TOKENIZERS, ProgressCallback, Tokenizer, strip_specials
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, SpecialIds
 
-
 _SPM_TOO_BIG = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 
 

@@ -1,6 +1,6 @@
 """Decoding with a CTranslate2 export behind tfm's translator interface.
 
-`Ct2Translator` is a `TextTranslator`: tfm's own tokenization, truncation, batching and
+`Ct2Translator` is a `TranslationBackend`: tfm's own tokenization, truncation, batching and
 detokenization around `ctranslate2.Translator`, so its text is identical in form to the torch
 `TorchTranslator`'s. Ids cross the boundary as the vocabulary's token strings (the export's
 vocabulary is tfm's, id for id), and CTranslate2 appends the source's `<eos>` itself.
@@ -27,9 +27,10 @@ from ..config import DecodeConfig
 from ..config_values import build_section
 from ..data.shards import TokenPairs
 from ..errors import UsageError
-from ..inference.search import Hypothesis, output_limits
-from ..inference.translate import TextTranslator, Translation
 from ..fsutil import file_sha256
+from ..inference.search import Hypothesis, output_limits
+from ..inference.strategies import strategy_for
+from ..inference.translate import Translation, TranslationBackend
 from .bundle import MANIFEST, read_export
 from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
 
@@ -37,7 +38,7 @@ log = logging.getLogger("tfm")
 DEVICES = ("auto", "cpu", "cuda")  # CTranslate2's
 
 
-class Ct2Translator(TextTranslator):
+class Ct2Translator(TranslationBackend):
     """Translates lines of text with a CTranslate2 export of a tfm model (see `export.bundle`)."""
 
     def __init__(self, folder: Path, device: str = "auto", decode: DecodeConfig | None = None,
@@ -62,7 +63,7 @@ class Ct2Translator(TextTranslator):
         super().__init__(tokenizers, decode, self.max_positions, metadata)
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
-        self.tgt_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
+        self.tgt_token_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
         if str(manifest.get("weights", "")).startswith("int8") and self.engine_device(ct2, device) == "cpu" \
                 and int8_loses_accuracy_here():
             log.warning(INT8_WARNING)
@@ -84,11 +85,10 @@ class Ct2Translator(TextTranslator):
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
         limits = output_limits(torch.tensor([len(s) for s in sources]), d.max_len_a, d.max_len_b,
                                cap=self.max_positions).tolist()
-        greedy = d.beam_size == 1
-        penalty = 1.0 if greedy else d.length_penalty  # tfm's greedy score is per token
+        options = strategy_for(d).ct2_options(d)
+        penalty = options["length_penalty"]
         results = self.engine.translate_batch(
-            [self._source_tokens(s) for s in sources], beam_size=d.beam_size,
-            num_hypotheses=1 if greedy else d.n_best, length_penalty=penalty,
+            [self._source_tokens(s) for s in sources], **options,
             max_decoding_length=max(1, max(limits) - 1), min_decoding_length=0,
             max_input_length=0, return_scores=True, return_end_token=True)
         return [[self._hypothesis(tokens, score, limit, penalty)
@@ -97,7 +97,7 @@ class Ct2Translator(TextTranslator):
 
     def _hypothesis(self, tokens: list[str], score: float, limit: int, penalty: float) -> Hypothesis:
         """tfm's Hypothesis from CTranslate2's (tokens with their <eos>, normalised score)."""
-        ids = [self.tgt_ids[t] for t in tokens]
+        ids = [self.tgt_token_ids[t] for t in tokens]
         log_prob = score * len(ids) ** penalty  # CTranslate2 normalised by this length
         if ids and ids[-1] == self.tokenizers.tgt.ids.eos:
             ids.pop()

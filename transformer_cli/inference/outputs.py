@@ -15,11 +15,11 @@ class Translation:
 
 @dataclass
 class Sources:
-    """Lines tokenized once for decoding (`TextTranslator.encode`): what the search reads, and
+    """Lines tokenized once for decoding (`TranslationBackend.encode`): what the search reads, and
     what a server counts against its token budget before it decodes them."""
 
     n_lines: int
-    todo: list[int]  # indices of the non-empty lines: only they are decoded
+    positions: list[int]  # indices of the non-empty lines: only they are decoded
     ids: list[Any]  # per non-empty line: its token ids, truncated, then <eos> (1-D tensors)
     truncated: list[tuple[int, int]]  # (line index, its length in tokens) of inputs cut to the limit
 
@@ -31,13 +31,13 @@ class Sources:
     @classmethod
     def concat(cls, parts: list[Sources]) -> Sources:
         """The parts' lines one after the other, as if encoded together."""
-        n, todo, ids, truncated = 0, [], [], []
+        n, positions, ids, truncated = 0, [], [], []
         for p in parts:
-            todo += [n + i for i in p.todo]
+            positions += [n + i for i in p.positions]
             ids += p.ids
             truncated += [(n + i, length) for i, length in p.truncated]
             n += p.n_lines
-        return cls(n, todo, ids, truncated)
+        return cls(n, positions, ids, truncated)
 
 
 @dataclass

@@ -14,6 +14,7 @@ anyway, and for a Marian model the start token is `<pad>`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -49,9 +50,35 @@ def _force_eos(log_probs: Tensor, at_limit: Tensor, eos: int) -> Tensor:
     return log_probs
 
 
-@torch.inference_mode()
+Choose = Callable[[Tensor], tuple[Tensor, Tensor]]  # log_probs [rows, vocab] -> (their values, tokens)
+
+
 def greedy_search(model: IncrementalDecoder, src: Tensor, limits: Tensor) -> list[Hypothesis]:
     """The most likely next token at each step, for each sentence of src [batch, src_len]."""
+    return _one_path(model, src, limits, lambda log_probs: log_probs.max(dim=-1))
+
+
+def sample_search(model: IncrementalDecoder, src: Tensor, limits: Tensor, topk: int, temperature: float,
+                  generator: torch.Generator) -> list[Hypothesis]:
+    """A next token drawn at each step from the `topk` most likely (0: all), their
+    probabilities sharpened (temperature < 1) or flattened (> 1); a hypothesis's log_prob is
+    the model's own, untempered."""
+
+    def draw(log_probs: Tensor) -> tuple[Tensor, Tensor]:
+        scaled = log_probs / temperature
+        if 0 < topk < scaled.size(-1):
+            kth = scaled.topk(topk, dim=-1).values[:, -1:]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        tokens = torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator).squeeze(1)
+        return log_probs.gather(1, tokens[:, None]).squeeze(1), tokens
+
+    return _one_path(model, src, limits, draw)
+
+
+@torch.inference_mode()
+def _one_path(model: IncrementalDecoder, src: Tensor, limits: Tensor, choose: Choose) -> list[Hypothesis]:
+    """One output per sentence of src [batch, src_len], a token chosen by `choose` at each step
+    (greedy, sampling); finished sentences leave the batch."""
     batch, (sos, eos) = src.size(0), (model.tgt_ids.sos, model.tgt_ids.eos)
     state = model.start(src)
     tokens = torch.full((batch,), sos, dtype=torch.long, device=src.device)
@@ -63,7 +90,7 @@ def greedy_search(model: IncrementalDecoder, src: Tensor, limits: Tensor) -> lis
     while alive.numel():
         log_probs, state = model.step(tokens, state)
         log_probs = _force_eos(_never_start(log_probs, sos), limits[alive] <= t + 1, eos)
-        best, tokens = log_probs.max(dim=-1)
+        best, tokens = choose(log_probs)
         for i, tok, lp in zip(alive.tolist(), tokens.tolist(), best.tolist()):
             log_prob[i] += lp
             if tok != eos:

@@ -1,4 +1,4 @@
-"""Text in, text out: the backend interface (`TextTranslator`) and its torch backend
+"""Text in, text out: the backend interface (`TranslationBackend`) and its torch backend
 (`TorchTranslator`: a checkpoint's model and tokenizers)."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from ..errors import UsageError
 from ..model.builders import build_model
 from ..model.contract import TranslationModel
 from .outputs import Output, Sources, Translation
-from .search import Hypothesis, beam_search, greedy_search, output_limits
+from .search import Hypothesis, output_limits
+from .strategies import strategy_for
 from .teacher_forcing import corpus_nll, eval_mode
 
 
@@ -43,7 +44,7 @@ def model_from_checkpoint(checkpoint: Checkpoint, path: Path | None = None
 Metadata = dict[str, Any]  # what was loaded: "sha256", "model", "config", "metrics" (+ an export's own)
 
 
-class TextTranslator(ABC):
+class TranslationBackend(ABC):
     """The backend interface: lines of text in, results out, every call returning its results.
     It does the text side (tokenization, truncation of long inputs, length-sorted batches,
     detokenization); subclasses run the network: `TorchTranslator` on torch, `export.ct2_translator.
@@ -70,11 +71,11 @@ class TextTranslator(ABC):
         return out, truncated
 
     def encode(self, lines: list[str], recase: bool | None = None) -> Sources:
-        """The lines as `translate_sources` decodes them: the non-empty ones encoded (see
+        """The lines as `translate_encoded` decodes them: the non-empty ones encoded (see
         `encode_sources`)."""
-        todo = [i for i, line in enumerate(lines) if line.strip()]
-        ids, truncated = self.encode_sources([lines[i] for i in todo], recase)
-        return Sources(len(lines), todo, ids, [(todo[j], n) for j, n in truncated])
+        positions = [i for i, line in enumerate(lines) if line.strip()]
+        ids, truncated = self.encode_sources([lines[i] for i in positions], recase)
+        return Sources(len(lines), positions, ids, [(positions[j], n) for j, n in truncated])
 
     def translate(self, lines: list[str], decode: DecodeConfig | None = None,
                   check_stop: Callable[[], None] | None = None) -> Output:
@@ -82,9 +83,9 @@ class TextTranslator(ABC):
         `decode` (default: self.decode) for this call only. `check_stop` is called before each
         batch (it may raise to abandon the call)."""
         d = decode or self.decode
-        return self.translate_sources(self.encode(lines, d.recase), d, check_stop)
+        return self.translate_encoded(self.encode(lines, d.recase), d, check_stop)
 
-    def translate_sources(self, sources: Sources, decode: DecodeConfig | None = None,
+    def translate_encoded(self, sources: Sources, decode: DecodeConfig | None = None,
                           check_stop: Callable[[], None] | None = None) -> Output:
         """`translate` of lines already encoded (with `decode`'s recase setting)."""
         d = decode or self.decode
@@ -96,7 +97,7 @@ class TextTranslator(ABC):
                 check_stop()
             chunk = order[start : start + d.batch_size]
             for j, hyps in zip(chunk, self._search([ids[j] for j in chunk], d)):
-                results[sources.todo[j]] = [Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens,
+                results[sources.positions[j]] = [Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens,
                                                         h.score) for h in hyps]
         return Output(results, list(sources.truncated))
 
@@ -118,7 +119,7 @@ class TextTranslator(ABC):
         source encoded as it was translated (`recase`: see encode_sources)."""
 
 
-class TorchTranslator(TextTranslator):
+class TorchTranslator(TranslationBackend):
     """Translates lines of text with a trained model on torch; long inputs are truncated."""
 
     def __init__(self, model: TranslationModel, tokenizers: TokenizerPair, device: torch.device,
@@ -155,9 +156,7 @@ class TorchTranslator(TextTranslator):
         lengths = torch.tensor([len(s) for s in sources])
         limits = output_limits(lengths, d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
         with autocast(self.device, self.dtype), eval_mode(self.model):
-            if d.beam_size == 1:
-                return [[h] for h in greedy_search(self.model, src, limits)]
-            return beam_search(self.model, src, limits, d.beam_size, d.length_penalty, d.n_best)
+            return strategy_for(d).search(self.model, src, limits, d)
 
     def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
                         ) -> tuple[list[str], list[str], list[list[float]]]:

@@ -10,8 +10,15 @@ from torch import Tensor, nn
 from ..config import ModelConfig
 from ..data.vocab import TFM_IDS, SpecialIds
 from .attention import padding_mask
-from .layers import (DecoderLayer, Dropout, EncoderLayer, LayerCache, LearnedPositionalEmbedding,
-                     SinusoidalPositionalEncoding, TokenEmbedding)
+from .layers import (
+    DecoderLayer,
+    Dropout,
+    EncoderLayer,
+    LayerCache,
+    LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
+    TokenEmbedding,
+)
 
 
 def _positions(cfg: ModelConfig) -> nn.Module:

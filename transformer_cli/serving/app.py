@@ -34,8 +34,15 @@ from .batcher import Batcher, Overloaded
 from .guard import Guard
 from .metrics import Metrics
 from .reloader import ModelWatcher
-from .requests import (ClientError, TranslateRequest, check_languages, parse_attention, parse_json,
-                       parse_translate, read_body)
+from .requests import (
+    ClientError,
+    TranslateRequest,
+    check_languages,
+    parse_attention,
+    parse_json,
+    parse_translate,
+    read_body,
+)
 
 
 @dataclass

@@ -15,8 +15,9 @@ class Metrics:
         self.requests = Counter("tfm_requests", "HTTP requests answered", ["path", "code"], registry=r)
         self.errors = Counter("tfm_request_errors", "HTTP requests answered with 4xx or 5xx",
                               ["path", "code"], registry=r)
-        self.latency = Histogram("tfm_request_latency_seconds", "Time to answer a request",
-                                 ["path"], buckets=LATENCY_BUCKETS, registry=r)
+        self.latency = Histogram("tfm_request_latency_seconds", "Time to answer a request, by path "
+                                 "and status code (an admitted 200 and a shed 503 apart)",
+                                 ["path", "code"], buckets=LATENCY_BUCKETS, registry=r)
         self.sentences = Counter("tfm_sentences", "Sentences translated", registry=r)
         self.truncated = Counter("tfm_truncated_inputs", "Inputs truncated to the model's limit",
                                  registry=r)
@@ -45,7 +46,7 @@ class Metrics:
         self.requests.labels(label, str(code)).inc()
         if code >= 400:
             self.errors.labels(label, str(code)).inc()
-        self.latency.labels(label).observe(seconds)
+        self.latency.labels(label, str(code)).observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

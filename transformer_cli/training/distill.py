@@ -32,8 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..data.sources import (CorpusFile, explicit_source, fetch_corpus, iter_line_blocks, iter_parallel,
-                            resolve_source)
+from ..data.sources import CorpusFile, explicit_source, fetch_corpus, iter_line_blocks, iter_parallel, resolve_source
 from ..fsutil import atomic_write_json, file_sha256
 
 log = logging.getLogger("tfm")

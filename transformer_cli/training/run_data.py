@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
-from ..data.preprocess import GivenTokenizers, prepare
 from ..data.prepared import Prepared
+from ..data.preprocess import GivenTokenizers, prepare
 from .distill import training_corpus
 from .parent import parent_tokenizers
 

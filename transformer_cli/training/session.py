@@ -27,8 +27,8 @@ from ..device import resolve_device
 from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..provenance import git_commit, package_versions
-from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .build import build_trainer
+from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .loop import Trainer
 from .parent import Parent, continued_config, lineage, resolve_parent
 from .progress import Progress

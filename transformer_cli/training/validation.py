@@ -15,6 +15,7 @@ from ..config import Config, DecodeConfig
 from ..data.prepared import Prepared
 from ..errors import TfmError
 from ..evaluate import LossResult, score_translations
+from ..inference.strategies import strategy_for
 from ..inference.translate import TorchTranslator
 from .distributed import DistContext
 from .progress import Progress
@@ -66,7 +67,7 @@ def valid_decode_settings(cfg: Config) -> DecodeConfig:
 
 def decode_label(settings: DecodeConfig) -> str:
     """How validation decodes, as records and logs name it: "greedy" or "beam N"."""
-    return "greedy" if settings.beam_size == 1 else f"beam {settings.beam_size}"
+    return strategy_for(settings).describe(settings)
 
 
 def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,

@@ -1,0 +1,101 @@
+"""Search strategies: how the next-token distributions become outputs. One seam for both
+backends (torch's `search` over an incremental decoder, CTranslate2's `ct2_options`) and for
+every place that names the decoding (validation records, evaluation reports).
+
+    greedy   the most likely token at each step                     (decode.beam_size 1)
+    beam     beam search, length-normalised, n-best                 (decode.beam_size > 1)
+    sample   a token drawn from the top decode.sampling_topk of the distribution sharpened or
+             flattened by decode.sampling_temperature; decode.sampling_seed repeats a draw
+
+`decode.strategy: auto` picks greedy or beam by the beam size. Another strategy is a subclass
+of `SearchStrategy` registered in `SEARCH_STRATEGIES` (or through the `tfm.search_strategies`
+entry point); tests/inference/test_strategies.py adds one from outside the package.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..config import DecodeConfig
+from ..model.contract import IncrementalDecoder
+from ..registry import Registry
+from .search import Hypothesis, beam_search, greedy_search, sample_search
+
+
+class SearchStrategy(ABC):
+    """One way of decoding."""
+
+    name: str
+
+    def describe(self, d: DecodeConfig) -> str:
+        """How records and logs name the decoding, e.g. "greedy", "beam 5"."""
+        return self.name
+
+    @abstractmethod
+    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
+               ) -> list[list[Hypothesis]]:
+        """Each source's hypotheses, best first (torch)."""
+
+    def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
+        """ctranslate2.Translator.translate_batch's keyword arguments for the same decoding."""
+        raise NotImplementedError(f"the {self.name} search has no CTranslate2 equivalent")
+
+
+class Greedy(SearchStrategy):
+    name = "greedy"
+
+    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
+               ) -> list[list[Hypothesis]]:
+        return [[h] for h in greedy_search(model, src, limits)]
+
+    def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
+        return {"beam_size": 1, "num_hypotheses": 1, "length_penalty": 1.0}  # per-token score, as tfm's
+
+
+class Beam(SearchStrategy):
+    name = "beam"
+
+    def describe(self, d: DecodeConfig) -> str:
+        return f"beam {d.beam_size}"
+
+    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
+               ) -> list[list[Hypothesis]]:
+        return beam_search(model, src, limits, d.beam_size, d.length_penalty, d.n_best)
+
+    def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
+        return {"beam_size": d.beam_size, "num_hypotheses": d.n_best, "length_penalty": d.length_penalty}
+
+
+class Sampling(SearchStrategy):
+    name = "sample"
+
+    def describe(self, d: DecodeConfig) -> str:
+        topk = d.sampling_topk or "all"
+        return f"sampling (top-k {topk}, temperature {d.sampling_temperature:g})"
+
+    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
+               ) -> list[list[Hypothesis]]:
+        generator = torch.Generator(device=src.device)
+        generator.manual_seed(d.sampling_seed if d.sampling_seed is not None else torch.seed())
+        return [[h] for h in sample_search(model, src, limits, d.sampling_topk, d.sampling_temperature,
+                                           generator)]
+
+    def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
+        return {"beam_size": 1, "num_hypotheses": 1, "length_penalty": 1.0, "sampling_topk": d.sampling_topk,
+                "sampling_temperature": d.sampling_temperature}
+
+
+SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry("search_strategies", "search strategy")
+for _strategy in (Greedy(), Beam(), Sampling()):
+    SEARCH_STRATEGIES.register(_strategy.name, _strategy)
+
+
+def strategy_for(d: DecodeConfig) -> SearchStrategy:
+    """decode.strategy, or (auto) greedy for a beam of one and beam search for more."""
+    if d.strategy == "auto":
+        return SEARCH_STRATEGIES["greedy" if d.beam_size == 1 else "beam"]
+    return SEARCH_STRATEGIES[d.strategy]
