@@ -88,3 +88,17 @@ def test_in_use_names_glibc_in_a_plain_process():
     r = subprocess.run([sys.executable, "-c", "from transformer_cli import allocator; print(allocator.in_use())"],
                        capture_output=True, text=True, timeout=60, env=_clean_env())
     assert r.stdout.strip() == "glibc"
+
+
+def test_every_install_on_linux_brings_mimalloc():
+    """A plain `pip install tfm` (no extra) has the allocator that keeps memory flat, and the
+    training and serving processes preload it."""
+    import sys
+    from importlib import metadata
+
+    requirements = metadata.requires("tfm") or []
+    assert any(r.startswith("cmeel-mimalloc") and "extra ==" not in r for r in requirements), requirements
+    if sys.platform == "linux":
+        from transformer_cli import allocator
+
+        assert allocator.found() is not None  # found without TFM_ALLOCATOR

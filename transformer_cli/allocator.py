@@ -9,7 +9,7 @@ themselves once, first thing (same PID, same arguments, nothing imported or lock
 with `LD_PRELOAD` naming the first library found:
 
 1. `TFM_ALLOCATOR`: a shared library's path, or `system` for the C library's malloc;
-2. mimalloc from the `alloc` extra (the `cmeel-mimalloc` wheel; scripts/setup.sh installs it);
+2. mimalloc, a dependency on Linux (the `cmeel-mimalloc` wheel);
 3. Debian's tcmalloc (`libtcmalloc-minimal4`), then jemalloc (`libjemalloc2`).
 
 Processes a preloaded tfm starts (DataLoader and preprocessing workers, forked) inherit it.
@@ -91,7 +91,7 @@ def describe() -> str:
     name = in_use()
     if name != "glibc":
         return f"{name} malloc"
-    return ("glibc malloc: memory may grow in bf16; `pip install 'tfm[alloc]'` (mimalloc) keeps it "
+    return ("glibc malloc: memory may grow in bf16; `pip install cmeel-mimalloc` (mimalloc) keeps it "
             "flat, or TFM_ALLOCATOR names a library")
 
 

@@ -235,9 +235,9 @@ class Translator:
     """What `tfm.load` gives: a model file opened for translating, with what it was loaded from
     (path, sha256, config name, metrics). It checks every argument, then hands the work to its
     `backend`. One call at a time (like a torch module), with one exception: `encode`, which
-    only reads the tokenizers, may run on another thread beside a translation (the server
-    tokenizes requests while a batch decodes); two encodes, or two translations, may not run
-    at once. It owns its network and keeps it in eval mode."""
+    only tokenizes (under the backend's own lock), may run on another thread beside a
+    translation (the server tokenizes requests while a batch decodes); two translations may
+    not run at once. It owns its network and keeps it in eval mode."""
 
     def __init__(self, backend: TranslationBackend, path: ModelPaths):
         self.backend = backend

@@ -52,7 +52,8 @@ def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except TfmError as e:
-            typer.echo(f"tfm: error: {e}", err=True)
+            if str(e):  # (a run tfm launched: its processes have said why)
+                typer.echo(f"tfm: error: {e}", err=True)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
             typer.echo("tfm: interrupted", err=True)

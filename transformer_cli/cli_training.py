@@ -45,7 +45,7 @@ def preprocess(
     from .training.signals import GracefulStop, StopRequested
 
     try:
-        with GracefulStop() as stop:
+        with GracefulStop("stopping after the current chunk, keeping nothing half-done") as stop:
             prepared, rebuilt = prepare_run_data(cfg, stop.check, force=force, verify=verify)
     except StopRequested as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
@@ -72,6 +72,10 @@ def train(
         "weights: a checkpoint file, or `published` (overrides train.init_from; see `tfm config`)."),
     promote: str | None = typer.Option(None, "--promote", help="if-better (default), always or "
                                           "never: when best.pt replaces published.pt."),
+    nproc_per_node: int | None = typer.Option(
+        None, "--nproc-per-node", min=1, help="Train in N processes on this machine (GPUs, or CPU "
+        "processes with gloo), started by tfm through torch's launcher after it takes the run's "
+        "lock: the exit codes stay tfm's (75 busy, 2, 1, 130/143), unlike under torchrun."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and "
                                "errors on stderr (the run's train.log gets everything)."),
 ) -> None:
@@ -90,6 +94,7 @@ def train(
       tfm train -c seed.yaml --set train.epochs=20 --device cpu
       tfm train -c base.yaml --init-from checkpoints/base/published.pt --set train.continued.epochs=4
       torchrun --nproc_per_node 2 -m transformer_cli train -c base.yaml
+      tfm train -c base.yaml --nproc-per-node 2   # the same, with tfm's exit codes (cron)
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
     from .config import DEVICES, PROMOTE_POLICIES
@@ -107,11 +112,28 @@ def train(
             raise UsageError("--init-from must name a checkpoint file or be `published`")
         cfg.train.init_from = init_from
     run = RunDir(cfg.run_dir)
+    if nproc_per_node and nproc_per_node > 1 and "RANK" not in os.environ:
+        from .training.launch import launch
+
+        return launch(run, nproc_per_node, _without_option(sys.argv[2:], "--nproc-per-node"))
     if int(os.environ.get("RANK", "0")) == 0:
         run.lock()  # before importing torch: a busy newcomer exits 75 at once
     from .training.session import run_training
 
     run_training(cfg, restart=restart, show_progress=not quiet and sys.stderr.isatty(), run=run)
+
+
+def _without_option(argv: list[str], name: str) -> list[str]:
+    """`argv` without the option `name` and its value (`name VALUE` or `name=VALUE`)."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == name:
+            skip = True
+        elif not arg.startswith(f"{name}="):
+            out.append(arg)
+    return out
 
 
 @app.command("distill")
@@ -145,7 +167,7 @@ def distill_corpus(
         raise UsageError(f"{config}: distill.teachers is empty: name the teacher models (checkpoint "
                          "files or folders) that translate the training sources")
     try:
-        with GracefulStop() as stop:
+        with GracefulStop("stopping after the current chunk; the translations so far are kept") as stop:
             folder = distill(cfg, stop.check)
     except StopRequested as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; the translations made so far "

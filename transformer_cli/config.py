@@ -218,6 +218,10 @@ class TrainConfig:
                                        "collective for the others (validating, saving, or gone) "
                                        "before it fails with an error instead of hanging.",
                                        resumable=True, ge=1.0, le=1440.0)
+    rendezvous_timeout_s: float = _f(120.0, "Under torchrun or another launcher: how long the "
+                                     "processes wait for each other to start, at MASTER_ADDR:"
+                                     "MASTER_PORT, before each exits with one line.",
+                                     resumable=True, ge=1.0, le=86400.0)
     threads: int | None = _f(None, "Intra-op CPU threads (null: the CPUs this process may use).",
                              resumable=True, ge=1, le=4096)
     data_workers: int | None = _f(None, "Processes that read, augment and pad the training batches "

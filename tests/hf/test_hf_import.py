@@ -5,6 +5,7 @@ and beam outputs as `generate`, a refusal of what tfm cannot express, and fine-t
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -124,3 +125,19 @@ def test_an_imported_model_fine_tunes_with_tfm_train_and_stays_exportable(tmp_pa
 
     assert MarianMTModel.from_pretrained(out).config.d_model == 32
     shutil.rmtree(out)
+
+
+def test_the_cli_and_the_api_take_the_folder_and_a_hub_id_needs_a_network(marian, tmp_path):
+    import transformer_cli as tfm
+
+    if marian.name != "shared-tied-swish":
+        pytest.skip("one shape is enough")
+    expected = tfm.load(marian, device="cpu").translate(SOURCES[:2])
+    r = run_tfm("translate", "--checkpoint", str(marian), *SOURCES[:2])
+    assert r.returncode == 0 and r.stdout.splitlines() == expected, r.stderr
+    r = run_tfm("translate", "--checkpoint", "Helsinki-NLP/opus-mt-de-en", "Ein Hund.",
+                env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 1, r.stderr
+    [line] = r.stderr.strip().splitlines()
+    assert line.startswith("tfm: error: cannot fetch Helsinki-NLP/opus-mt-de-en from the Hugging Face Hub (")
+    assert line.endswith("without a network, give a local folder")

@@ -39,7 +39,7 @@ def test_bf16_training_rss_stays_flat(tmp_path, multi30k_dir):
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", allocator.PRELOADED_ENV)}
     env.pop(allocator.ENV, None)
     if allocator.found() is None:
-        pytest.skip("no allocator library for tfm to preload here (pip extra 'alloc'): glibc's grows")
+        pytest.skip("no allocator library for tfm to preload here (cmeel-mimalloc): glibc's grows")
     small = {"model.d_model": 64, "model.d_ff": 128, "model.n_heads": 4, "model.n_encoder_layers": 1,
              "model.n_decoder_layers": 1, "train.precision": "bf16", "train.max_steps": STEPS,
              "train.valid_bleu": False, "train.snapshot_every_steps": None, "train.average_last": 1,

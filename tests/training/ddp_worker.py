@@ -24,7 +24,7 @@ if ctx.is_main:
 ctx.barrier()
 trainer.run()
 digest = content_digest({"weights": trainer.model.state_dict()})
-bleu = {name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None, None, dist)["valid_bleu"]
+bleu = {name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None, trainer.cadence, dist)["valid_bleu"]
         for name, dist in (("sharded", ctx), ("alone", DistContext()))}
 (out / f"rank{ctx.rank}.json").write_text(json.dumps(
     {"digest": digest, "steps": trainer.progress.step, "world_size": ctx.world_size,

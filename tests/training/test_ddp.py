@@ -1,8 +1,10 @@
 """Data-parallel training with 2 CPU processes (gloo), started by torchrun as a user would."""
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -191,3 +193,63 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at epoch" in resumed.stderr
     assert_same_weights(_final_weights(run), uninterrupted)
+
+
+def test_ranks_of_another_launcher_with_the_port_in_use_each_say_so_in_one_line(tmp_path, corpus_dir):
+    """RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set directly (a launcher other than torchrun),
+    and MASTER_PORT held by another program: rank 0 cannot serve the meeting point (exit 2),
+    rank 1 meets no one (exit 1); both say where in one line, within the rendezvous timeout."""
+    import socket
+
+    cfg = write_config(tmp_path / "ranks.yaml", tmp_path, corpus_dir,
+                       train={"threads": 1, "device": "cpu", "rendezvous_timeout_s": 5})
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()  # accepts connections, never speaks the store's protocol
+        port = busy.getsockname()[1]
+        started = time.monotonic()
+        procs = []
+        for rank in (0, 1):
+            env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+            procs.append(subprocess.Popen([sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg),
+                                           "--quiet"], env=env, stderr=subprocess.PIPE, text=True))
+        outs = [p.communicate(timeout=120)[1] for p in procs]
+    assert time.monotonic() - started < 60
+    assert [p.returncode for p in procs] == [2, 1], outs
+    for rank, err in enumerate(outs):
+        [line] = err.strip().splitlines()
+        assert line.startswith(f"tfm: error: rank {rank}: ") and f"127.0.0.1:{port}" in line, err
+
+
+def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seconds(tmp_path, corpus_dir):
+    """A long validation (beam 64 over the validation set) on 2 ranks, SIGTERM to torchrun
+    once it has begun: the ranks agree at their next decoding batch, save once and are gone
+    within seconds (they used to finish the validation first); the same command resumes it."""
+    import os
+    import signal
+    import time
+
+    cfg = write_config(tmp_path / "val.yaml", tmp_path, corpus_dir,
+                       train={"threads": 1, "device": "cpu", "epochs": 2, "valid_bleu": True,
+                              "valid_decode": "beam", "checkpoint_every_minutes": None},
+                       decode={"beam_size": 64, "max_len_b": 40, "batch_size": 4})
+    preprocess(cfg)
+    command = torchrun_train(cfg, "--promote", "never")
+    log = tmp_path / "val.log"
+    launcher, ranks = _launch_until(command, log, "validation BLEU: translating")
+    try:
+        time.sleep(0.5)
+        launcher.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        while any(os.path.exists(f"/proc/{pid}") for pid in ranks) and time.monotonic() - signalled < 60:
+            time.sleep(0.05)
+        gone_after = time.monotonic() - signalled
+    finally:
+        launcher.kill()
+    text = log.read_text()
+    assert gone_after < 5, f"ranks still running {gone_after:.1f} s after SIGTERM"
+    assert text.count("state saved to") == 1 and "internal error" not in text, text[-3000:]
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming at epoch" in resumed.stderr and "Epoch: 01" in resumed.stderr  # the validation redone

@@ -34,6 +34,14 @@ def eval_mode(model: TranslationModel | torch.nn.Module) -> Iterator[None]:
             m.training = training
 
 
+def scoring_batches(split: TokenPairs, shard: tuple[int, int] = (0, 1),
+                    batch_tokens: int = VALID_BATCH_TOKENS) -> list:
+    """The batches (pair indices) `corpus_nll` scores of `shard` = (rank, world size)."""
+    rank, world = shard
+    return plan_batches(split.src_lengths, split.tgt_lengths, batch_size=None, batch_tokens=batch_tokens,
+                        shuffle=False)[rank::world]
+
+
 def corpus_nll(model: TranslationModel, split: TokenPairs, device: torch.device,
                dtype: torch.dtype | None, batch_tokens: int = VALID_BATCH_TOKENS,
                max_positions: int | None = None, shard: tuple[int, int] = (0, 1),
@@ -44,9 +52,7 @@ def corpus_nll(model: TranslationModel, split: TokenPairs, device: torch.device,
     Returns two 0-dim tensors on `device`, so distributed callers can all-reduce them.
     `check_stop` is called between batches (it may raise to abort).
     """
-    rank, world = shard
-    batches = plan_batches(split.src_lengths, split.tgt_lengths, batch_size=None,
-                           batch_tokens=batch_tokens, shuffle=False)[rank::world]
+    batches = scoring_batches(split, shard, batch_tokens)
     nll = torch.zeros((), device=device)
     tokens = torch.zeros((), device=device, dtype=torch.long)
     framing = Framing(model.src_ids, model.tgt_ids)

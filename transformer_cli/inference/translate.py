@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,9 @@ class TranslationBackend(ABC):
         self.decode = decode  # the decoding defaults stored with the model
         self.max_src_len = max_positions - 1  # room for <eos>
         self.metadata = metadata
+        # Sources are tokenized one call at a time, whichever thread asks (a server tokenizes
+        # requests on a thread of its own while a translation or /attention runs).
+        self._tokenizing = threading.Lock()
 
     def encode_sources(self, lines: list[str], recase: bool | None = None
                        ) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:
@@ -63,7 +67,9 @@ class TranslationBackend(ABC):
         (default: decode.recase) is off."""
         recase = self.decode.recase if recase is None else recase
         out, truncated, eos = [], [], self.tokenizers.src.ids.eos
-        for i, ids in enumerate(self.tokenizers.encode_sources(lines, recase)):
+        with self._tokenizing:
+            encoded = self.tokenizers.encode_sources(lines, recase)
+        for i, ids in enumerate(encoded):
             if len(ids) > self.max_src_len:
                 truncated.append((i, len(ids)))
                 ids = ids[: self.max_src_len]

@@ -36,11 +36,14 @@ class Cadence:
     def saved(self) -> None:
         self.last_save = time.monotonic()
 
-    def between_batches(self) -> StopCheck | None:
-        """The stop check for validation and decoding batches. One process stops mid-validation
-        on a signal; under DDP ranks may hold different numbers of validation batches, so the
-        (collective) check waits for the next training step."""
-        return None if self.dist.enabled else self.stop.check
+    def between_batches(self, steps: int = 0, alone: bool = False) -> LoopStop:
+        """The stop check of a loop this rank takes `steps` steps through (validation and
+        decoding batches); call its `finish` after the loop. One process checks its own signal;
+        under DDP the ranks may take different numbers of steps (their shards of the
+        validation set), so every check meets the others (`LoopStop`) and a signal on any
+        rank stops them all at the same step, seconds after it came, validation included.
+        `alone`: a loop only this rank runs (rank 0 averaging snapshots): its own signal only."""
+        return LoopStop(self.stop, DistContext() if alone else self.dist, self.device, steps)
 
     def _agree(self, step: int, save_due: bool, epoch_end: bool) -> bool:
         """Raise StopRequested on a signal; return `save_due` as the ranks agree on it.
@@ -71,3 +74,29 @@ class Cadence:
     def _due_by_time(self) -> bool:
         """train.checkpoint_every_minutes on this process's clock (rank 0's decides under DDP)."""
         return bool(self.every_minutes and time.monotonic() - self.last_save >= 60 * self.every_minutes)
+
+
+class LoopStop:
+    """A stop check for a loop whose ranks may take different numbers of steps: in one
+    process, the signal's own check; under DDP each call is one all-reduce of the ranks' stop
+    flags, and `finish` makes this rank's calls up to the most any rank makes, so that every
+    rank meets the others as often and a signal stops them all at the same call."""
+
+    def __init__(self, stop: GracefulStop, dist: DistContext, device: torch.device, steps: int):
+        self.stop, self.dist, self.device = stop, dist, device
+        self.left = 0
+        if dist.enabled:
+            self.left = int(dist.all_reduce_max(torch.tensor(steps, device=device)))
+
+    def __call__(self) -> None:
+        if not self.dist.enabled:
+            self.stop.check()
+            return
+        self.left -= 1
+        flag = torch.tensor(float(self.stop.signum is not None), device=self.device)
+        if float(self.dist.all_reduce_sum(flag)) > 0:
+            raise StopRequested(self.stop.signum or 15)
+
+    def finish(self) -> None:
+        while self.left > 0:
+            self()

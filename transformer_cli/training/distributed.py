@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..errors import TfmError, UsageError
+from ..errors import TfmError, UsageError, first_line
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,11 @@ class DistContext:
     def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         if self.enabled:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def all_reduce_max(self, tensor: torch.Tensor) -> torch.Tensor:
+        if self.enabled:
+            dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
         return tensor
 
     def all_gather_object(self, obj: Any) -> list[Any]:
@@ -110,11 +115,14 @@ def peer_lost(e: RuntimeError, ctx: DistContext) -> PeerLost | None:
                     "the last saved state is kept: run the same command to resume")
 
 
-def init_distributed(device: torch.device, timeout_min: float = 30.0
+def init_distributed(device: torch.device, timeout_min: float = 30.0, rendezvous_s: float = 120.0
                      ) -> tuple[DistContext, torch.device]:
-    """Join the process group torchrun set up; returns the context and this rank's device.
-    A collective that waits longer than `timeout_min` for the other ranks fails (train.
-    collective_timeout_min)."""
+    """Join the process group of the ranks torchrun (or another launcher: RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT) started; returns the context and this rank's device. The ranks
+    must meet at MASTER_ADDR:MASTER_PORT within `rendezvous_s` seconds (train.
+    rendezvous_timeout_s); a collective that waits longer than `timeout_min` for the others
+    fails later on (train.collective_timeout_min). A port in use, or ranks that never meet,
+    are one line naming the address (exit 2, exit 1) on every rank."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return DistContext(), device
@@ -123,9 +131,30 @@ def init_distributed(device: torch.device, timeout_min: float = 30.0
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
-                                timeout=timedelta(minutes=timeout_min))
+        store = _rendezvous(rank, world, rendezvous_s)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
+                                world_size=world, timeout=timedelta(minutes=timeout_min))
     return DistContext(rank, world, local_rank), device
+
+
+def _rendezvous(rank: int, world: int, seconds: float) -> dist.Store:
+    """The store the ranks meet through: rank 0 serves it at MASTER_ADDR:MASTER_PORT (torchrun's
+    agent serves it itself when it says so), the others connect to it."""
+    address, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), os.environ.get("MASTER_PORT", "29500")
+    where = f"{address}:{port} (MASTER_ADDR:MASTER_PORT)"
+    serves = rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    try:
+        return dist.TCPStore(address, int(port), world, is_master=serves,
+                             timeout=timedelta(seconds=seconds), wait_for_workers=True)
+    except ValueError as e:
+        raise UsageError(f"rank {rank}: MASTER_PORT must be a port number (got {port!r}): {e}") from None
+    except (RuntimeError, OSError) as e:  # DistNetworkError, DistStoreError: one kind of message each
+        text = first_line(e)
+        if "EADDRINUSE" in text or "address already in use" in text.lower():
+            raise UsageError(f"rank {rank}: cannot serve the training processes' meeting point at "
+                             f"{where}: the port is in use; choose another MASTER_PORT") from None
+        raise TfmError(f"rank {rank}: the training processes did not all meet at {where} within "
+                       f"{seconds:g} s (train.rendezvous_timeout_s): {text[:200]}") from None
 
 
 def shutdown_distributed() -> None:

@@ -28,7 +28,7 @@ from ..data.prepared import Prepared
 from ..device import rng_state, set_rng_state
 from ..errors import StoppedBySignal
 from ..evaluate import LossResult, loss_result
-from ..inference.teacher_forcing import corpus_nll
+from ..inference.teacher_forcing import corpus_nll, scoring_batches
 from ..model.contract import TranslationModel
 from .averaging import Snapshots, trying_weights
 from .cadence import Cadence
@@ -141,8 +141,9 @@ class Trainer:
                 self.save_last()
         except StopRequested as e:
             self.save_last()  # a validation cut short stays pending: the resumed run redoes it
-            raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; state saved to "
-                                            f"{self.run_dir.last} (run the same command to resume)") from None
+            said = (f"stopped by signal {e.signum}; state saved to {self.run_dir.last} (run the same "
+                    "command to resume)") if self.dist.is_main else ""  # one line for all ranks
+            raise StoppedBySignal(e.signum, said) from None
         finally:
             self._tensorboard.close()
 
@@ -193,7 +194,7 @@ class Trainer:
         record = validation_record(p, end_of_epoch, train, valid, self.valid_words, self.optimization.lr)
         if tc.valid_bleu:
             record.update(validation_bleu(self.model, self.prepared, self.cfg, self.device, self.dtype,
-                                          self.cadence.between_batches(), self.dist))
+                                          self.cadence, self.dist))
         improved = p.note_validation(valid.loss)
         p.history.append(record)
         if self.dist.is_main:
@@ -215,11 +216,14 @@ class Trainer:
         self.save_last()
         release_freed_memory()  # what validation's decoding freed (glibc keeps it otherwise)
 
-    def _valid_nll(self, shard: tuple[int, int] = (0, 1)) -> tuple[torch.Tensor, torch.Tensor]:
-        """Summed validation NLL and target tokens of `shard` (0-dim tensors on the device)."""
-        return corpus_nll(self.model, self.valid_split, self.device, self.dtype,
-                          max_positions=self.cfg.model.max_len, shard=shard,
-                          check_stop=self.cadence.between_batches())
+    def _valid_nll(self, shard: tuple[int, int] = (0, 1), alone: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Summed validation NLL and target tokens of `shard` (0-dim tensors on the device);
+        `alone`: only this rank scores (see Cadence.between_batches)."""
+        check = self.cadence.between_batches(len(scoring_batches(self.valid_split, shard)), alone)
+        out = corpus_nll(self.model, self.valid_split, self.device, self.dtype,
+                         max_positions=self.cfg.model.max_len, shard=shard, check_stop=check)
+        check.finish()
+        return out
 
     def _measure(self) -> tuple[LossResult, LossResult]:
         """The epoch's training loss so far and the validation loss, both over all ranks."""
@@ -245,7 +249,7 @@ class Trainer:
         state, n = averaged
         best = self.progress.best_valid_loss
         with trying_weights(self.model, state):
-            valid = loss_result(*self._valid_nll())
+            valid = loss_result(*self._valid_nll(alone=True))
             log.info("average of the last %d snapshots: Val. Loss %.3f | Val. PPL %.3f (best single: "
                      "%.3f)", n, valid.loss, valid.ppl, best)
             if valid.loss < best:

@@ -33,6 +33,9 @@ from ..fsutil import atomic_write_text, close_lock, remove_stale_temp_files, tra
 
 log = logging.getLogger("tfm")
 
+# Set by `tfm train --nproc-per-node` (training/launch.py) for the processes it starts: the pid
+# of their parent, which holds the run's lock for them.
+LOCK_HOLDER_ENV = "TFM_RUN_LOCK_HOLDER"
 # Settings that may change between sessions of one run without starting it over (schema metadata).
 RESUMABLE_CHANGES = {f.name for f in fields(TrainConfig) if f.metadata.get("resumable")}
 # The parent's settings, which join the identity as its lineage (below), only when one is set.
@@ -120,6 +123,7 @@ class RunDir:
         self.curves = self.path / "curves.png"
         self.snapshots = self.path / "snapshots"
         self._lock_fd: int | None = None
+        self._held_by_parent = False
 
     def create(self) -> None:
         try:
@@ -130,11 +134,15 @@ class RunDir:
     # ------------------------------------------------------------------ lock
     @property
     def locked(self) -> bool:
-        return self._lock_fd is not None
+        return self._lock_fd is not None or self._held_by_parent
 
     def lock(self) -> None:
-        """Take the run's exclusive lock or raise BusyError naming the holder's PID."""
+        """Take the run's exclusive lock or raise BusyError naming the holder's PID (a process
+        that `tfm train --nproc-per-node` started has it from its parent)."""
         self.create()
+        if os.environ.get(LOCK_HOLDER_ENV) == str(os.getppid()):
+            self._held_by_parent = True
+            return
         try:
             fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:

@@ -87,7 +87,8 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
                  run: RunDir | None = None) -> TrainOutcome:
     """One `tfm train`. `run` may come already locked (the CLI locks before importing torch)."""
     device = resolve_device(cfg.train.device)
-    dist_ctx, device = init_distributed(device, cfg.train.collective_timeout_min)
+    dist_ctx, device = init_distributed(device, cfg.train.collective_timeout_min,
+                                        cfg.train.rendezvous_timeout_s)
     run = run or RunDir(cfg.run_dir)
     handler = None
     stop = GracefulStop()

@@ -27,8 +27,10 @@ class GracefulStop:
     scoring) call `check()` between units of work, so a stop is honoured within seconds.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_stop: str = "saving a resumable checkpoint, then exiting") -> None:
+        """`on_stop`: what the process does now, as the warning of a first signal says it."""
         self.signum: int | None = None
+        self.on_stop = on_stop
         self._handling = on_stop_signals(self._handle)
         self._entered = False
 
@@ -36,8 +38,8 @@ class GracefulStop:
         if self.signum is not None:
             os._exit(128 + signum)  # second signal: leave at once (files stay consistent)
         self.signum = signum
-        log.warning("%s received: saving a resumable checkpoint, then exiting "
-                    "(send it again to exit at once)", signal.Signals(signum).name)
+        log.warning("%s received: %s (send it again to exit at once)", signal.Signals(signum).name,
+                    self.on_stop)
 
     def check(self) -> None:
         """Raise StopRequested if a stop signal has arrived."""

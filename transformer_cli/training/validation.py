@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from ..errors import TfmError
 from ..evaluate import LossResult, score_translations
 from ..inference.strategies import strategy_for
 from ..inference.translate import TorchTranslator
+from .cadence import Cadence
 from .distributed import DistContext
 from .progress import Progress
 
@@ -71,8 +71,8 @@ def decode_label(settings: DecodeConfig) -> str:
 
 
 def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
-                    device: torch.device, dtype: torch.dtype | None,
-                    check_stop: Callable[[], object] | None, dist: DistContext) -> dict[str, Any]:
+                    device: torch.device, dtype: torch.dtype | None, cadence: Cadence,
+                    dist: DistContext) -> dict[str, Any]:
     """Validation BLEU/chrF decoded with train.valid_decode, as record fields (the
     translator keeps the model's train/eval mode).
 
@@ -86,7 +86,10 @@ def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
     if dist.is_main:
         log.info("validation BLEU: translating %d sentences (%s%s)", len(sources),
                  decode_label(settings), f", {dist.world_size} ranks" if dist.enabled else "")
-    mine = translator.translate(sources[dist.rank :: dist.world_size], check_stop=check_stop).translations
+    shard = sources[dist.rank :: dist.world_size]
+    check = cadence.between_batches(math.ceil(sum(1 for s in shard if s.strip()) / settings.batch_size))
+    mine = translator.translate(shard, check_stop=check).translations
+    check.finish()
     hypotheses = [""] * len(sources)
     for rank, shard in enumerate(dist.all_gather_object([n_best[0].text for n_best in mine])):
         hypotheses[rank :: dist.world_size] = shard

@@ -1,0 +1,43 @@
+"""`tfm train --nproc-per-node N`: tfm starts the processes itself after taking the run's lock,
+so a multi-process cron line gets tfm's exit codes (75 busy, 2 bad input, 0 done)."""
+
+from __future__ import annotations
+
+import pytest
+from cron_helpers import error_lines, run_dir
+from helpers import run_tfm
+
+from transformer_cli.training.launch import _exit_code
+from transformer_cli.training.run_dir import RunDir
+
+
+def test_exit_codes_of_the_processes_become_one():
+    assert _exit_code([0, 2]) == 2 and _exit_code([2, -15]) == 2  # the others were stopped for it
+    assert _exit_code([1, -15]) == 1 and _exit_code([-15, -15]) == 143 and _exit_code([-2, -2]) == 130
+
+
+@pytest.mark.slow
+def test_a_busy_run_exits_75_before_any_process_starts(make_config):
+    cfg = make_config("busy")
+    holder = RunDir(run_dir(cfg))
+    holder.lock()
+    try:
+        r = run_tfm("train", "-c", str(cfg), "--nproc-per-node", "2", "--quiet")
+    finally:
+        holder.unlock()
+    assert r.returncode == 75, r.stderr
+    [line] = error_lines(r.stderr)
+    assert "is busy: another tfm train holds its lock" in line
+
+
+@pytest.mark.slow
+def test_two_processes_train_and_bad_input_is_exit_2(make_config, tmp_path):
+    cfg = make_config("two", epochs=1)
+    r = run_tfm("train", "-c", str(cfg), "--nproc-per-node", "2", "--quiet")
+    assert r.returncode == 0, r.stderr
+    run = run_dir(cfg)
+    assert '"world_size": 2' in (run / "manifest.json").read_text() and (run / "published.pt").is_file()
+    r = run_tfm("train", "-c", str(cfg), "--nproc-per-node", "2", "--quiet", "--restart",
+                "--init-from", str(tmp_path / "missing.pt"))
+    assert r.returncode == 2, r.stderr
+    assert any("train.init_from: no such checkpoint" in line for line in error_lines(r.stderr))
