@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from transformer_cli import device as device_module
-from transformer_cli.device import autocast, autocast_dtype, default_threads, resolve_device, rng_state, set_rng_state
+from transformer_cli.device import autocast, autocast_dtype, resolve_device, rng_state, set_rng_state
 from transformer_cli.errors import UsageError
+from transformer_cli.machine import available_cpus
 
 CPU = torch.device("cpu")
 
@@ -62,7 +63,7 @@ def test_resolve_device():
 
 
 def test_default_threads_are_the_cpus_this_process_may_use():
-    assert default_threads() == len(os.sched_getaffinity(0))
+    assert available_cpus() == len(os.sched_getaffinity(0))
 
 
 def test_rng_state_round_trip():

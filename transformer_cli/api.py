@@ -324,11 +324,14 @@ class Translator:
         if chunk:
             yield chunk, self._translate(chunk, options)
 
-    def encode(self, lines: list[str], options: DecodeConfig | None = None) -> Sources:
+    def encode(self, lines: list[str], options: DecodeConfig | None = None,
+               checked: bool = False) -> Sources:
         """The lines tokenized once, as `options` will decode them (recased or not, truncated
         to the model's limit), for `translate_encoded`: a server counts their `tokens` against
-        its batch budget first."""
-        lines = list(_checked_lines("encode", lines))
+        its batch budget first. `checked`: the caller has checked every line is text (the
+        server's request parser has, naming the request's fields), so it is not done twice."""
+        if not checked:
+            lines = list(_checked_lines("encode", lines))
         return self.backend.encode(lines, (options or self.backend.decode).recase)
 
     def translate_encoded(self, sources: Sources, options: DecodeConfig | None = None) -> Output:

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from .errors import TfmError, UsageError
+from .errors import TfmError, UsageError, first_line
 from .fsutil import atomic_torch_save
 
 FORMAT_PREFIX = "tfm-checkpoint/"
@@ -143,7 +143,7 @@ def read_payload(path: Path) -> dict[str, Any]:
 
 def _reason(error: Exception) -> str:
     """torch's first line, unless it is the advice to load unsafely (never give that)."""
-    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    first = first_line(error)
     if "weights_only" in first or "Weights only" in first:
         return "its bytes are not a torch checkpoint"
     return first

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import Any
 
 import torch
@@ -70,14 +69,6 @@ def autocast(device: torch.device, dtype: torch.dtype | None):
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def default_threads() -> int:
-    """Intra-op threads when train.threads is unset: the CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:

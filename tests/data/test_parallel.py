@@ -11,7 +11,8 @@ import textwrap
 
 import torch
 
-from transformer_cli.data.parallel import STOP_SIGNALS, as_helper_process, stop_signals_held
+from transformer_cli.data.parallel import as_helper_process, stop_signals_held
+from transformer_cli.stop_signals import STOP_SIGNALS
 
 
 def _report_signal_state(queue) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from test_train import make_trainer, small_config
 
-from transformer_cli.device import default_threads
+from transformer_cli.machine import available_cpus
 from transformer_cli.training.session import run_training
 
 
@@ -53,7 +53,7 @@ def test_threads_default_to_the_cpus_this_process_may_use(tmp_path):
     previous = torch.get_num_threads()
     try:
         make_trainer(cfg)
-        assert torch.get_num_threads() == default_threads() == len(os.sched_getaffinity(0))
+        assert torch.get_num_threads() == available_cpus() == len(os.sched_getaffinity(0))
     finally:
         torch.set_num_threads(previous)
 

@@ -13,7 +13,6 @@ import concurrent.futures
 import contextlib
 import ctypes
 import multiprocessing
-import os
 import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -21,20 +20,12 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..errors import TfmError
+from ..stop_signals import STOP_SIGNALS
 
 T = TypeVar("T")
 R = TypeVar("R")
 POLL_S = 0.2  # how often a wait for a worker checks for a stop request
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def as_helper_process() -> None:

@@ -43,10 +43,11 @@ from ..allocator import release_freed_memory
 from ..config import Config
 from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
+from ..machine import available_cpus
 from ..provenance import package_versions
 from .encoding import Chunk, EncodedResult, EncodeSettings, count_words, encode_chunk, setup
 from .folder_lock import hold_shared, rebuilding, release
-from .parallel import ChunkPool, available_cpus
+from .parallel import ChunkPool
 from .prepared import FORMAT_VERSION, Prepared, read_manifest, verify_folder
 from .shards import ShardWriter, id_dtype
 from .sources import (

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import TokenizerConfig
-from ..errors import UsageError
+from ..errors import UsageError, first_line
 from .tokenizer_base import TOKENIZERS, ProgressCallback, Tokenizer, strip_specials
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, SpecialIds
 
@@ -55,7 +55,7 @@ class SubwordTokenizer(Tokenizer):
                 raise UsageError(f"tokenizer.vocab_size={match.group(1)} is too large for this "
                                  f"training corpus: SentencePiece allows at most {match.group(2)}"
                                  ) from None
-            raise UsageError(f"SentencePiece training failed: {str(e).splitlines()[0]}") from None
+            raise UsageError(f"SentencePiece training failed: {first_line(e)}") from None
         return cls(buffer.getvalue(), cfg.lowercase)
 
     def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import TokenizerConfig
+from ..errors import first_line
 from .piece_vocab_tokenizer import PieceVocabTokenizer
 from .subword_tokenizer import SubwordTokenizer
 from .tokenizer_base import Tokenizer, tokenizer_from_state
@@ -69,8 +70,7 @@ class TokenizerPair:
             return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]),
                        recaser=recaser)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError, OSError) as e:
-            first = str(e).splitlines()[0] if str(e) else ""
-            raise ValueError(f"malformed tokenizer state ({type(e).__name__}: {first})") from None
+            raise ValueError(f"malformed tokenizer state ({type(e).__name__}: {first_line(e)})") from None
 
     def save(self, folder: Path, name: str = "tokenizer.json") -> None:
         """Human-inspectable files: `name` (+ the SentencePiece .model files beside it)."""

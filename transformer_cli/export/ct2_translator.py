@@ -26,7 +26,7 @@ from ..checkpoint import CheckpointError
 from ..config import DecodeConfig
 from ..config_values import build_section
 from ..data.shards import TokenPairs
-from ..errors import UsageError
+from ..errors import UsageError, first_line
 from ..fsutil import file_sha256
 from ..inference.search import Hypothesis, output_limits
 from ..inference.strategies import strategy_for
@@ -70,7 +70,7 @@ class Ct2Translator(TranslationBackend):
         try:
             self.engine = ct2.Translator(str(folder), device=device, intra_threads=threads)
         except (RuntimeError, ValueError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            first = first_line(e)
             raise CheckpointError(f"CTranslate2 cannot load the export {folder}: {first}") from None
 
     @staticmethod

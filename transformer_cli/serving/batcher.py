@@ -81,12 +81,12 @@ class Batcher:
         self._tokens_per_s = 0.0  # decoded, smoothed over batches: for Retry-After
 
     async def translate(self, lines: list[str], options: DecodeConfig, model: Translator) -> Output:
-        """Queue `lines` for the next batches, to be decoded by `model` with `options` (built
-        from that model's defaults); returns their Output, or raises Overloaded when the work
-        admitted is at its bound. The lines are tokenized once, off the event loop: for the
-        bound, the token budget and decoding."""
+        """Queue `lines` (text serving/requests.py has checked) for the next batches, to be
+        decoded by `model` with `options` (built from that model's defaults); returns their
+        Output, or raises Overloaded when the work admitted is at its bound. The lines are
+        tokenized once, off the event loop: for the bound, the token budget and decoding."""
         loop = asyncio.get_running_loop()
-        sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options)
+        sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options, True)
         tokens = sources.tokens
         bound = self.max_pending_tokens
         if bound is not None and self.pending_tokens and self.pending_tokens + tokens > bound:

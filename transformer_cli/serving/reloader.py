@@ -21,6 +21,7 @@ from concurrent.futures import Executor
 from pathlib import Path
 
 from ..api import Translator
+from ..errors import first_line
 from .metrics import Metrics
 
 log = logging.getLogger("tfm")
@@ -80,7 +81,7 @@ class ModelWatcher:
         except Exception as e:  # whatever is wrong with the file, the server keeps serving
             self._metrics.reloads.labels("failed").inc()
             log.warning("hot reload of %s failed, still serving %s: %s", ", ".join(map(str, self.paths)),
-                        self.current.sha256[:12], str(e).splitlines()[0] if str(e) else type(e).__name__)
+                        self.current.sha256[:12], first_line(e))
             return
         seconds = time.monotonic() - started
         if model.sha256 == self.current.sha256:

@@ -19,8 +19,8 @@ import uvicorn
 from .. import allocator
 from ..api import Translator, open_translator
 from ..config import ServeConfig
-from ..device import default_threads
 from ..errors import UsageError
+from ..machine import available_cpus
 from ..stop_signals import on_stop_signals
 from .app import Server, create_app
 from .batcher import Batcher
@@ -32,7 +32,7 @@ log = logging.getLogger("tfm")
 
 def serve_threads() -> int:
     """Half the CPUs this process may use: the rest stays free for a nightly `tfm train`."""
-    return max(1, default_threads() // 2)
+    return max(1, available_cpus() // 2)
 
 
 def read_token(sc: ServeConfig) -> str | None:

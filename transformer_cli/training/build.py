@@ -16,7 +16,8 @@ from ..config import Config
 from ..data.augment import Augmentation
 from ..data.loader import TrainingData
 from ..data.prepared import Prepared
-from ..device import autocast_dtype, default_threads
+from ..device import autocast_dtype
+from ..machine import available_cpus
 from ..model.builders import build_model
 from .cadence import Cadence
 from .distributed import DistContext
@@ -34,7 +35,7 @@ def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.de
     the model's initial weights and the dropout stream are the run's. `identity`: the run's
     (run_dir.run_identity; by default that of `cfg` on `prepared` without a parent)."""
     tc = cfg.train
-    torch.set_num_threads(tc.threads or default_threads())
+    torch.set_num_threads(tc.threads or available_cpus())
     torch.manual_seed(tc.seed + dist.rank)
     tokenizers = prepared.tokenizers
     model = build_model(cfg.model.architecture, cfg.model, tokenizers.src.vocab_size,

@@ -110,7 +110,7 @@ def peer_lost(e: RuntimeError, ctx: DistContext) -> PeerLost | None:
     if not ctx.enabled or not (isinstance(e, dist.DistError)
                                or any(s in str(e) for s in _PEER_FAILURES)):
         return None
-    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+    first = first_line(e)
     return PeerLost(f"rank {ctx.rank}: another training process stopped or crashed ({first[:200]}); "
                     "the last saved state is kept: run the same command to resume")
 
