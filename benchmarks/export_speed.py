@@ -131,7 +131,7 @@ def compare(name: str, checkpoint: Path, args: argparse.Namespace, folder: Path)
     for quantization in args.quantization:
         engine = engine_name(quantization)
         paths[engine] = folder / f"{name}.{quantization}"
-        report["export_s"][quantization] = export_checkpoint(checkpoint, paths[engine], quantization)["seconds"]
+        report["export_s"][quantization] = export_checkpoint(checkpoint, paths[engine], quantization)[1]
     runs = {engine: run_worker(engine, path, args, folder) for engine, path in paths.items()}
     native = runs[NATIVE]
     hyps = {e: {beam: runs[e][f"beam{beam}"].pop("hypotheses") for beam in BEAMS} for e in runs}

@@ -7,6 +7,8 @@ batches with the same threads, and the BLEU of what the server answered.
     python benchmarks/serve_wrk.py -c base.yaml                         # the published model, torch
     python benchmarks/serve_wrk.py -c base.yaml --model exports/base-int8 --threads 2
     python benchmarks/serve_wrk.py -c base.yaml --set serve.max_pending_tokens=null   # no shedding
+    python benchmarks/serve_wrk.py -c base.yaml --server-code /tmp/old   # an older tfm's server
+        (git worktree add /tmp/old <commit>: that checkout serves; this one measures)
 
 Latency per outcome (admitted: 200, shed: 503) comes from the server's own histogram
 (tfm_request_latency_seconds by path and code), read before and after each level; wrk's
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -113,6 +116,7 @@ def main() -> None:
     ap.add_argument("--connections", default="1,4,16,64")
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1, help="the server's decoding threads")
+    ap.add_argument("--server-code", type=Path, help="a checkout of another tfm revision to serve with")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
@@ -138,9 +142,13 @@ def main() -> None:
         port = free_port()
         sets = [x for o in [*args.overrides, f"serve.threads={args.threads}"] for x in ("--set", o)]
         log = open(Path(tmp) / "serve.log", "wb")
+        env = dict(os.environ)
+        if args.server_code:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(args.server_code.resolve()), env.get("PYTHONPATH")]))
+            result["server_code"] = str(args.server_code)
         proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "serve", "-c", args.config,
                                  "--checkpoint", str(model), "--port", str(port), *sets],
-                                stdout=subprocess.DEVNULL, stderr=log)
+                                stdout=subprocess.DEVNULL, stderr=log, env=env)
         url = f"http://127.0.0.1:{port}"
         try:
             for _ in range(600):
@@ -148,6 +156,10 @@ def main() -> None:
                     if httpx.get(url + "/health", timeout=1).status_code == 200:
                         break
                 except httpx.TransportError:
+                    if proc.poll() is not None:
+                        log.flush()
+                        tail = Path(log.name).read_text(errors="replace")[-2000:]
+                        raise SystemExit("the server did not start:\n" + tail) from None
                     time.sleep(0.1)
             wrk(url, script, 4, 3)  # warm-up
             for connections in map(int, args.connections.split(",")):

@@ -53,7 +53,7 @@ def main() -> None:
     paths = Snapshots(run.snapshots, cfg.train.average_last).paths()
     if len(paths) < 2:
         raise SystemExit(f"{run.snapshots}: fewer than two snapshots (train with train.average_last > 1)")
-    epoch_end_steps = {r["step"] for r in run.read_metrics() if r.get("end_of_epoch")}
+    epoch_end_steps = {r.step for r in run.read_metrics() if r.end_of_epoch}
     snapshots = [Checkpoint.read(p) for p in paths]
     steps = [int(p.stem.split("_")[1]) for p in paths]
     prepared = load_prepared(cfg)

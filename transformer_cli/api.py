@@ -104,7 +104,7 @@ def _open_ensemble(paths: list[Path], device: str, precision: str, decode: Decod
     from .device import autocast_dtype, resolve_device
     from .export.bundle import export_engine
     from .inference.ensemble import Ensemble, check_same_vocabularies
-    from .inference.translate import TorchTranslator, model_from_checkpoint
+    from .inference.translate import EnsembleMember, TorchTranslator, model_from_checkpoint
     from .model_io import read_model
 
     exports = [str(p) for p in paths if export_engine(p) == "ctranslate2"]
@@ -121,10 +121,10 @@ def _open_ensemble(paths: list[Path], device: str, precision: str, decode: Decod
     d = first.decode
     ensemble = Ensemble([model.eval() for model, _ in built],
                         d.ensemble_weights if weights is None else weights, combine or d.ensemble_combine)
-    members = [{"path": str(p), "sha256": c.sha256} for p, (c, _) in zip(paths, read)]
-    digest = hashlib.sha256(" ".join(str(m["sha256"]) for m in members).encode()).hexdigest()
-    metadata = {**first.metadata, "sha256": digest, "members": members,
-                "ensemble": {"weights": ensemble.weights.tolist(), "combine": ensemble.combine}}
+    members = [EnsembleMember(str(p), c.sha256) for p, (c, _) in zip(paths, read)]
+    digest = hashlib.sha256(" ".join(m.sha256 for m in members).encode()).hexdigest()
+    metadata = dataclasses.replace(first.metadata, sha256=digest, members=members,
+                                   ensemble_weights=ensemble.weights.tolist(), ensemble_combine=ensemble.combine)
     return TorchTranslator(ensemble, first.tokenizers, dev, d, first.dtype, metadata)
 
 
@@ -247,22 +247,20 @@ class Translator:
 
     @property
     def sha256(self) -> str:
-        return str(self.backend.metadata.get("sha256", ""))
+        return self.backend.metadata.sha256
 
     @property
     def config_name(self) -> str:
-        return str(self.backend.metadata.get("config", {}).get("name", ""))
+        return str(self.backend.metadata.config.get("name", ""))
 
     @property
     def metrics(self) -> dict[str, Any]:
-        return dict(self.backend.metadata.get("metrics", {}))
+        return dict(self.backend.metadata.metrics)
 
     @property
     def languages(self) -> tuple[str, str] | None:
         """(source, target) language codes of the model's data, when it says (None: unknown)."""
-        data = self.backend.metadata.get("config", {}).get("data", {})
-        src, tgt = data.get("src_lang"), data.get("tgt_lang")
-        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
+        return self.backend.metadata.languages
 
     @property
     def max_src_len(self) -> int:

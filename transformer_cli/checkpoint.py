@@ -57,6 +57,16 @@ class CheckpointError(TfmError):
         return cls(f"{where}checkpoint does not fit this version of tfm: {reason}")
 
 
+@dataclass(frozen=True)
+class ModelDescription:
+    """What to build: the architecture, its `model:` settings, the vocabulary sizes."""
+
+    architecture: str
+    config: dict[str, Any]
+    src_vocab_size: int
+    tgt_vocab_size: int
+
+
 def _feed(h: hashlib._Hash, obj: Any) -> None:
     """Hash nested plain data deterministically (type tags keep 1 and "1" apart)."""
     if isinstance(obj, torch.Tensor):
@@ -214,10 +224,9 @@ class Checkpoint:
     def model_config(self) -> dict[str, Any]:
         return self.config["model"]
 
-    def model_description(self) -> dict[str, Any]:
+    def model_description(self) -> ModelDescription:
         """What to build, with the model's settings (as export manifests record it)."""
-        return {"architecture": self.architecture, "config": self.model_config,
-                "src_vocab_size": self.src_vocab_size, "tgt_vocab_size": self.tgt_vocab_size}
+        return ModelDescription(self.architecture, self.model_config, self.src_vocab_size, self.tgt_vocab_size)
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {

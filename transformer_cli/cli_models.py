@@ -8,13 +8,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded, log, setup_logging
 from .export.engine import QUANTIZATIONS
 from .stop_signals import on_stop_signals
+
+if TYPE_CHECKING:
+    from .export.manifest import ExportManifest
 
 
 @app.command()
@@ -267,27 +270,28 @@ def export(
     try:
         with _stop_signals_raise():
             if fmt == "hf":
-                manifest = _export_hf(checkpoint, output)
+                manifest, seconds = _export_hf(checkpoint, output)
             else:
-                manifest = export_checkpoint(checkpoint, output, quantization)
+                manifest, seconds = export_checkpoint(checkpoint, output, quantization)
     except _Stopped as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} during export; nothing was "
                                         f"written to {output}") from None
     if fmt == "hf":
         size = sum(p.stat().st_size for p in output.iterdir())
         typer.echo(f"exported {checkpoint} -> {output} (Hugging Face MarianMT, {size / 1e6:.1f} MB, "
-                   f"{manifest['seconds']:.1f} s)")
+                   f"{seconds:.1f} s)")
         return
     from .export.engine import INT8_WARNING, int8_loses_accuracy_here
 
-    if manifest["weights"].startswith("int8") and int8_loses_accuracy_here():
+    weights = manifest.weights or ""
+    if weights.startswith("int8") and int8_loses_accuracy_here():
         typer.echo(f"tfm: {INT8_WARNING}", err=True)
     size = sum(p.stat().st_size for p in output.iterdir())
-    typer.echo(f"exported {checkpoint} -> {output} (ctranslate2, {manifest['weights']} weights, "
-               f"{size / 1e6:.1f} MB, {manifest['seconds']:.1f} s)")
+    typer.echo(f"exported {checkpoint} -> {output} (ctranslate2, {weights} weights, "
+               f"{size / 1e6:.1f} MB, {seconds:.1f} s)")
 
 
-def _export_hf(source: Path, output: Path) -> dict[str, Any]:
+def _export_hf(source: Path, output: Path) -> tuple[ExportManifest, float]:
     try:
         import safetensors  # noqa: F401
     except ImportError:

@@ -51,7 +51,7 @@ def preprocess(
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
                                         "(run the same command to start again)") from None
     if rebuilt:
-        log.info("preprocessed in %.1f s -> %s", prepared.manifest["elapsed_s"], prepared.folder)
+        log.info("preprocessed in %.1f s -> %s", prepared.manifest.elapsed_s, prepared.folder)
     else:
         log.info("up to date: %s (inputs unchanged%s; --force rebuilds)", prepared.folder,
                  ", every file read and verified" if verify else "")

@@ -11,10 +11,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, ClassVar, Literal, get_args
 
 import yaml
 
+from .config_values import Section, checks_are_deferred
 from .registry import load_plugins
 
 # Choices named once, for the config's fields and every option that takes the same values.
@@ -49,8 +50,10 @@ def _section(cls: type, help: str) -> Any:
 
 
 @dataclass
-class SplitsConfig:
+class SplitsConfig(Section):
     """File stems of each split inside the source: `<stem>.<lang>` or `<stem>.<lang>.gz`."""
+
+    SECTION: ClassVar[str] = "data.splits"
 
     train: str = _f("train", "File stem of the training split.")
     val: str = _f("val", "File stem of the validation split (model selection, early stopping).")
@@ -58,8 +61,10 @@ class SplitsConfig:
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Section):
     """Where the parallel corpus comes from and which pairs are trained on."""
+
+    SECTION: ClassVar[str] = "data"
 
     corpus: Literal["multi30k", "files"] = _f(
         "multi30k", "multi30k: Multi30k task 1 with built-in checksums; files: your own corpus.")
@@ -81,11 +86,13 @@ class DataConfig:
 
 
 @dataclass
-class TokenizerConfig:
+class TokenizerConfig(Section):
     """How text becomes token ids (fitted on the training split only)."""
 
-    kind: Literal["spacy", "sentencepiece"] = _f(
-        "sentencepiece", "spacy: rule-based words (spacy.blank); sentencepiece: learned subwords.")
+    SECTION: ClassVar[str] = "tokenizer"
+
+    kind: str = _f("sentencepiece", "spacy: rule-based words (spacy.blank); sentencepiece: learned "
+                   "subwords; or a kind a plugin registers (data/tokenizer_base.TOKENIZERS).")
     lowercase: bool = _f(False, "Lowercase all text (output is lowercase; BLEU is then "
                          "case-insensitive).")
     min_freq: int = _f(2, "spacy: words seen fewer times become <unk>.", ge=1)
@@ -110,10 +117,12 @@ class TokenizerConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Section):
     """The encoder-decoder Transformer (Vaswani et al. 2017); names follow the paper. Another
     architecture (model/builders.register_architecture) may extend this section with its own
     keys: a config's `model:` is read with the class registered for its `architecture`."""
+
+    SECTION: ClassVar[str] = "model"
 
     @classmethod
     def section_class(cls, raw: Any) -> type:
@@ -160,10 +169,12 @@ MODEL_SETTINGS: dict[str, type[ModelConfig]] = {}
 
 
 @dataclass
-class ContinuedConfig:
+class ContinuedConfig(Section):
     """train.* values for a run that starts from a trained model (train.init_from); null keeps
     the train.* value. Optimizer moments, the schedule with its warmup, early stopping, the
     snapshots to average, epochs and steps always start afresh."""
+
+    SECTION: ClassVar[str] = "train.continued"
 
     epochs: int | None = _f(None, "Epochs of a continued run (train.epochs when null).", ge=1)
     lr: float | None = _f(None, "Peak learning rate of a continued run.", gt=0.0)
@@ -174,9 +185,11 @@ class ContinuedConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Section):
     """Optimization, validation, checkpoints and publication. Keys marked resumable may change
     between sessions of a run without starting it over."""
+
+    SECTION: ClassVar[str] = "train"
 
     epochs: int = _f(10, "Passes over the training data.", resumable=True, ge=1)
     max_steps: int | None = _f(None, "Stop after this many optimizer steps.", resumable=True, ge=1)
@@ -185,7 +198,8 @@ class TrainConfig:
     batch_tokens: int | None = _f(None, "Token budget per batch, padded, longer side (exclusive "
                                   "with batch_size).", ge=16, le=100_000_000)
     accumulate: int = _f(1, "Batches per optimizer step (gradient accumulation).", ge=1, le=100_000)
-    optimizer: Literal["adam", "adamw"] = _f("adam", "Adam, or AdamW (decoupled weight decay).")
+    optimizer: str = _f("adam", "adam, adamw (decoupled weight decay), or one a plugin registers "
+                        "(training/optim.py OPTIMIZERS).")
     lr: float = _f(5e-4, "Learning rate (the peak, after warmup, with inverse_sqrt).", gt=0.0)
     betas: list[float] = _f([0.9, 0.98], "Adam's beta1, beta2.")
     eps: float = _f(1e-9, "Adam's epsilon.", gt=0.0)
@@ -204,8 +218,15 @@ class TrainConfig:
                                  "batch and epoch.", ge=0.0, le=1.0)
     source_unpunctuated: float = _f(0.0, "Share of training sources without their final "
                                     "punctuation, drawn per batch and epoch.", ge=0.0, le=1.0)
-    schedule: Literal["constant", "inverse_sqrt"] = _f(
-        "constant", "Learning-rate schedule: constant, or the paper's warmup then 1/sqrt(step).")
+    transforms: list[str] = _f(["source_noise"], "Changes to the training pairs' text, drawn per "
+                               "batch, in this order, by name (data/augment.py TRANSFORMS; a plugin "
+                               "may add more); source_noise follows the source_* shares.", added=True)
+    criterion: str = _f("cross_entropy", "The training loss by name (training/step.py CRITERIA): "
+                        "cross_entropy (label smoothing, R-Drop), or one a plugin registers.",
+                        added=True)
+    schedule: str = _f("constant", "Learning-rate schedule: constant, inverse_sqrt (the paper's "
+                       "warmup then 1/sqrt(step)), or one a plugin registers (training/optim.py "
+                       "SCHEDULES).")
     warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
     seed: int = _f(1234, "Seed of weights, dropout and batch order (a run is reproducible).")
     device: Device = _f(
@@ -276,8 +297,10 @@ class TrainConfig:
 
 
 @dataclass
-class DecodeConfig:
+class DecodeConfig(Section):
     """Translation by `tfm translate`, `tfm evaluate` and the Python API."""
+
+    SECTION: ClassVar[str] = "decode"
 
     beam_size: int = _f(1, "1: greedy search; more: beam search.", ge=1, le=256)
     n_best: int = _f(1, "Hypotheses returned per input (<= beam_size).", ge=1, le=256)
@@ -309,10 +332,12 @@ class DecodeConfig:
 
 
 @dataclass
-class DistillConfig:
+class DistillConfig(Section):
     """Sequence-level knowledge distillation (training/distill.py): the training targets are the
     teachers' beam-search translations of the training sources (`tfm distill`, or the first
     `tfm preprocess`/`tfm train` that needs them; resumable)."""
+
+    SECTION: ClassVar[str] = "distill"
 
     teachers: list[str] = _f([], "Teacher models (checkpoints or Hugging Face folders; several: an "
                              "ensemble); empty: no distillation.")
@@ -327,8 +352,10 @@ class DistillConfig:
 
 
 @dataclass
-class ServeConfig:
+class ServeConfig(Section):
     """`tfm serve`: where it listens, how it batches, what it accepts (see serving/)."""
+
+    SECTION: ClassVar[str] = "serve"
 
     host: str = _f("127.0.0.1", "Address to listen on (also --host).")
     port: int = _f(8000, "Port (also --port; 0: any free port).", ge=0, le=65535)
@@ -369,6 +396,15 @@ class Config:
     decode: DecodeConfig = _section(DecodeConfig, "Translation.")
     distill: DistillConfig = _section(DistillConfig, "Distillation from teacher models.")
     serve: ServeConfig = _section(ServeConfig, "The HTTP server.")
+
+    def __post_init__(self) -> None:
+        """The checks across keys, as for a config read from YAML (config_checks.validate),
+        unless the one building it runs them later (`checks_deferred`)."""
+        if checks_are_deferred():
+            return
+        from .config_checks import validate
+
+        validate(self)
 
     @property
     def data_dir(self) -> Path:

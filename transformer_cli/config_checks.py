@@ -10,19 +10,25 @@ from .config_values import ConfigError
 def validate(cfg: Config) -> None:
     """Checks that involve more than one key (a ConfigError holding the keys, the culprit first)."""
     m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.data
+    from .data.tokenizers import TOKENIZERS  # the kinds register themselves (no torch imported)
+
+    kind = TOKENIZERS.find(t.kind)
+    if kind is None:
+        raise ConfigError(f"tokenizer.kind={t.kind!r} is not a tokenizer kind (known: "
+                          f"{', '.join(TOKENIZERS.names())})", "tokenizer.kind")
     if m.d_model % m.n_heads:
         raise ConfigError(f"model.n_heads={m.n_heads} must divide model.d_model={m.d_model}",
                           "model.n_heads", "model.d_model")
     if m.positional == "sinusoidal" and m.d_model % 2:
         raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions",
                           "model.d_model", "model.positional")
-    if t.sampling and t.kind != "sentencepiece":
-        raise ConfigError("tokenizer.sampling needs tokenizer.kind: sentencepiece (spaCy words "
-                          "have one segmentation)", "tokenizer.sampling", "tokenizer.kind")
+    if t.sampling and not kind.samples:
+        raise ConfigError(f"tokenizer.sampling needs a tokenizer that samples segmentations "
+                          f"(sentencepiece; {t.kind} has one)", "tokenizer.sampling", "tokenizer.kind")
     if tr.source_lowercase + tr.source_uppercase > 1.0:
         raise ConfigError("train.source_lowercase + train.source_uppercase must be at most 1",
                           "train.source_lowercase", "train.source_uppercase")
-    if m.share_embeddings and not (t.kind == "sentencepiece" and t.joint):
+    if m.share_embeddings and (t.kind == "spacy" or (t.kind == "sentencepiece" and not t.joint)):
         raise ConfigError("model.share_embeddings needs a joint vocabulary (tokenizer.kind: "
                           "sentencepiece with tokenizer.joint: true)", "model.share_embeddings",
                           "tokenizer.kind", "tokenizer.joint")

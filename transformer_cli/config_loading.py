@@ -14,7 +14,7 @@ import yaml
 
 from .config import Config
 from .config_checks import validate
-from .config_values import ConfigError, apply_override, build_section
+from .config_values import ConfigError, apply_override, build_section, checks_deferred
 from .errors import UsageError
 
 
@@ -140,7 +140,8 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     raw, origins = _resolved_mapping(path)
     raw.setdefault("name", Path(path).stem)
     try:
-        cfg = build_section(Config, raw, "")
+        with checks_deferred():  # validated once the overrides are in
+            cfg = build_section(Config, raw, "")
         for assignment in overrides or []:  # their own errors name the --set
             origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
         validate(cfg)
@@ -157,7 +158,5 @@ def _blame(keys: tuple[str, ...], origins: Origins) -> str:
 
 
 def config_from_dict(raw: dict[str, Any]) -> Config:
-    """Rebuild a Config saved in a checkpoint or run directory."""
-    cfg = build_section(Config, raw, "")
-    validate(cfg)
-    return cfg
+    """Rebuild a Config saved in a checkpoint or run directory (checked as it is built)."""
+    return build_section(Config, raw, "")

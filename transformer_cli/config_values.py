@@ -7,12 +7,16 @@ that the loader can say which file and line (or which --set) gave the value.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import difflib
+import functools
 import math
 import operator
 import types
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from collections.abc import Iterator
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
@@ -118,6 +122,58 @@ def _unknown_key(key: str, choices: list[str], prefix: str) -> ConfigError:
     return ConfigError(f"unknown key '{prefix}{key}'{hint}", prefix + key)
 
 
+@functools.cache
+def type_hints(cls: type) -> dict[str, Any]:
+    """The fields' types of a schema dataclass (evaluated once per class)."""
+    return get_type_hints(cls)
+
+
+def check_fields(section: Any, key: str) -> None:
+    """Every field of a section dataclass has its type and lies within its bounds (a
+    ConfigError naming `key.field` otherwise): what build_section ensures for YAML, for a
+    section constructed in Python (its __post_init__). Nested sections check themselves."""
+    hints = type_hints(type(section))
+    for f in dataclasses.fields(section):
+        value, tp = getattr(section, f.name), hints[f.name]
+        if dataclasses.is_dataclass(value):
+            continue
+        name = f"{key}.{f.name}" if key else f.name
+        coerced = _coerce(value, tp, name)
+        if coerced != value or (isinstance(value, bool) != isinstance(coerced, bool)):
+            raise ConfigError(f"{name} must be {_type_name(split_optional(tp)[1])} (got {value!r})", name)
+        _check_bounds(value, f.metadata, name)
+
+
+_CHECKS_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("tfm_config_checks_deferred",
+                                                                       default=False)
+
+
+@contextlib.contextmanager
+def checks_deferred() -> Iterator[None]:
+    """Within the block a Config is built without its checks across keys: the builder runs
+    config_checks.validate itself once the values are final (config_loading: after --set)."""
+    token = _CHECKS_DEFERRED.set(True)
+    try:
+        yield
+    finally:
+        _CHECKS_DEFERRED.reset(token)
+
+
+class Section:
+    """A section of the config schema (config.py): constructed in Python or from YAML, its
+    fields are checked (types, bounds) when it is made; the checks across keys are
+    config_checks.validate."""
+
+    SECTION: ClassVar[str] = ""  # its dotted key, for errors
+
+    def __post_init__(self) -> None:
+        check_fields(self, self.SECTION)
+
+
+def checks_are_deferred() -> bool:
+    return _CHECKS_DEFERRED.get()
+
+
 def build_section(cls: type, raw: Any, key: str) -> Any:
     """Instantiate dataclass `cls` from mapping `raw` with type and range checks."""
     if raw is None:
@@ -127,7 +183,7 @@ def build_section(cls: type, raw: Any, key: str) -> Any:
     chooser = getattr(cls, "section_class", None)  # a section whose class depends on its content
     if chooser is not None:
         cls = chooser(raw)
-    hints = get_type_hints(cls)
+    hints = type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{key}." if key else ""
     kwargs = {}
@@ -163,7 +219,7 @@ def apply_override(cfg: Any, assignment: str) -> str:
         if part not in known:
             raise UsageError(f"--set {path}: " + str(_unknown_key(part, list(known), prefix)))
         if i == len(parts) - 1:
-            tp = get_type_hints(type(obj))[part]
+            tp = type_hints(type(obj))[part]
             try:
                 new = _coerce(value, tp, path)
                 _check_bounds(new, known[part].metadata, path)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .fsutil import atomic_write
 
@@ -21,21 +22,31 @@ def _save(fig: Any, path: Path) -> None:
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=120, bbox_inches="tight"))
 
 
-def plot_curves(history: list[dict[str, Any]], path: Path, title: str = "") -> None:
+class CurvePoint(Protocol):
+    """What a validation record (training/metrics.ValidationRecord) shows on the curves."""
+
+    step: int
+    elapsed_s: float
+    train_loss: float
+    valid_loss: float
+    valid_ppl: float
+
+
+def plot_curves(history: Sequence[CurvePoint], path: Path, title: str = "") -> None:
     """Train/validation loss and validation PPL against steps and wall time."""
     plt = _pyplot()
-    steps = [r["step"] for r in history]
-    minutes = [r["elapsed_s"] / 60 for r in history]
+    steps = [r.step for r in history]
+    minutes = [r.elapsed_s / 60 for r in history]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     ax = axes[0]
-    ax.plot(steps, [r["train_loss"] for r in history], marker="o", label="train loss")
-    ax.plot(steps, [r["valid_loss"] for r in history], marker="o", label="valid loss")
+    ax.plot(steps, [r.train_loss for r in history], marker="o", label="train loss")
+    ax.plot(steps, [r.valid_loss for r in history], marker="o", label="valid loss")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("loss (NLL per token)")
     ax.grid(alpha=0.3)
     ax.legend()
     ax = axes[1]
-    ax.plot(minutes, [r["valid_ppl"] for r in history], marker="o", color="tab:orange")
+    ax.plot(minutes, [r.valid_ppl for r in history], marker="o", color="tab:orange")
     ax.set_xlabel("wall time (minutes)")
     ax.set_ylabel("validation perplexity")
     ax.set_yscale("log")

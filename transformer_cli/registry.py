@@ -30,10 +30,11 @@ def load_plugins(kind: str) -> None:
 
 
 class Registry(Generic[T]):
-    """Entries of one `kind` (e.g. "architectures") by name; `what` names one in errors."""
+    """Entries of one `kind` (e.g. "architectures") by name; `what` names one in errors, and
+    `key` the config key that chooses one (errors start with it)."""
 
-    def __init__(self, kind: str, what: str):
-        self.kind, self.what = kind, what
+    def __init__(self, kind: str, what: str, key: str = ""):
+        self.kind, self.what, self.key = kind, what, key
         self._entries: dict[str, T] = {}
 
     def register(self, name: str, entry: T) -> T:
@@ -53,7 +54,9 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            raise UsageError(f"unknown {self.what} {name!r} (known: {', '.join(self.names())})") from None
+            where = f"{self.key}: " if self.key else ""
+            raise UsageError(f"{where}unknown {self.what} {name!r} (known: {', '.join(self.names())})"
+                             ) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries

@@ -127,8 +127,38 @@ def test_source_noise_reaches_the_encoded_sources_only(tmp_path, corpus_dir):
         assert list(tgt) == tok.tgt.encode(target)  # targets keep their case
 
 
+class UpperTargets:
+    """A transform from outside the package: targets in capitals (it changes targets, so
+    their ids are encoded again)."""
+
+    changes_targets = True
+
+    def __call__(self, source, target, rng):
+        return source, target.upper()
+
+
+def test_a_transform_registered_from_outside_runs_after_the_noise_in_order(tmp_path, corpus_dir):
+    from transformer_cli.data.augment import TRANSFORMS
+
+    TRANSFORMS.register("upper_targets", lambda cfg: UpperTargets())
+    try:
+        cfg = _config(tmp_path, corpus_dir, source_lowercase=1.0, transforms=["source_noise", "upper_targets"])
+        prepared, _ = prepare(cfg)
+        split, tok = prepared.split("train"), prepared.tokenizers
+        pairs = Augmentation.from_config(cfg, tok).pairs(split, [0, 1, 2], seed=5)
+        for i, (src, tgt) in enumerate(pairs):
+            source, target = split.lines(i)
+            assert list(src) == tok.src.encode(source.lower())
+            assert list(tgt) == tok.tgt.encode(target.upper())
+        cfg.train.transforms = ["upper_targts"]
+        with pytest.raises(UsageError, match="train.transforms: unknown transform 'upper_targts'"):
+            Augmentation.from_config(cfg, tok)
+    finally:
+        TRANSFORMS.unregister("upper_targets")
+
+
 def test_sampling_needs_sentencepiece(tmp_path, corpus_dir):
-    with pytest.raises(UsageError, match="tokenizer.sampling needs tokenizer.kind: sentencepiece"):
+    with pytest.raises(UsageError, match="tokenizer.sampling needs a tokenizer that samples"):
         _config(tmp_path, corpus_dir, tokenizer={"kind": "spacy", "sampling": 0.1})
 
 

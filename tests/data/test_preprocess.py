@@ -22,7 +22,7 @@ def test_preprocess_end_to_end(tmp_path, corpus_dir):
 
     prepared = load_prepared(load_config(str(cfg_path)))
     train = prepared.split("train")
-    assert len(train) == 300 and prepared.manifest["id_dtype"] == "uint16"
+    assert len(train) == 300 and prepared.manifest.id_dtype == "uint16"
     assert train.shards[0].src.dtype.name == "uint16"  # memory-mapped, not loaded
     _, tgt = train.pair(0)
     first_en = gzip.open(corpus_dir / "train.en.gz", "rt").readline().strip()
@@ -84,7 +84,7 @@ def test_unchanged_files_are_not_reread_and_verify_reads_them_all(tmp_path):
     corpus = write_corpus(tmp_path / "corpus", gz=False)
     cfg = load_config(str(write_config(tmp_path / "v.yaml", tmp_path, corpus)))
     prepared, rebuilt = prepare(cfg)
-    assert rebuilt and all("mtime_ns" in r for r in prepared.manifest["source_files"].values())
+    assert rebuilt and all("mtime_ns" in r for r in prepared.manifest.source_files.values())
 
     def rewrite_keeping_size_and_time(path, old, new):
         st = path.stat()

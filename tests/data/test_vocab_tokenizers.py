@@ -12,6 +12,11 @@ ENGLISH = ["A man in a blue shirt (left) is standing on a ladder.",
            "A man on a four-wheeler rides through the mud."] * 3
 
 
+def _words(lang, lines, cfg):
+    """A word tokenizer fitted on `lines` (as the source side of a pair)."""
+    return fit_tokenizers(cfg, lang, lang, lines, lines).src
+
+
 def test_vocab_specials_min_freq_order_and_cap():
     sents = [["b", "a", "a"], ["c", "a", "b"], ["d"]]
     v = Vocab.build(sents, min_freq=2)
@@ -24,7 +29,7 @@ def test_vocab_specials_min_freq_order_and_cap():
 
 def test_word_tokenizer_round_trips_natural_text():
     cfg = TokenizerConfig(kind="spacy", min_freq=1)
-    tok = WordTokenizer.fit("en", ENGLISH, cfg)
+    tok = _words("en", ENGLISH, cfg)
     ids = tok.encode_batch(ENGLISH)
     assert [tok.decode(i) for i in ids] == ENGLISH
     assert tok.decode([SOS, *ids[0], EOS, PAD, PAD]) == ENGLISH[0]
@@ -32,14 +37,14 @@ def test_word_tokenizer_round_trips_natural_text():
 
 
 def test_word_tokenizer_lowercase_and_unknown_words():
-    tok = WordTokenizer.fit("en", ENGLISH, TokenizerConfig(kind="spacy", lowercase=True, min_freq=1))
+    tok = _words("en", ENGLISH, TokenizerConfig(kind="spacy", lowercase=True, min_freq=1))
     ids = tok.encode("A ZEBRA is red.")
     assert UNK in ids and tok.decode(ids) == "a <unk> is red."
 
 
 def test_word_tokenizer_state_round_trip():
     lines = [p[0] for p in sentence_pairs(50)]
-    tok = WordTokenizer.fit("de", lines, TokenizerConfig(kind="spacy"))
+    tok = _words("de", lines, TokenizerConfig(kind="spacy"))
     again = WordTokenizer.from_state(tok.state())
     line = lines[0]
     assert again.encode(line) == tok.encode(line) and again.decode(tok.encode(line)) == line

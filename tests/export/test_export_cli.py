@@ -82,7 +82,7 @@ def test_python_api_loads_an_export_by_its_content(models, tmp_path):
         assert is_export(renamed)
         exported, native = tfm.load(renamed, device="cpu"), tfm.load(m["checkpoint"], device="cpu")
         assert exported.translate(LINES, beam_size=3, n_best=2) == native.translate(LINES, beam_size=3, n_best=2)
-        assert exported.backend.metadata["checkpoint_sha256"] == native.sha256
+        assert exported.backend.metadata.checkpoint_sha256 == native.sha256
         assert exported.sha256 == file_sha256(renamed / MANIFEST) and exported.config_name == native.config_name
         att_a, att_b = exported.attention(LINES[0]), native.attention(LINES[0])
         assert att_a.target_tokens == att_b.target_tokens

@@ -124,8 +124,8 @@ def test_the_cli_and_the_api_decode_an_ensemble(members, tmp_path):
     assert r.returncode == 0, r.stderr
     model = load(members, device="cpu", ensemble_weights=[1, 2, 0.5], ensemble_combine="prob")
     assert [str(p) for p in model.paths] == [str(p) for p in members]
-    assert model.backend.metadata["ensemble"] == {"weights": pytest.approx([1 / 3.5, 2 / 3.5, 0.5 / 3.5]),
-                                                  "combine": "prob"}
+    assert model.backend.metadata.ensemble_weights == pytest.approx([1 / 3.5, 2 / 3.5, 0.5 / 3.5])
+    assert model.backend.metadata.ensemble_combine == "prob"
     assert len(r.stdout.splitlines()) == 3
     with pytest.raises(UsageError, match="one positive number per model"):
         load(members, device="cpu", ensemble_weights=[1, 2])

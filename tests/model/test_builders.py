@@ -31,7 +31,7 @@ def test_unknown_names_are_refused_in_one_line(tmp_path):
         build_model("mamba", ModelConfig(), 30, 40, TFM_IDS, TFM_IDS)
     checkpoint = dataclasses.replace(Checkpoint.read(untrained_checkpoint(tmp_path / "m.pt")), architecture="mamba")
     with pytest.raises(CheckpointError, match=r"m\.pt: checkpoint does not fit this version of tfm: "
-                                              r"unknown model architecture 'mamba'"):
+                                              r"model.architecture: unknown model architecture 'mamba'"):
         model_from_checkpoint(checkpoint, tmp_path / "m.pt")
 
 

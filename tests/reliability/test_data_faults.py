@@ -34,8 +34,13 @@ def start_training(make_config, tmp_path, **train) -> tuple[Tfm, Path, Path]:
 
 def test_a_killed_data_worker_is_one_line_and_the_run_resumes(make_config, tmp_path):
     tfm, cfg, run = start_training(make_config, tmp_path)
-    time.sleep(1.0)
-    workers = data_workers(tfm.pid)
+    wait_until(lambda: (run / "last.pt").is_file(), 60, "a saved state", alive=tfm)
+    workers: list[int] = []
+    for _ in range(200):  # workers live while an epoch trains (not during validation)
+        workers = data_workers(tfm.pid)
+        if workers:
+            break
+        time.sleep(0.05)
     assert workers, "no DataLoader worker to kill"
     os.kill(workers[-1], signal.SIGKILL)
     code = tfm.wait(120)

@@ -23,15 +23,19 @@ def models(tmp_path_factory):
 
 
 def serve_requests(requests, batch_tokens: int) -> tuple[list, Metrics]:
-    """Submit every (lines, options, model) at once; their outputs, in order, and the metrics."""
+    """Queue every (lines, options, model), then let the batcher form its batches; their
+    outputs, in order, and the metrics."""
     metrics = Metrics()
 
     async def main() -> list:
         with ThreadPoolExecutor(1) as decode_thread:
             batcher = Batcher(decode_thread, batch_tokens, max_wait_s=0.05, metrics=metrics)
+            answers = asyncio.gather(*(batcher.translate(*r) for r in requests))
+            while batcher.queued < len(requests):  # tokenized, one after the other
+                await asyncio.sleep(0.01)
             worker = asyncio.create_task(batcher.run())
             try:
-                return await asyncio.gather(*(batcher.translate(*r) for r in requests))
+                return await answers
             finally:
                 worker.cancel()
 

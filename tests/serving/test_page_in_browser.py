@@ -38,8 +38,9 @@ def test_the_page_translates_and_draws_the_attention(served, model):
         page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
         page.goto(served.url + "/")
         page.wait_for_function("document.querySelector('#translation').textContent.length > 0")
-        assert page.input_value("#beam") == "5"  # the model's decode.beam_size, not a page default
-        assert page.get_attribute("#beam", "max") == "6"  # serve.max_beam_size
+        page.wait_for_function("document.querySelector('#model').textContent.includes('sha256')")
+        assert page.get_attribute("#beam", "max") == "6"  # serve.max_beam_size: the server's
+        assert page.input_value("#beam") == str(model.backend.decode.beam_size)  # the model's default
         page.fill("#text", SENTENCES[2])
         page.fill("#beam", "1")
         with page.expect_response(lambda r: r.url.endswith("/attention")):

@@ -29,5 +29,5 @@ bleu = {name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None
 (out / f"rank{ctx.rank}.json").write_text(json.dumps(
     {"digest": digest, "steps": trainer.progress.step, "world_size": ctx.world_size,
      "agreements": trainer.cadence.agreement.count,
-     "valid_loss": [r["valid_loss"] for r in trainer.progress.history], "bleu": bleu}))
+     "valid_loss": [r.valid_loss for r in trainer.progress.history], "bleu": bleu}))
 shutdown_distributed()

@@ -85,8 +85,8 @@ def test_the_nightly_command_continues_the_published_model_when_the_corpus_grows
     assert manifest["tokenizer_from"]["sha256"] == first.sha256
     assert json.loads((run / "manifest.json").read_text())["parent"]["sha256"] == first.sha256
     metrics = RunDir(run).read_metrics()
-    assert [r["epoch"] for r in metrics] == [1, 2]  # train.continued.epochs
-    assert metrics[0]["valid_loss"] < first.metrics["valid_loss"] + 0.5  # not from scratch
+    assert [r.epoch for r in metrics] == [1, 2]  # train.continued.epochs
+    assert metrics[0].valid_loss < first.metrics["valid_loss"] + 0.5  # not from scratch
     decision = last_decision(run)
     assert decision["metric"] == "valid_loss"  # same vocabularies: compared by loss
     assert decision["published_sha256"] == first.sha256
@@ -134,9 +134,9 @@ def test_an_interrupted_continued_run_resumes_exactly(night_one, tmp_path):
     interrupted.train.max_steps = None  # the same command without the cap resumes
     run_training(interrupted)
     a, b = (RunDir(c.run_dir).read_metrics() for c in (straight, interrupted))
-    key = [(r["step"], r["train_loss"], r["valid_loss"]) for r in a if r["end_of_epoch"]]
-    assert len(key) == 3 and key == [(r["step"], r["train_loss"], r["valid_loss"]) for r in b
-                                     if r["end_of_epoch"]]
+    key = [(r.step, r.train_loss, r.valid_loss) for r in a if r.end_of_epoch]
+    assert len(key) == 3 and key == [(r.step, r.train_loss, r.valid_loss) for r in b
+                                     if r.end_of_epoch]
     last = Checkpoint.read(interrupted.run_dir / "last.pt")
     assert last.parent["sha256"] == Checkpoint.read(parent).sha256  # kept across the resume
     assert not run_training(interrupted).trained  # finished, same parent and data: a no-op
@@ -144,7 +144,7 @@ def test_an_interrupted_continued_run_resumes_exactly(night_one, tmp_path):
     # Another parent file is another run: it starts over from that one.
     shutil.copy(night_one["run"] / "last.pt", parent)
     outcome = run_training(interrupted)
-    assert outcome.trained and outcome.progress.step == RunDir(interrupted.run_dir).read_metrics()[-1]["step"]
+    assert outcome.trained and outcome.progress.step == RunDir(interrupted.run_dir).read_metrics()[-1].step
     assert Checkpoint.read(interrupted.run_dir / "last.pt").parent["sha256"] == Checkpoint.read(parent).sha256
 
 

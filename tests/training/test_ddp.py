@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import run_tfm, write_config
+from helpers import run_tfm, write_config, write_corpus
 
 
 def preprocess(cfg: Path) -> None:
@@ -222,7 +222,7 @@ def test_ranks_of_another_launcher_with_the_port_in_use_each_say_so_in_one_line(
         assert line.startswith(f"tfm: error: rank {rank}: ") and f"127.0.0.1:{port}" in line, err
 
 
-def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seconds(tmp_path, corpus_dir):
+def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seconds(tmp_path):
     """A long validation (beam 64 over the validation set) on 2 ranks, SIGTERM to torchrun
     once it has begun: the ranks agree at their next decoding batch, save once and are gone
     within seconds (they used to finish the validation first); the same command resumes it."""
@@ -230,7 +230,9 @@ def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seco
     import signal
     import time
 
-    cfg = write_config(tmp_path / "val.yaml", tmp_path, corpus_dir,
+    # 600 validation sentences at beam 64: several seconds of decoding per rank on any machine.
+    corpus = write_corpus(tmp_path / "corpus", {"train": 200, "val": 600, "test_2016_flickr": 10})
+    cfg = write_config(tmp_path / "val.yaml", tmp_path, corpus,
                        train={"threads": 1, "device": "cpu", "epochs": 2, "valid_bleu": True,
                               "valid_decode": "beam", "checkpoint_every_minutes": None},
                        decode={"beam_size": 64, "max_len_b": 40, "batch_size": 4})

@@ -20,8 +20,8 @@ def _noised(path, **train):
 
 
 def _ends(cfg):
-    return [(r["step"], r["train_loss"], r["valid_loss"]) for r in RunDir(cfg.run_dir).read_metrics()
-            if r["end_of_epoch"]]
+    return [(r.step, r.train_loss, r.valid_loss) for r in RunDir(cfg.run_dir).read_metrics()
+            if r.end_of_epoch]
 
 
 def test_noised_training_in_workers_resumes_exactly_and_learns(tmp_path):
@@ -35,10 +35,10 @@ def test_noised_training_in_workers_resumes_exactly_and_learns(tmp_path):
     run_training(interrupted)
     assert len(_ends(straight)) == 3 and _ends(straight) == _ends(interrupted)
     a = RunDir(straight.run_dir).read_metrics()
-    assert a[-1]["valid_loss"] < a[0]["valid_loss"]  # it learns from the noised data
+    assert a[-1].valid_loss < a[0].valid_loss  # it learns from the noised data
     plain = small_config(tmp_path / "plain", threads=1)
     run_training(plain)
-    assert [r["train_loss"] for r in a] != [r["train_loss"] for r in RunDir(plain.run_dir).read_metrics()]
+    assert [r.train_loss for r in a] != [r.train_loss for r in RunDir(plain.run_dir).read_metrics()]
 
 
 def test_sampled_training_resumes_and_learns(tmp_path):

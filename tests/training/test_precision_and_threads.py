@@ -40,7 +40,7 @@ def test_fp16_run_end_to_end_saves_and_resumes_the_scaler(tmp_path):
     cfg = small_config(tmp_path, epochs=2, precision="fp16", threads=1)
     outcome = run_training(cfg)
     records = outcome.progress.history
-    assert records[-1]["valid_loss"] < records[0]["valid_loss"]
+    assert records[-1].valid_loss < records[0].valid_loss
     from transformer_cli.checkpoint import read_payload
 
     state = read_payload(cfg.run_dir / "last.pt")["train_state"]

@@ -83,8 +83,8 @@ def test_resume_continues_the_same_curve(tmp_path):
     interrupted.train.max_steps = None  # the same command without the cap: continues
     run_training(interrupted)
     a, b = (RunDir(c.run_dir).read_metrics() for c in (straight, interrupted))
-    ends_a = [(r["step"], r["train_loss"], r["valid_loss"]) for r in a if r["end_of_epoch"]]
-    ends_b = [(r["step"], r["train_loss"], r["valid_loss"]) for r in b if r["end_of_epoch"]]
+    ends_a = [(r.step, r.train_loss, r.valid_loss) for r in a if r.end_of_epoch]
+    ends_b = [(r.step, r.train_loss, r.valid_loss) for r in b if r.end_of_epoch]
     assert len(ends_a) == 3 and ends_a == ends_b
 
 
@@ -135,5 +135,5 @@ def test_tiny_model_trains_with_r_drop(tmp_path):
     cfg = small_config(tmp_path, rdrop_alpha=1.0)
     run_training(cfg)
     records = RunDir(cfg.run_dir).read_metrics()
-    assert len(records) == 3 and records[-1]["valid_loss"] < records[0]["valid_loss"]
-    assert all(math.isfinite(r["train_loss"]) for r in records)
+    assert len(records) == 3 and records[-1].valid_loss < records[0].valid_loss
+    assert all(math.isfinite(r.train_loss) for r in records)

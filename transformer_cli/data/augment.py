@@ -8,25 +8,32 @@ Two small-data regularizers change the training text from epoch to epoch:
 - subword regularization (`tokenizer.sampling`): every sentence gets a sampled segmentation
   (BPE-dropout, Provilkov et al. 2020; unigram sampling, Kudo 2018).
 
+The text changes are transforms (OpenNMT's idea): `train.transforms` lists them by name, in
+order, from `TRANSFORMS`, where a user's module or a package's `tfm.transforms` entry point
+adds more (tests/data/test_augment.py adds one from outside); each is made from the config,
+and one whose settings do nothing is left out.
+
 Both are applied to one batch at a time, from the raw lines the prepared folder keeps beside
 the ids, in the DataLoader's worker processes (data/loader.py): there is no whole-corpus
-re-encoding at epoch starts. A batch's noise follows `batch_seed(train.seed, epoch, batch)`
-only, so a resumed run, or one with another number of workers, sees exactly the sources the
-uninterrupted run saw. Sampled segmentations cannot be made to repeat: SentencePiece's
-sampler takes no per-call seed, so with `tokenizer.sampling` a resumed run is the same run
-on other draws of the same distribution. Without either, the preprocessed ids are used as
-they are.
+re-encoding at epoch starts. A batch's transforms draw from `batch_seed(train.seed, epoch,
+batch)` only, so a resumed run, or one with another number of workers, sees exactly the
+sources the uninterrupted run saw. Sampled segmentations cannot be made to repeat:
+SentencePiece's sampler takes no per-call seed, so with `tokenizer.sampling` a resumed run is
+the same run on other draws of the same distribution. Without either, the preprocessed ids
+are used as they are.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from ..config import Config
+from ..registry import Registry
 from .shards import ShardedSplit
 from .tokenizer_base import Tokenizer
 from .tokenizers import TokenizerPair
@@ -73,38 +80,67 @@ class SourceNoise:
         return line
 
 
-class Augmentation:
-    """A batch's pairs as this epoch sees them: sources with noise, both sides with sampled
-    segmentations, from the raw lines of the split. The noise of `pairs(split, indices, seed)`
-    depends on nothing but its arguments; sampled segmentations do not repeat (see
-    `SubwordTokenizer.encode_sampled`)."""
+class Transform(Protocol):
+    """A change to a training pair's text, drawn from `rng` (the batch's, seeded)."""
 
-    def __init__(self, noise: SourceNoise, sampling: float, tokenizers: TokenizerPair):
-        self.noise, self.sampling, self.tokenizers = noise, sampling, tokenizers
+    changes_targets: bool  # else the targets' preprocessed ids stand
+
+    def __call__(self, source: str, target: str, rng: random.Random) -> tuple[str, str]: ...
+
+
+@dataclass(frozen=True)
+class NoisySources:
+    """The source noise as a transform: targets keep theirs."""
+
+    noise: SourceNoise
+    changes_targets = False
+
+    def __call__(self, source: str, target: str, rng: random.Random) -> tuple[str, str]:
+        return self.noise.apply(source, rng), target
+
+
+def _source_noise(cfg: Config) -> Transform | None:
+    tc = cfg.train
+    noise = SourceNoise(tc.source_lowercase, tc.source_uppercase, tc.source_unpunctuated)
+    return NoisySources(noise) if noise.active else None
+
+
+# train.transforms name -> a transform made from the config (None: its settings do nothing)
+TRANSFORMS: Registry[Callable[[Config], Transform | None]] = Registry("transforms", "transform", "train.transforms")
+TRANSFORMS.register("source_noise", _source_noise)
+
+
+class Augmentation:
+    """A batch's pairs as this epoch sees them: sources changed by the transforms, both sides
+    with sampled segmentations, from the raw lines of the split. The transforms' draws in
+    `pairs(split, indices, seed)` depend on nothing but its arguments; sampled segmentations
+    do not repeat (see `SubwordTokenizer.encode_sampled`)."""
+
+    def __init__(self, transforms: Sequence[Transform], sampling: float, tokenizers: TokenizerPair):
+        self.transforms, self.sampling, self.tokenizers = list(transforms), sampling, tokenizers
 
     @classmethod
     def from_config(cls, cfg: Config, tokenizers: TokenizerPair) -> Augmentation:
-        tc = cfg.train
-        return cls(SourceNoise(tc.source_lowercase, tc.source_uppercase, tc.source_unpunctuated),
-                   cfg.tokenizer.sampling, tokenizers)
+        made = (TRANSFORMS[name](cfg) for name in cfg.train.transforms)
+        return cls([t for t in made if t is not None], cfg.tokenizer.sampling, tokenizers)
 
     @property
     def active(self) -> bool:
         """Whether epochs differ (else every epoch uses the preprocessed ids)."""
-        return self.noise.active or self.sampling > 0
+        return bool(self.transforms) or self.sampling > 0
 
     def pairs(self, split: ShardedSplit, indices: Sequence[int] | np.ndarray, seed: int
               ) -> list[tuple[list[int] | np.ndarray, list[int] | np.ndarray]]:
         """The ids of the pairs at `indices`, augmented with the draws of `seed`."""
         lines = [split.lines(int(i)) for i in indices]
-        sources = [src for src, _ in lines]
-        if self.noise.active:
+        if self.transforms:
             rng = random.Random(seed)
-            sources = [self.noise.apply(line, rng) for line in sources]
-        src_ids = self._encode(self.tokenizers.src, sources)
-        if self.sampling > 0:
+            for transform in self.transforms:
+                lines = [transform(src, tgt, rng) for src, tgt in lines]
+        src_ids = self._encode(self.tokenizers.src, [src for src, _ in lines])
+        if self.sampling > 0 or any(t.changes_targets for t in self.transforms):
             tgt_ids = self._encode(self.tokenizers.tgt, [tgt for _, tgt in lines])
-        else:  # targets are never noised: their preprocessed ids stand
+        else:  # targets unchanged: their preprocessed ids stand
             tgt_ids = [split.pair(int(i))[1] for i in indices]
         return list(zip(src_ids, tgt_ids))
 

@@ -2,8 +2,8 @@
 
 `setup` is run once per worker (data/parallel.py) with the fitted tokenizers' state; then
 `encode_chunk` turns a chunk into ids ready for a `ShardWriter`, dropping training pairs that
-are too long and counting the source spellings the truecaser learns from, and `count_words`
-gathers what a word tokenizer is fitted on.
+are too long and counting the source spellings the truecaser learns from. (What fitting
+counts, each tokenizer kind counts itself: Tokenizer.fit.)
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ from typing import Any
 import numpy as np
 
 from .shards import EncodedChunk
+from .tokenizer_base import Chunk
 from .tokenizers import TokenizerPair
 from .truecase import spelling_counts
-from .word_tokenizer import WordCounts, WordTokenizer
-
-Chunk = tuple[list[str], list[str]]  # source lines, target lines
 
 
 @dataclass
@@ -42,22 +40,15 @@ class EncodedResult:
 
 _pair: TokenizerPair | None = None
 _settings: EncodeSettings | None = None
-_counters: tuple[WordTokenizer, WordTokenizer] | None = None
 
 
-def setup(pair_state: dict[str, Any] | None, settings: EncodeSettings | None,
-          word_langs: tuple[str, str] | None = None, lowercase: bool = False) -> None:
-    """Per process: the tokenizers to encode with, or (`word_langs`) blank word tokenizers to
-    count with."""
-    global _pair, _settings, _counters
+def setup(pair_state: dict[str, Any], settings: EncodeSettings) -> None:
+    """Per process: the tokenizers to encode with."""
+    global _pair, _settings
     _settings = settings
-    if pair_state is not None:
-        _pair = TokenizerPair.from_state(pair_state)
-        for tok in (_pair.src, _pair.tgt):
-            tok.set_threads(1)  # the pool is the parallelism
-    if word_langs is not None:
-        _counters = (WordTokenizer.blank(word_langs[0], lowercase),
-                     WordTokenizer.blank(word_langs[1], lowercase))
+    _pair = TokenizerPair.from_state(pair_state)
+    for tok in (_pair.src, _pair.tgt):
+        tok.set_threads(1)  # the pool is the parallelism
 
 
 def _flat(ids: list[list[int]], dtype: str) -> tuple[np.ndarray, np.ndarray]:
@@ -90,10 +81,3 @@ def encode_chunk(chunk: Chunk) -> EncodedResult:
         EncodedChunk(src, src_len, tgt, tgt_len, src_text, src_bytes, tgt_text, tgt_bytes),
         too_long, (int((src == _pair.src.ids.unk).sum()), int((tgt == _pair.tgt.ids.unk).sum())),
         spelling_counts(sources) if _settings.count_spellings else Counter())
-
-
-def count_words(chunk: Chunk) -> tuple[WordCounts, WordCounts]:
-    """What the source and target word tokenizers learn from this chunk."""
-    assert _counters is not None, "setup() with word_langs first"
-    return _counters[0].count(chunk[0]), _counters[1].count(chunk[1])
-

@@ -10,6 +10,7 @@ on (seed, epoch, batch number) only, so the number of workers and restarts chang
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Iterator
 
@@ -62,8 +63,10 @@ class EpochBatches(torch.utils.data.Dataset):
 
 def _in_worker(_: int) -> None:
     """A DataLoader worker leaves stop signals to the trainer and dies with it, and encodes
-    with one thread: the workers are the parallelism."""
+    with one thread: the workers are the parallelism. A bus error (a shard cut short under
+    its memory map) kills it without torch's own message: the trainer names the shard."""
     as_helper_process()
+    signal.signal(signal.SIGBUS, signal.SIG_DFL)
     dataset = torch.utils.data.get_worker_info().dataset
     for tokenizer in (dataset.augmentation.tokenizers.src, dataset.augmentation.tokenizers.tgt):
         tokenizer.set_threads(1)
@@ -165,10 +168,11 @@ class TrainingData:
                 if planned == accumulate:
                     yield group
                     group, planned = [], 0
-        except (RuntimeError, ConnectionResetError) as e:  # a worker died (killed, a bus error)
-            if not isinstance(e, ConnectionResetError) and "DataLoader worker" not in str(e):
+        except (RuntimeError, ConnectionResetError) as e:
+            failure = self.worker_failure(e)
+            if failure is None:
                 raise
-            raise self._worker_failure(e) from None
+            raise failure from None
         finally:
             _shut_down(worker_batches)
         if group:
@@ -185,7 +189,13 @@ class TrainingData:
                                f"after it was written; run `tfm preprocess -c {self.cfg.name}.yaml "
                                "--verify` (nothing was trained on them)")
 
-    def _worker_failure(self, e: BaseException) -> TfmError:
+    def worker_failure(self, e: BaseException) -> TfmError | None:
+        """The one-line error for a DataLoader worker that died (killed, or a bus error reading a
+        shard cut short), or None when `e` is not that. torch raises it wherever the training
+        process is when it notices (its SIGCHLD handler), often inside a step: the loop asks too."""
+        if not isinstance(e, ConnectionResetError) and not (isinstance(e, RuntimeError)
+                                                           and "DataLoader worker" in str(e)):
+            return None
         damage = self.split.damage()
         if damage is not None:
             where = getattr(damage, "filename", None) or "a preprocessed shard"

@@ -7,20 +7,17 @@ through `load_prepared` (or the `Prepared` that `prepare` returns).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..config import Config
 from ..errors import TfmError, UsageError, first_line
 from ..fsutil import recorded_sha256
 from .folder_lock import hold_shared, release
+from .manifest import DataManifest, OtherFormat
 from .shards import ShardedSplit
 from .sources import SPLITS, current_sha256
 from .tokenizers import TokenizerPair
-
-FORMAT_VERSION = 2  # 2: memory-mapped shards (1: one torch file per split)
 
 
 @dataclass
@@ -28,7 +25,7 @@ class Prepared:
     """A preprocessed corpus folder, loaded lazily."""
 
     folder: Path
-    manifest: dict[str, Any]
+    manifest: DataManifest
     _tokenizers: TokenizerPair | None = field(default=None, repr=False)
 
     @property
@@ -45,18 +42,18 @@ class Prepared:
     @property
     def fingerprint(self) -> str:
         """The corpus and settings the folder was built from (preprocess.data_fingerprint)."""
-        return str(self.manifest["fingerprint"])
+        return self.manifest.fingerprint
 
     @property
     def langs(self) -> tuple[str, str]:
-        return self.manifest["src_lang"], self.manifest["tgt_lang"]
+        return self.manifest.langs
 
     def split(self, name: str) -> ShardedSplit:
         """The split's ids and lines, memory-mapped."""
         try:
-            return ShardedSplit(self.folder, name, self.langs, self.manifest["id_dtype"],
-                                self.manifest["shards"][name])
-        except (OSError, ValueError) as e:
+            return ShardedSplit(self.folder, name, self.langs, self.manifest.id_dtype,
+                                self.manifest.shards[name])
+        except (OSError, ValueError, KeyError) as e:
             raise damaged(Path(getattr(e, "filename", None) or self.folder / f"{name}.*.bin"), e) from None
 
     def text(self, split: str, lang: str) -> list[str]:
@@ -93,32 +90,22 @@ def _load_prepared(cfg: Config) -> Prepared:
     if not manifest_path.is_file():
         raise UsageError(f"no preprocessed data in {cfg.data_dir}: run "
                          f"`tfm preprocess --config {cfg.name}.yaml` first")
-    manifest = read_manifest(cfg.data_dir)
-    if manifest is None:
-        raise damaged(manifest_path, ValueError("not a manifest"))
-    if manifest.get("format") != FORMAT_VERSION:
-        raise UsageError(f"the preprocessed data in {cfg.data_dir} was made by an older tfm "
-                         f"(format {manifest.get('format')}, now {FORMAT_VERSION}): run "
-                         f"`tfm preprocess --config {cfg.name}.yaml` to rebuild it")
+    try:
+        manifest = DataManifest.load(cfg.data_dir)
+    except OtherFormat as e:
+        raise UsageError(f"the preprocessed data in {cfg.data_dir} was made by an older tfm ({e}): "
+                         f"run `tfm preprocess --config {cfg.name}.yaml` to rebuild it") from None
+    except (OSError, ValueError) as e:
+        raise damaged(manifest_path, e) from None
     return Prepared(cfg.data_dir, manifest)
 
 
-def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The folder's manifest, or None when it is missing or unreadable."""
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
-
-
-def verify_folder(folder: Path, manifest: dict[str, Any], full: bool = False) -> str | None:
+def verify_folder(folder: Path, manifest: DataManifest, full: bool = False) -> str | None:
     """Why the folder no longer holds what its manifest lists (size, sha256), or None if intact.
     A file that kept the size and modification time the manifest records is taken as intact
     without reading it, unless `full`."""
-    outputs = manifest.get("outputs")
-    langs = (manifest.get("src_lang"), manifest.get("tgt_lang"))
-    if not isinstance(outputs, dict) or not {f"{s}.{lang}.txt" for s in SPLITS for lang in langs} <= set(outputs):
+    outputs = manifest.outputs
+    if outputs is None or not {f"{s}.{lang}.txt" for s in SPLITS for lang in manifest.langs} <= set(outputs):
         return "its manifest lists no checksums of some files (made by an older tfm)"
     for name, expected in outputs.items():
         path = folder / name

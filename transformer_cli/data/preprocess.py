@@ -26,10 +26,10 @@ cannot be reached at all, a folder built with the same settings is used with a w
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
-import random
 import sys
 import time
 from collections import Counter
@@ -45,10 +45,11 @@ from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
 from ..machine import available_cpus
 from ..provenance import package_versions
-from .encoding import Chunk, EncodedResult, EncodeSettings, count_words, encode_chunk, setup
+from .encoding import EncodedResult, EncodeSettings, encode_chunk, setup
 from .folder_lock import hold_shared, rebuilding, release
+from .manifest import FORMAT_VERSION, DataManifest, Dropped, Lengths, Origin, Rates, SplitSummary, VocabSizes
 from .parallel import ChunkPool
-from .prepared import FORMAT_VERSION, Prepared, read_manifest, verify_folder
+from .prepared import Prepared, verify_folder
 from .shards import ShardWriter, id_dtype
 from .sources import (
     SPLITS,
@@ -60,13 +61,12 @@ from .sources import (
     read_parallel,
     resolve_source,
 )
-from .tokenizers import TokenizerPair, fit_subwords
+from .tokenizer_base import TOKENIZERS, Chunk, sample_pairs
+from .tokenizers import TokenizerPair
 from .truecase import Truecaser
-from .word_tokenizer import WordCounts, WordTokenizer
 
 EVAL_SPLITS = ("val", "test")
 CHUNK_PAIRS = 5_000  # pairs a worker encodes at a time
-SAMPLE_SEED = 0  # the sample SentencePiece is fitted on is the same on every run
 log = logging.getLogger("tfm")
 
 
@@ -118,24 +118,35 @@ class SplitStats:
             self.unknown[side] += r.unknown[side]
         self.spellings.update(r.spellings)
 
-    def summary(self) -> dict[str, Any]:
-        def side(i: int) -> dict[str, float]:
-            return {"mean": round(self.lengths[i] / max(1, self.pairs), 2), "max": self.longest[i]}
+    def summary(self) -> SplitSummary:
+        def side(i: int) -> Lengths:
+            return Lengths(round(self.lengths[i] / max(1, self.pairs), 2), self.longest[i])
 
-        return {"pairs": self.pairs, "src_len": side(0), "tgt_len": side(1)}
+        return SplitSummary(self.pairs, side(0), side(1))
 
-    def oov_rate(self) -> dict[str, float]:
-        return {name: round(self.unknown[i] / max(1, self.lengths[i]), 5)
-                for i, name in enumerate(("src", "tgt"))}
+    def oov_rate(self) -> Rates:
+        return Rates(*(round(self.unknown[i] / max(1, self.lengths[i]), 5) for i in range(2)))
 
 
 class TrainingPairs:
     """The training files as a stream of chunks: pairs with an empty side are dropped (and
-    counted), at most `limit` pairs are kept. Each call of `chunks` reads the files again."""
+    counted), at most `limit` pairs are kept. Each call of `chunks` reads the files again.
+    It is the `TrainingText` tokenizers are fitted on (`sample`, `map` in `workers` processes),
+    stopping between chunks when `check_stop` says so."""
 
-    def __init__(self, src: Path, tgt: Path, limit: int | None):
+    def __init__(self, src: Path, tgt: Path, limit: int | None, workers: int = 1,
+                 check_stop: Callable[[], None] | None = None):
         self.paths, self.limit = (src, tgt), limit
+        self.workers, self.check_stop = workers, check_stop
         self.empty = 0
+
+    def sample(self, size: int) -> Chunk:
+        return sample_pairs(self.chunks(), size, self.check_stop)
+
+    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]
+            ) -> Iterator[Any]:
+        with ChunkPool(self.workers, setup, args) as pool:
+            yield from pool.map(fn, self.chunks(), self.check_stop)
 
     def chunks(self) -> Iterator[Chunk]:
         self.empty = 0
@@ -152,43 +163,11 @@ class TrainingPairs:
                 return
 
 
-def _sample(chunks: Iterator[Chunk], size: int, check_stop: Callable[[], None] | None) -> Chunk:
-    """A seeded uniform sample of at most `size` pairs (all of them, in order, when there are
-    no more): reservoir sampling, so memory holds the sample only."""
-    rng = random.Random(SAMPLE_SEED)
-    sources: list[str] = []
-    targets: list[str] = []
-    seen = 0
-    for chunk in chunks:
-        if check_stop is not None:
-            check_stop()
-        for a, b in zip(*chunk):
-            if seen < size:
-                sources.append(a)
-                targets.append(b)
-            else:
-                j = rng.randrange(seen + 1)
-                if j < size:
-                    sources[j], targets[j] = a, b
-            seen += 1
-    return sources, targets
-
-
-def _fit_tokenizers(cfg: Config, train: TrainingPairs, workers: int,
-                    check_stop: Callable[[], None] | None) -> TokenizerPair:
-    """Word tokenizers from counts over the whole training split (counted in the workers);
-    SentencePiece from a sample of `tokenizer.fit_sample` pairs, with every CPU."""
-    tc, langs = cfg.tokenizer, (cfg.data.src_lang, cfg.data.tgt_lang)
-    if tc.kind == "sentencepiece":
-        sources, targets = _sample(train.chunks(), tc.fit_sample, check_stop)
-        return fit_subwords(tc, sources, targets, workers)
-    totals = (WordCounts.empty(), WordCounts.empty())
-    with ChunkPool(workers, setup, (None, None, langs, tc.lowercase)) as pool:
-        for src_counts, tgt_counts in pool.map(count_words, train.chunks(), check_stop):
-            totals[0].add(src_counts)
-            totals[1].add(tgt_counts)
-    return TokenizerPair(WordTokenizer.from_counts(langs[0], totals[0], tc),
-                         WordTokenizer.from_counts(langs[1], totals[1], tc))
+def _fit_tokenizers(cfg: Config, train: TrainingPairs) -> TokenizerPair:
+    """tokenizer.kind's tokenizers fitted on the training split (each kind knows how:
+    `Tokenizer.fit`; SentencePiece on a sample, word vocabularies on counts in the workers)."""
+    src, tgt = TOKENIZERS[cfg.tokenizer.kind].fit(cfg.tokenizer, (cfg.data.src_lang, cfg.data.tgt_lang), train)
+    return TokenizerPair(src, tgt, joint=src is tgt)
 
 
 def _encode_split(writer: ShardWriter, chunks: Iterator[Chunk], pool: ChunkPool,
@@ -208,14 +187,14 @@ def _chunked(lines: tuple[list[str], list[str]]) -> Iterator[Chunk]:
         yield lines[0][start : start + CHUNK_PAIRS], lines[1][start : start + CHUNK_PAIRS]
 
 
-def _choose_source(cfg: Config, old: dict[str, Any] | None) -> str:
+def _choose_source(cfg: Config, old: DataManifest | None) -> str:
     """The configured source (option, config, environment); else the one the last preprocess
     used, when it was a local folder that still exists; else the corpus's public URL."""
     given = explicit_source(cfg.data)
     if given is not None:
         return given
-    recorded = (old or {}).get("source")
-    if isinstance(recorded, str) and Path(recorded).is_dir():
+    recorded = old.source if old is not None else None
+    if recorded is not None and Path(recorded).is_dir():
         log.info("using the source recorded by the last preprocess: %s", recorded)
         return recorded
     return resolve_source(cfg.data)
@@ -266,11 +245,11 @@ def _prepare(cfg: Config, force: bool, check_stop: Callable[[], None] | None,
     removed = remove_stale_work_folders(folder)
     if removed:
         log.info("removed %d work folder(s) left by an interrupted preprocess beside %s", removed, folder)
-    old = read_manifest(folder) if (folder / "manifest.json").is_file() else None
+    old = DataManifest.read(folder)
     source = _choose_source(cfg, old)
     log.info("source: %s", source)
     try:
-        files = fetch_corpus(cfg.data, source, None if verify or old is None else old.get("source_files"))
+        files = fetch_corpus(cfg.data, source, None if verify or old is None else old.source_files)
     except UsageError:
         raise
     except TfmError as e:  # unreachable source: fall back on data built with the same settings
@@ -278,55 +257,54 @@ def _prepare(cfg: Config, force: bool, check_stop: Callable[[], None] | None,
     fingerprint = data_fingerprint(cfg, files)
     if old is not None and not force and _still_current(folder, old, fingerprint, verify, given):
         return Prepared(folder, old), False
-    manifest = {
-        "format": FORMAT_VERSION,
-        "fingerprint": fingerprint,
-        "settings_fingerprint": settings_fingerprint(cfg),
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "source": source,
-        "files": {f.path.name: f.sha256 for f in files},
-        "source_files": {str(f.path.resolve()): file_record(f.path, f.sha256) for f in files},
-        "src_lang": cfg.data.src_lang,
-        "tgt_lang": cfg.data.tgt_lang,
-        "tokenizer": given.pair.src.kind if given else cfg.tokenizer.kind,
-        "tokenizer_from": given.parent if given else None,
-    }
+    origin = Origin(
+        fingerprint=fingerprint,
+        settings_fingerprint=settings_fingerprint(cfg),
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        source=source,
+        files={f.path.name: f.sha256 for f in files},
+        source_files={str(f.path.resolve()): file_record(f.path, f.sha256) for f in files},
+        src_lang=cfg.data.src_lang,
+        tgt_lang=cfg.data.tgt_lang,
+        tokenizer=given.pair.src.kind if given else cfg.tokenizer.kind,
+        tokenizer_from=given.parent if given else None,
+    )
     with rebuilding(folder, check_stop):
-        pair = _build(cfg, files, manifest, started, check_stop, given)
+        pair, manifest = _build(cfg, files, origin, started, check_stop, given)
     return Prepared(folder, manifest, pair), True
 
 
-def _tokenizers_differ(old: dict[str, Any], given: GivenTokenizers | None) -> str | None:
+def _tokenizers_differ(old: DataManifest, given: GivenTokenizers | None) -> str | None:
     """Why a folder's tokenizers are not the ones asked for (None: they are): given ones must
     have the same vocabularies; without, the folder must hold its own fitted ones."""
     if given is None:
-        return "its tokenizers came from a parent model" if old.get("tokenizer_from") else None
-    if old.get("tokenizer_sha256") != given.digest:
+        return "its tokenizers came from a parent model" if old.tokenizer_from else None
+    if old.tokenizer_sha256 != given.digest:
         return "it was encoded with other tokenizers than the parent model's"
     return None
 
 
-def _stand_in(cfg: Config, old: dict[str, Any] | None, error: TfmError, force: bool,
+def _stand_in(cfg: Config, old: DataManifest | None, error: TfmError, force: bool,
               given: GivenTokenizers | None) -> Prepared:
     """The existing folder in place of a source that cannot be reached, when it was built with
     the same settings and tokenizers and is intact; else the error."""
     folder = cfg.data_dir
-    if (old is None or old.get("settings_fingerprint") != settings_fingerprint(cfg) or force
+    if (old is None or old.settings_fingerprint != settings_fingerprint(cfg) or force
             or _tokenizers_differ(old, given)):
         raise error
     problem = verify_folder(folder, old)
     if problem is not None:
         raise TfmError(f"{error}; the preprocessed data in {folder} cannot stand in: {problem}") from None
     log.warning("warning: %s; using the preprocessed data in %s (built %s from %s)", error, folder,
-                old.get("created"), old.get("source"))
+                old.created, old.source)
     return Prepared(folder, old)
 
 
-def _still_current(folder: Path, old: dict[str, Any], fingerprint: str, verify: bool,
+def _still_current(folder: Path, old: DataManifest, fingerprint: str, verify: bool,
                    given: GivenTokenizers | None) -> bool:
     """Whether the folder was built from these inputs, settings and tokenizers and is
     undamaged (every file read when `verify`)."""
-    if old.get("fingerprint") != fingerprint:
+    if old.fingerprint != fingerprint:
         log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
         return False
     other = _tokenizers_differ(old, given)
@@ -339,23 +317,26 @@ def _still_current(folder: Path, old: dict[str, Any], fingerprint: str, verify: 
     return problem is None
 
 
-def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], started: float,
-           check_stop: Callable[[], None] | None, given: GivenTokenizers | None) -> TokenizerPair:
+def _build(cfg: Config, files: list[CorpusFile], origin: Origin, started: float,
+           check_stop: Callable[[], None] | None, given: GivenTokenizers | None
+           ) -> tuple[TokenizerPair, DataManifest]:
     """Fit the tokenizers (unless `given`), then encode every split into a work folder that replaces
-    `cfg.data_dir` as a whole (`atomic_write_folder`); completes `manifest` on the way.
+    `cfg.data_dir` as a whole (`atomic_write_folder`); returns them and the folder's manifest.
     Memory holds a sample (SentencePiece), the evaluation splits and a few chunks per worker."""
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
     paths = {s: tuple(next(f.path for f in files if (f.split, f.lang) == (s, lang)) for lang in langs)
              for s in SPLITS}
     evaluation = {s: read_parallel(*paths[s]) for s in EVAL_SPLITS}  # small: read first, fail early
-    train = TrainingPairs(*paths["train"], cfg.data.limit_train)
     workers = available_cpus()
+    train = TrainingPairs(*paths["train"], cfg.data.limit_train, workers, check_stop)
     if given is None:
-        pair = _fit_tokenizers(cfg, train, workers, check_stop)
+        pair = _fit_tokenizers(cfg, train)
     else:  # the parent's vocabularies; the truecaser is learned from this corpus below
         pair = TokenizerPair(given.pair.src, given.pair.tgt, given.pair.joint)
     release_freed_memory()  # the sample SentencePiece was fitted on, before workers are forked
     dtype = id_dtype(max(pair.src.vocab_size, pair.tgt.vocab_size))
+
+    built: list[DataManifest] = []
 
     def build(folder: Path) -> None:
         stats: dict[str, SplitStats] = {}
@@ -371,29 +352,31 @@ def _build(cfg: Config, files: list[CorpusFile], manifest: dict[str, Any], start
                                              _chunked(evaluation[s]), pool, check_stop, bar)
         if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
-        manifest.update({
-            "vocab_size": {"src": pair.src.vocab_size, "tgt": pair.tgt.vocab_size},
-            "tokenizer_sha256": pair.vocabulary_digest(),
-            "joint_vocab": pair.joint,
-            "id_dtype": dtype,
-            "shards": {s: stats[s].shards for s in SPLITS},
-            "splits": {s: stats[s].summary() for s in SPLITS},
-            "dropped": {"empty_train_pairs": train.empty, "too_long_train_pairs": stats["train"].too_long},
-            "oov_rate_val": stats["val"].oov_rate(),
-            "versions": package_versions(),
-            "elapsed_s": round(time.monotonic() - started, 2),
-        })
         pair.save(folder)
         (folder / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
-        manifest["outputs"] = {p.name: file_record(p, current_sha256(p))
-                               for p in sorted(folder.iterdir()) if p.is_file()}
-        (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        outputs = {p.name: file_record(p, current_sha256(p)) for p in sorted(folder.iterdir()) if p.is_file()}
+        manifest = DataManifest(
+            **{f.name: getattr(origin, f.name) for f in dataclasses.fields(Origin)},
+            vocab_size=VocabSizes(pair.src.vocab_size, pair.tgt.vocab_size),
+            tokenizer_sha256=pair.vocabulary_digest(),
+            joint_vocab=pair.joint,
+            id_dtype=dtype,
+            shards={s: stats[s].shards for s in SPLITS},
+            splits={s: stats[s].summary() for s in SPLITS},
+            dropped=Dropped(train.empty, stats["train"].too_long),
+            oov_rate_val=stats["val"].oov_rate(),
+            versions=package_versions(),
+            elapsed_s=round(time.monotonic() - started, 2),
+            outputs=outputs,
+        )
+        manifest.write(folder)
+        built.append(manifest)
 
     try:
         atomic_write_folder(cfg.data_dir, build)
     except WriteError as e:  # a full disk: said as the data's problem
         raise TfmError(f"cannot write preprocessed data to {cfg.data_dir}: {e.reason}") from None
-    return pair
+    return pair, built[0]
 
 
 def _check_enough(cfg: Config, train: SplitStats, empty: int) -> None:
@@ -404,22 +387,22 @@ def _check_enough(cfg: Config, train: SplitStats, empty: int) -> None:
                          f"data.min_train_pairs={cfg.data.min_train_pairs} are needed")
 
 
-def summary_table(manifest: dict[str, Any]) -> str:
+def summary_table(manifest: DataManifest) -> str:
     """The short table printed at the end of `tfm preprocess`."""
-    src, tgt = manifest["src_lang"], manifest["tgt_lang"]
+    src, tgt = manifest.langs
     rows = [("split", "pairs", f"{src} mean/max", f"{tgt} mean/max")]
-    for split, s in manifest["splits"].items():
-        rows.append((split, str(s["pairs"]), f"{s['src_len']['mean']:.1f} / {s['src_len']['max']}",
-                     f"{s['tgt_len']['mean']:.1f} / {s['tgt_len']['max']}"))
+    for split, s in manifest.splits.items():
+        rows.append((split, str(s.pairs), f"{s.src_len.mean:.1f} / {s.src_len.max}",
+                     f"{s.tgt_len.mean:.1f} / {s.tgt_len.max}"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
-    vocab, oov = manifest["vocab_size"], manifest["oov_rate_val"]
-    joint = " (joint)" if manifest.get("joint_vocab") else ""
-    lines.append(f"vocab ({manifest['tokenizer']}){joint}: {src} {vocab['src']}, {tgt} {vocab['tgt']}")
-    lines.append(f"OOV rate on val: {src} {100 * oov['src']:.2f}%, {tgt} {100 * oov['tgt']:.2f}%")
-    dropped = manifest["dropped"]
-    if any(dropped.values()):
-        lines.append(f"dropped from train: {dropped['empty_train_pairs']} empty, "
-                     f"{dropped['too_long_train_pairs']} longer than data.train_max_len")
+    vocab, oov = manifest.vocab_size, manifest.oov_rate_val
+    joint = " (joint)" if manifest.joint_vocab else ""
+    lines.append(f"vocab ({manifest.tokenizer}){joint}: {src} {vocab.src}, {tgt} {vocab.tgt}")
+    lines.append(f"OOV rate on val: {src} {100 * oov.src:.2f}%, {tgt} {100 * oov.tgt:.2f}%")
+    dropped = manifest.dropped
+    if dropped.empty_train_pairs or dropped.too_long_train_pairs:
+        lines.append(f"dropped from train: {dropped.empty_train_pairs} empty, "
+                     f"{dropped.too_long_train_pairs} longer than data.train_max_len")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import UsageError, first_line
-from .tokenizer_base import TOKENIZERS, ProgressCallback, Tokenizer, strip_specials
+from .tokenizer_base import TOKENIZERS, ProgressCallback, Tokenizer, TrainingText, strip_specials
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, SpecialIds
 
 _SPM_TOO_BIG = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
@@ -64,6 +64,17 @@ class SubwordTokenizer(Tokenizer):
         if progress:
             progress(len(lines))
         return ids
+
+    @classmethod
+    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText
+            ) -> tuple[Tokenizer, Tokenizer]:
+        """SentencePiece on a seeded sample of tokenizer.fit_sample pairs, with every CPU:
+        one model for both sides (tokenizer.joint) or one each."""
+        sources, targets = text.sample(cfg.fit_sample)
+        if cfg.joint:
+            shared = cls.train([*sources, *targets], cfg, text.workers)
+            return shared, shared
+        return cls.train(sources, cfg, text.workers), cls.train(targets, cfg, text.workers)
 
     def set_threads(self, threads: int) -> None:
         self.threads = threads

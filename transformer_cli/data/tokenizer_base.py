@@ -9,14 +9,58 @@ holds the pair a model translates with.
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import UsageError
 from ..registry import Registry
 from .vocab import SpecialIds
 
+if TYPE_CHECKING:
+    from ..config import TokenizerConfig
+
 ProgressCallback = Callable[[int], None]
+Chunk = tuple[list[str], list[str]]  # source lines, target lines
+SAMPLE_SEED = 0  # the sample a tokenizer is fitted on is the same on every run
+
+
+class TrainingText(Protocol):
+    """What fitting reads of a training corpus, however large (data/preprocess.py's stream of
+    chunks, or lines held in memory): a bounded sample, or a function of every chunk computed
+    in worker processes."""
+
+    workers: int  # processes (and threads) fitting may use
+
+    def sample(self, size: int) -> Chunk:
+        """A seeded uniform sample of at most `size` pairs (all of them when there are fewer)."""
+
+    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]
+            ) -> Iterator[Any]:
+        """`fn` of every chunk, in order, in processes each set up once by `setup(*args)`."""
+
+
+def sample_pairs(chunks: Iterator[Chunk], size: int, check_stop: Callable[[], None] | None = None) -> Chunk:
+    """A seeded uniform sample of at most `size` pairs (all of them, in order, when there are
+    no more): reservoir sampling, so memory holds the sample only."""
+    rng = random.Random(SAMPLE_SEED)
+    sources: list[str] = []
+    targets: list[str] = []
+    seen = 0
+    for chunk in chunks:
+        if check_stop is not None:
+            check_stop()
+        for a, b in zip(*chunk):
+            if seen < size:
+                sources.append(a)
+                targets.append(b)
+            else:
+                j = rng.randrange(seen + 1)
+                if j < size:
+                    sources[j], targets[j] = a, b
+            seen += 1
+    return sources, targets
 
 
 def strip_specials(ids: Sequence[int], specials: SpecialIds) -> list[int]:
@@ -78,6 +122,14 @@ class Tokenizer(ABC):
         `samples`); others have one segmentation: encode_batch's."""
         return self.encode_batch(lines)
 
+    @classmethod
+    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText
+            ) -> tuple[Tokenizer, Tokenizer]:
+        """The source and target tokenizers of this kind learned from `text` (one object twice:
+        a joint vocabulary). A kind that is never fitted says so (it comes with a model)."""
+        raise UsageError(f"a {cls.kind} tokenizer is not fitted on a corpus: it comes with a trained "
+                         "model (train.init_from)")
+
     def set_threads(self, threads: int) -> None:  # noqa: B027 - optional: most kinds have none
         """Threads encode_batch may use (-1: all); a kind without threads ignores it."""
 
@@ -85,7 +137,7 @@ class Tokenizer(ABC):
 
 
 # "kind" in a tokenizer's state -> its class (each kind module registers itself).
-TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind")
+TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind")
 
 
 def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,13 +17,13 @@ from ..config import TokenizerConfig
 from ..errors import first_line
 from .piece_vocab_tokenizer import PieceVocabTokenizer
 from .subword_tokenizer import SubwordTokenizer
-from .tokenizer_base import Tokenizer, tokenizer_from_state
+from .tokenizer_base import TOKENIZERS, Chunk, Tokenizer, sample_pairs, tokenizer_from_state
 from .truecase import Truecaser
 from .vocab import Framing
 from .word_tokenizer import WordCounts, WordTokenizer
 
 __all__ = ["PieceVocabTokenizer", "SubwordTokenizer", "Tokenizer", "TokenizerPair", "WordCounts",
-           "WordTokenizer", "fit_subwords", "fit_tokenizers", "vocabulary_digest"]
+           "WordTokenizer", "fit_tokenizers", "vocabulary_digest"]
 
 
 @dataclass
@@ -45,6 +45,14 @@ class TokenizerPair:
     def vocabulary_digest(self) -> str:
         """See `vocabulary_digest`."""
         return vocabulary_digest(self.state())
+
+    def same_vocabulary(self) -> bool:
+        """Whether both sides give a token the same id (a joint vocabulary, or two equal ones):
+        what sharing one embedding matrix needs (model.share_embeddings)."""
+        if self.joint:
+            return True
+        sizes = self.src.vocab_size, self.tgt.vocab_size
+        return sizes[0] == sizes[1] and self.src.id_to_token(range(sizes[0])) == self.tgt.id_to_token(range(sizes[1]))
 
     @property
     def framing(self) -> Framing:
@@ -102,20 +110,25 @@ def vocabulary_digest(state: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def fit_subwords(cfg: TokenizerConfig, src_lines: Sequence[str], tgt_lines: Sequence[str],
-                 threads: int) -> TokenizerPair:
-    """SentencePiece models learned from (a sample of) the training text."""
-    if cfg.joint:
-        shared = SubwordTokenizer.train([*src_lines, *tgt_lines], cfg, threads)
-        return TokenizerPair(shared, shared, joint=True)
-    return TokenizerPair(SubwordTokenizer.train(src_lines, cfg, threads),
-                         SubwordTokenizer.train(tgt_lines, cfg, threads))
+@dataclass
+class LinesText:
+    """Training text held in memory, as tokenizers are fitted on it (tokenizer_base.TrainingText)."""
+
+    sources: Sequence[str]
+    targets: Sequence[str]
+    workers: int = 1
+
+    def sample(self, size: int) -> Chunk:
+        return sample_pairs(iter([(list(self.sources), list(self.targets))]), size)
+
+    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None],
+            args: tuple[Any, ...]) -> Iterator[Any]:
+        setup(*args)
+        yield fn((list(self.sources), list(self.targets)))
 
 
 def fit_tokenizers(cfg: TokenizerConfig, src_lang: str, tgt_lang: str, src_lines: Sequence[str],
                    tgt_lines: Sequence[str], threads: int = 1) -> TokenizerPair:
-    """Tokenizers learned from training text held in memory."""
-    if cfg.kind == "spacy":
-        return TokenizerPair(WordTokenizer.fit(src_lang, src_lines, cfg),
-                             WordTokenizer.fit(tgt_lang, tgt_lines, cfg))
-    return fit_subwords(cfg, src_lines, tgt_lines, threads)
+    """tokenizer.kind's tokenizers learned from training text held in memory."""
+    src, tgt = TOKENIZERS[cfg.kind].fit(cfg, (src_lang, tgt_lang), LinesText(src_lines, tgt_lines, threads))
+    return TokenizerPair(src, tgt, joint=src is tgt)

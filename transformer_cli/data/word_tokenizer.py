@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import UsageError
-from .tokenizer_base import TOKENIZERS, ProgressCallback, Tokenizer, strip_specials
+from .tokenizer_base import TOKENIZERS, Chunk, ProgressCallback, Tokenizer, TrainingText, strip_specials
 from .vocab import SPECIALS, Vocab
 
 
@@ -89,9 +89,15 @@ class WordTokenizer(Tokenizer):
         return counts
 
     @classmethod
-    def fit(cls, lang: str, lines: Sequence[str], cfg: TokenizerConfig) -> WordTokenizer:
-        """Learned from `lines` in one go (preprocessing counts parts in parallel instead)."""
-        return cls.from_counts(lang, cls.blank(lang, cfg.lowercase).count(lines), cfg)
+    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText
+            ) -> tuple[Tokenizer, Tokenizer]:
+        """Vocabularies and detokenization rules from counts over the whole training text,
+        counted chunk by chunk in the workers."""
+        totals = (WordCounts.empty(), WordCounts.empty())
+        for src_counts, tgt_counts in text.map(_count, _count_setup, (langs, cfg.lowercase)):
+            totals[0].add(src_counts)
+            totals[1].add(tgt_counts)
+        return cls.from_counts(langs[0], totals[0], cfg), cls.from_counts(langs[1], totals[1], cfg)
 
     @classmethod
     def blank(cls, lang: str, lowercase: bool) -> WordTokenizer:
@@ -145,6 +151,21 @@ class WordTokenizer(Tokenizer):
     def from_state(cls, state: dict[str, Any]) -> WordTokenizer:
         return cls(state["lang"], Vocab(state["itos"]), state["lowercase"], state["attach_left"],
                    state["attach_right"])
+
+
+_counters: tuple[WordTokenizer, WordTokenizer] | None = None  # in a counting worker
+
+
+def _count_setup(langs: tuple[str, str], lowercase: bool) -> None:
+    """Per worker process: blank tokenizers to count with."""
+    global _counters
+    _counters = (WordTokenizer.blank(langs[0], lowercase), WordTokenizer.blank(langs[1], lowercase))
+
+
+def _count(chunk: Chunk) -> tuple[WordCounts, WordCounts]:
+    """What the source and target word tokenizers learn from this chunk."""
+    assert _counters is not None, "_count_setup() first"
+    return _counters[0].count(chunk[0]), _counters[1].count(chunk[1])
 
 
 TOKENIZERS.register(WordTokenizer.kind, WordTokenizer)

@@ -17,21 +17,15 @@ into a temp folder and renamed into place, so a reader never sees half an export
 
 from __future__ import annotations
 
-import json
 import time
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
-from .. import __version__
 from ..checkpoint import CheckpointError
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_sha256
 from .engine import import_ctranslate2, weight_type
-
-MANIFEST = "tfm-export.json"
-FORMAT = "tfm-export/1"
+from .manifest import MANIFEST, ExportManifest, stated_engine
 
 
 def is_export(path: Path) -> bool:
@@ -41,20 +35,14 @@ def is_export(path: Path) -> bool:
 
 
 def export_engine(path: Path) -> str | None:
-    """What runs a tfm export folder: "ctranslate2" (manifests before the engine was named say
-    nothing else) or "transformers" (hf/export.py); None when `path` is no export."""
-    if not is_export(path):
-        return None
-    try:
-        manifest = json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return "ctranslate2"  # read_export reports the damage
-    return str(manifest.get("engine", "ctranslate2")) if isinstance(manifest, dict) else "ctranslate2"
+    """What runs a tfm export folder: "ctranslate2" or "transformers" (hf/export.py); None
+    when `path` is no export."""
+    return stated_engine(path) if is_export(path) else None
 
 
-def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none") -> dict[str, Any]:
+def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none") -> tuple[ExportManifest, float]:
     """Write the CTranslate2 export of a tfm checkpoint to the folder `output` (replacing an
-    earlier export there); returns the manifest, with "seconds" it took added. All the work
+    earlier export there); returns its manifest and the seconds it took. All the work
     happens inside the work folder of `atomic_write_folder`, so a stop or failure at any point
     leaves `output` as it was and no work folder behind."""
     from ..inference.translate import model_from_checkpoint
@@ -66,7 +54,7 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     weights = weight_type(quantization)
     output = Path(output)
     check_output(output)
-    manifest: dict[str, Any] = {}
+    written: list[ExportManifest] = []
 
     def build(folder: Path) -> None:
         read, _ = read_model(checkpoint)
@@ -75,19 +63,14 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
         spec.optimize(quantization=weights)
         spec.save(str(folder))
         tokenizers.save(folder)
-        manifest.update({
-            "format": FORMAT, "engine": "ctranslate2", "engine_version": ct2.__version__,
-            "quantization": quantization, "weights": weights, "tfm_version": __version__,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "checkpoint": str(checkpoint), "checkpoint_sha256": read.sha256,
-            "checkpoint_file_sha256": file_sha256(checkpoint),
-            "model": read.model_description(), "config": read.config, "metrics": read.metrics,
-            "files": {p.name: file_sha256(p) for p in sorted(folder.iterdir())}})
-        (folder / MANIFEST).write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
-                                       encoding="utf-8")
+        manifest = ExportManifest.new("ctranslate2", checkpoint, read, folder, engine_version=ct2.__version__,
+                                      quantization=quantization, weights=weights,
+                                      checkpoint_file_sha256=file_sha256(checkpoint))
+        manifest.write(folder)
+        written.append(manifest)
 
     atomic_write_folder(output, build)
-    return {**manifest, "seconds": round(time.perf_counter() - started, 3)}
+    return written[0], round(time.perf_counter() - started, 3)
 
 
 def check_output(output: Path) -> None:
@@ -103,25 +86,12 @@ def check_output(output: Path) -> None:
                          "--output folder")
 
 
-def read_export(folder: Path) -> tuple[dict[str, Any], TokenizerPair]:
+def read_export(folder: Path) -> tuple[ExportManifest, TokenizerPair]:
     """The manifest and tokenizers of an export, after checking every file's sha256.
     Raises CheckpointError for a damaged or foreign folder."""
-    folder = Path(folder)
+    manifest = ExportManifest.read(folder)
     try:
-        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"export {folder}: cannot read {MANIFEST}: {e}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{folder} is not a tfm export (format {FORMAT} expected in {MANIFEST})")
-    for name, digest in manifest.get("files", {}).items():
-        path = folder / name
-        if not path.is_file():
-            raise CheckpointError(f"export {folder} is incomplete: {name} is missing")
-        if file_sha256(path) != digest:
-            raise CheckpointError(f"export {folder} is damaged: {name} does not match its sha256 "
-                                  f"in {MANIFEST}")
-    try:
-        tokenizers = TokenizerPair.load(folder)
+        tokenizers = TokenizerPair.load(Path(folder))
     except (OSError, ValueError, KeyError) as e:
         raise CheckpointError(f"export {folder}: cannot load its tokenizer: {e}") from None
     return manifest, tokenizers

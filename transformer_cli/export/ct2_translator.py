@@ -30,7 +30,7 @@ from ..errors import UsageError, first_line
 from ..fsutil import file_sha256
 from ..inference.search import Hypothesis, output_limits
 from ..inference.strategies import strategy_for
-from ..inference.translate import Translation, TranslationBackend
+from ..inference.translate import ModelMetadata, Translation, TranslationBackend
 from .bundle import MANIFEST, read_export
 from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
 
@@ -51,20 +51,20 @@ class Ct2Translator(TranslationBackend):
             raise UsageError("--device cuda: no CUDA GPU is visible to CTranslate2")
         manifest, tokenizers = read_export(folder)
         try:
-            self.max_positions = int(manifest["model"]["config"]["max_len"])
+            self.max_positions = int(manifest.model.config["max_len"])
             if decode is None:
-                decode = build_section(DecodeConfig, manifest["config"].get("decode", {}), "decode")
-            # "sha256" names what is loaded (the export: its manifest holds every file's sha256),
-            # "checkpoint_sha256" the checkpoint it was exported from.
-            metadata = {"sha256": file_sha256(Path(folder) / MANIFEST),
-                        **{k: manifest[k] for k in ("checkpoint_sha256", "config", "metrics", "model")}}
+                decode = build_section(DecodeConfig, manifest.config.get("decode", {}), "decode")
         except (KeyError, TypeError, ValueError, AttributeError, UsageError) as e:
             raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
+        # sha256 names what is loaded (the export: its manifest holds every file's sha256),
+        # checkpoint_sha256 the checkpoint it was exported from.
+        metadata = ModelMetadata(file_sha256(Path(folder) / MANIFEST), manifest.model, manifest.config,
+                                 manifest.metrics, manifest.checkpoint_sha256)
         super().__init__(tokenizers, decode, self.max_positions, metadata)
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_token_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
-        if str(manifest.get("weights", "")).startswith("int8") and self.engine_device(ct2, device) == "cpu" \
+        if (manifest.weights or "").startswith("int8") and self.engine_device(ct2, device) == "cpu" \
                 and int8_loses_accuracy_here():
             log.warning(INT8_WARNING)
         try:
@@ -87,6 +87,9 @@ class Ct2Translator(TranslationBackend):
                                cap=self.max_positions).tolist()
         options = strategy_for(d).ct2_options(d)
         penalty = options["length_penalty"]
+        ids = self.tokenizers.tgt.ids
+        if ids.sos == ids.pad:  # as tfm's search (inference/search.py): never the start token
+            options["suppress_sequences"] = [[self.tgt_tokens[ids.sos]]]
         results = self.engine.translate_batch(
             [self._source_tokens(s) for s in sources], **options,
             max_decoding_length=max(1, max(limits) - 1), min_decoding_length=0,

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..checkpoint import Checkpoint
 from ..config import ModelConfig
 from ..config_values import build_section
@@ -40,9 +38,10 @@ from ..data.subword_tokenizer import SubwordTokenizer
 from ..data.tokenizer_base import Tokenizer
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
-from ..export.bundle import FORMAT, check_output
-from ..fsutil import atomic_write_folder, file_sha256
-from .folder import MANIFEST, TFM_TOKENIZER
+from ..export.bundle import check_output
+from ..export.manifest import ExportManifest
+from ..fsutil import atomic_write_folder
+from .folder import TFM_TOKENIZER
 from .marian import export_refusals, feature_order, hf_config, permute_features, reorder_vocab, to_hf, vocab_order
 
 
@@ -71,9 +70,9 @@ def _spm(tokenizer: Tokenizer) -> bytes:
     return model
 
 
-def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> dict[str, Any]:
+def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[ExportManifest, float]:
     """Write `checkpoint` (read from `source`) to the folder `output` as a MarianMT model
-    (replacing an earlier export there); returns the manifest with "seconds" added."""
+    (replacing an earlier export there); returns its manifest and the seconds it took."""
     from safetensors.torch import save_file
 
     started = time.perf_counter()
@@ -95,7 +94,7 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> dict[str, A
     if interleaved:
         state = permute_features(state, feature_order(cfg.d_model))
     decode = checkpoint.config.get("decode", {})
-    manifest: dict[str, Any] = {}
+    written: list[ExportManifest] = []
 
     def write(folder: Path) -> None:
         def dump(name: str, value: Any) -> None:
@@ -104,7 +103,7 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> dict[str, A
         dump("config.json", hf_config(cfg, src.vocab_size, tgt.vocab_size, pad, eos, start))
         dump("generation_config.json", {
             "decoder_start_token_id": start, "eos_token_id": eos, "forced_eos_token_id": eos,
-            "pad_token_id": pad, "bad_words_ids": [[start]], "max_length": cfg.max_len,
+            "pad_token_id": pad, "max_length": cfg.max_len,
             "num_beams": decode.get("beam_size", 1), "length_penalty": decode.get("length_penalty", 1.0),
             "early_stopping": True})  # tfm's beam ends once beam_size hypotheses have
         names = src.id_to_token([src.ids.unk, src.ids.pad, src.ids.eos])
@@ -120,16 +119,12 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> dict[str, A
         (folder / "target.spm").write_bytes(_spm(tgt))
         save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
         tokenizers.save(folder, TFM_TOKENIZER)
-        manifest.update({
-            "format": FORMAT, "engine": "transformers", "tfm_version": __version__,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "checkpoint": str(source), "checkpoint_sha256": checkpoint.sha256,
-            "features": "interleaved" if interleaved else "halves", "tokenizer": TFM_TOKENIZER,
-            "pad_moved_last": {"src": src.ids.pad, "tgt": tgt.ids.pad},  # marian.vocab_order
-            "model": checkpoint.model_description(), "config": checkpoint.config,
-            "metrics": checkpoint.metrics,
-            "files": {p.name: file_sha256(p) for p in sorted(folder.iterdir())}})
-        dump(MANIFEST, manifest)
+        manifest = ExportManifest.new("transformers", source, checkpoint, folder,
+                                      features="interleaved" if interleaved else "halves",
+                                      tokenizer=TFM_TOKENIZER,
+                                      pad_moved_last={"src": src.ids.pad, "tgt": tgt.ids.pad})  # vocab_order
+        manifest.write(folder)
+        written.append(manifest)
 
     atomic_write_folder(output, write)
-    return {**manifest, "seconds": round(time.perf_counter() - started, 3)}
+    return written[0], round(time.perf_counter() - started, 3)

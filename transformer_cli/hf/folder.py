@@ -34,10 +34,9 @@ from ..config_values import build_section
 from ..data.piece_vocab_tokenizer import MARIAN_SPECIALS, PieceVocabTokenizer
 from ..data.tokenizers import TokenizerPair
 from ..errors import TfmError, UsageError, first_line
-from ..fsutil import file_sha256
+from ..export.manifest import MANIFEST, ExportManifest
 from .marian import feature_order, model_settings, permute_features, reorder_vocab, to_tfm, vocab_order
 
-MANIFEST = "tfm-export.json"  # the same name as a CTranslate2 export's (export/bundle.py)
 TFM_TOKENIZER = "tfm-tokenizer.json"  # tfm's tokenizers, in a folder tfm exported
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 HUB_FILES = ["config.json", "generation_config.json", "tokenizer_config.json", "*.spm", "vocab.json",
@@ -72,7 +71,7 @@ def read_folder(folder: Path) -> Checkpoint:
     """The MarianMT model in `folder` as a tfm Checkpoint. A folder tfm exported is verified
     against its tfm-export.json and read back as the model it was made from."""
     folder = Path(folder)
-    manifest = _verified_manifest(folder)
+    manifest = ExportManifest.read(folder) if (folder / MANIFEST).is_file() else None
     config = _json(folder / "config.json")
     options = _json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
     settings, refusals = model_settings(config)
@@ -82,13 +81,13 @@ def read_folder(folder: Path) -> Checkpoint:
         raise UsageError(f"{folder}: tfm cannot express this model: {'; '.join(refusals)}")
     state = _weights(folder)
     run = Config(name=folder.name).to_dict()
-    if manifest.get("tokenizer"):  # exported by tfm: its tokenizers, ids and settings back
-        tokenizers = _tfm_tokenizers(folder, manifest)
-        moved = manifest.get("pad_moved_last", {})
+    if manifest is not None and manifest.tokenizer:  # exported by tfm: its tokenizers, ids, settings
+        tokenizers = _tfm_tokenizers(folder, manifest.tokenizer)
+        moved = manifest.pad_moved_last or {}
         orders = [vocab_order(t.vocab_size, int(moved.get(side, t.vocab_size - 1)))
                   for side, t in (("src", tokenizers.src), ("tgt", tokenizers.tgt))]
         state = reorder_vocab(state, *(torch.tensor(order).argsort().tolist() for order in orders))
-        run = manifest["config"]
+        run = manifest.config
         settings = run["model"]
     else:
         run["decode"] = _decoding(folder)
@@ -98,7 +97,7 @@ def read_folder(folder: Path) -> Checkpoint:
         settings["output_bias"] = bias is not None and bool(bias.any())  # a zero bias is none
     try:
         cfg = build_section(ModelConfig, settings, "model")
-        if manifest.get("features") == "interleaved":  # exported from interleaved sinusoids
+        if manifest is not None and manifest.features == "interleaved":  # from interleaved sinusoids
             state = permute_features(state, feature_order(cfg.d_model).argsort())
         weights = to_tfm(state, cfg)
     except (UsageError, KeyError) as e:
@@ -106,14 +105,14 @@ def read_folder(folder: Path) -> Checkpoint:
     _check_sizes(folder, weights, tokenizers)
     run["model"] = dataclasses.asdict(cfg)
     checkpoint = Checkpoint("transformer", tokenizers.src.vocab_size, tokenizers.tgt.vocab_size,
-                            weights, tokenizers.state(), run, metrics=dict(manifest.get("metrics") or {}))
+                            weights, tokenizers.state(), run, metrics=dict(manifest.metrics if manifest else {}))
     checkpoint.sha256 = content_digest({**checkpoint.to_payload(), "format": FORMAT})
     return checkpoint
 
 
-def _tfm_tokenizers(folder: Path, manifest: dict[str, Any]) -> TokenizerPair:
+def _tfm_tokenizers(folder: Path, name: str) -> TokenizerPair:
     try:
-        return TokenizerPair.load(folder, str(manifest["tokenizer"]))
+        return TokenizerPair.load(folder, name)
     except (OSError, ValueError, KeyError) as e:
         raise TfmError(f"export {folder}: cannot load its tfm tokenizer: {first_line(e)}") from None
 
@@ -126,18 +125,6 @@ def _json(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise UsageError(f"{path} is not a JSON object")
     return value
-
-
-def _verified_manifest(folder: Path) -> dict[str, Any]:
-    """tfm-export.json of a folder tfm wrote, its files checked; {} for any other folder."""
-    if not (folder / MANIFEST).is_file():
-        return {}
-    manifest = _json(folder / MANIFEST)
-    for name, digest in manifest.get("files", {}).items():
-        if not (folder / name).is_file() or file_sha256(folder / name) != digest:
-            raise TfmError(f"export {folder} is damaged: {name} is missing or does not match its "
-                           f"sha256 in {MANIFEST}")
-    return manifest
 
 
 def _special(value: Any, default: str) -> str:

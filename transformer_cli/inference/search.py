@@ -6,10 +6,12 @@ The searches need only two calls of the model (the incremental part of model/con
 batch, so a batch costs as much as its longest output, and no more.
 
 Lengths count output tokens including `<eos>`; a sentence that reaches its limit gets `<eos>`
-forced at its last position, in greedy and beam search alike (so beam 1 == greedy). The
-decoder's start token is never produced (its log-probability is set to -inf after the
-softmax, as transformers' `bad_words_ids` does): a trained tfm model never predicts `<sos>`
-anyway, and for a Marian model the start token is `<pad>`.
+forced at its last position, in greedy and beam search alike (so beam 1 == greedy). A start
+token that is also the padding token (Marian's `<pad>`) is never produced: its log-probability
+is set to -inf after the softmax, as transformers' generation config for such models asks
+(`bad_words_ids`), so they decode exactly as in transformers. tfm's own `<sos>` is left to the
+model, which never learns to produce it, so a tfm model decodes exactly as its CTranslate2
+export.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..data.vocab import SpecialIds
 from ..model.contract import IncrementalDecoder, TranslationModel
 
 
@@ -35,9 +38,10 @@ def output_limits(src_lengths: Tensor, a: float, b: int, cap: int) -> Tensor:
     return (src_lengths.float() * a + b).long().clamp(min=1, max=cap)
 
 
-def _never_start(log_probs: Tensor, sos: int) -> Tensor:
-    """The start token made impossible (in place; log_probs [rows, vocab])."""
-    log_probs[:, sos] = float("-inf")
+def _never_start(log_probs: Tensor, ids: SpecialIds) -> Tensor:
+    """A start token that doubles as padding made impossible (in place; log_probs [rows, vocab])."""
+    if ids.sos == ids.pad:
+        log_probs[:, ids.sos] = float("-inf")
     return log_probs
 
 
@@ -89,7 +93,7 @@ def _one_path(model: IncrementalDecoder, src: Tensor, limits: Tensor, choose: Ch
     t = 0
     while alive.numel():
         log_probs, state = model.step(tokens, state)
-        log_probs = _force_eos(_never_start(log_probs, sos), limits[alive] <= t + 1, eos)
+        log_probs = _force_eos(_never_start(log_probs, model.tgt_ids), limits[alive] <= t + 1, eos)
         best, tokens = choose(log_probs)
         for i, tok, lp in zip(alive.tolist(), tokens.tolist(), best.tolist()):
             log_prob[i] += lp
@@ -114,8 +118,8 @@ def greedy_search_uncached(model: TranslationModel, src: Tensor, limits: Tensor)
         log_prob = 0.0
         for t in range(int(limits[i])):
             log_probs = torch.log_softmax(model(src[i : i + 1], prefix)[0, -1].float(), dim=-1)
-            log_probs = _force_eos(_never_start(log_probs[None], sos), torch.tensor([t + 1 >= int(limits[i])]),
-                                   eos)[0]
+            log_probs = _force_eos(_never_start(log_probs[None], model.tgt_ids),
+                                   torch.tensor([t + 1 >= int(limits[i])]), eos)[0]
             lp, tok = log_probs.max(dim=-1)
             log_prob += float(lp)
             if int(tok) == eos:
@@ -150,7 +154,8 @@ def beam_search(model: IncrementalDecoder, src: Tensor, limits: Tensor, beam_siz
     while alive.numel():
         n = alive.numel()
         log_probs, state = model.step(tokens, state)
-        log_probs = _force_eos(_never_start(log_probs, sos), (limits[alive] <= t + 1).repeat_interleave(k), eos)
+        at_limit = (limits[alive] <= t + 1).repeat_interleave(k)
+        log_probs = _force_eos(_never_start(log_probs, model.tgt_ids), at_limit, eos)
         vocab = log_probs.size(-1)
         candidates = (scores[:, :, None] + log_probs.view(n, k, vocab)).view(n, k * vocab)
         top_scores, top_index = candidates.topk(min(2 * k, k * vocab), dim=1)

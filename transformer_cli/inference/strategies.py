@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
+from ..errors import UsageError
 from ..model.contract import IncrementalDecoder
 from ..registry import Registry
 from .search import Hypothesis, beam_search, greedy_search, sample_search
@@ -42,7 +43,8 @@ class SearchStrategy(ABC):
 
     def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
         """ctranslate2.Translator.translate_batch's keyword arguments for the same decoding."""
-        raise NotImplementedError(f"the {self.name} search has no CTranslate2 equivalent")
+        raise UsageError(f"decode.strategy: the {self.name} search has no CTranslate2 equivalent "
+                         "(translate with the torch checkpoint)")
 
 
 class Greedy(SearchStrategy):
@@ -89,7 +91,7 @@ class Sampling(SearchStrategy):
                 "sampling_temperature": d.sampling_temperature}
 
 
-SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry("search_strategies", "search strategy")
+SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry("search_strategies", "search strategy", "decode.strategy")
 for _strategy in (Greedy(), Beam(), Sampling()):
     SEARCH_STRATEGIES.register(_strategy.name, _strategy)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..checkpoint import Checkpoint, CheckpointError
+from ..checkpoint import Checkpoint, CheckpointError, ModelDescription
 from ..config import DecodeConfig, ModelConfig
 from ..config_values import build_section
 from ..data.batching import pad_batch
@@ -42,7 +43,33 @@ def model_from_checkpoint(checkpoint: Checkpoint, path: Path | None = None
     return model, tokenizers
 
 
-Metadata = dict[str, Any]  # what was loaded: "sha256", "model", "config", "metrics" (+ an export's own)
+@dataclass(frozen=True)
+class EnsembleMember:
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    """What a backend loaded. `sha256` names it (a checkpoint's content digest; an export's
+    manifest file; an ensemble's digest of its members'), `config` is the run config it was
+    trained with and `metrics` its validation figures."""
+
+    sha256: str = ""
+    model: ModelDescription | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    checkpoint_sha256: str | None = None  # an export: the checkpoint it was made from
+    members: list[EnsembleMember] = field(default_factory=list)  # an ensemble: its models
+    ensemble_weights: list[float] | None = None
+    ensemble_combine: str | None = None
+
+    @property
+    def languages(self) -> tuple[str, str] | None:
+        """(source, target) language codes of the model's data, when it says (None: unknown)."""
+        data = self.config.get("data", {})
+        src, tgt = data.get("src_lang"), data.get("tgt_lang")
+        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
 
 
 class TranslationBackend(ABC):
@@ -51,7 +78,7 @@ class TranslationBackend(ABC):
     detokenization); subclasses run the network: `TorchTranslator` on torch, `export.ct2_translator.
     Ct2Translator` on CTranslate2. `api.open_backend` is the one place that opens either."""
 
-    def __init__(self, tokenizers: TokenizerPair, decode: DecodeConfig, max_positions: int, metadata: Metadata):
+    def __init__(self, tokenizers: TokenizerPair, decode: DecodeConfig, max_positions: int, metadata: ModelMetadata):
         self.tokenizers = tokenizers
         self.decode = decode  # the decoding defaults stored with the model
         self.max_src_len = max_positions - 1  # room for <eos>
@@ -129,8 +156,8 @@ class TorchTranslator(TranslationBackend):
     """Translates lines of text with a trained model on torch; long inputs are truncated."""
 
     def __init__(self, model: TranslationModel, tokenizers: TokenizerPair, device: torch.device,
-                 decode: DecodeConfig, dtype: torch.dtype | None = None, metadata: Metadata | None = None):
-        super().__init__(tokenizers, decode, model.config.max_len, metadata or {})
+                 decode: DecodeConfig, dtype: torch.dtype | None = None, metadata: ModelMetadata | None = None):
+        super().__init__(tokenizers, decode, model.config.max_len, metadata or ModelMetadata())
         self.model = model.to(device)
         self.device = device
         self.dtype = dtype
@@ -153,8 +180,8 @@ class TorchTranslator(TranslationBackend):
             except (AttributeError, UsageError) as e:
                 raise CheckpointError(f"{path}: its decode settings do not fit this version of "
                                       f"tfm: {e}") from None
-        metadata = {"sha256": checkpoint.sha256, "model": checkpoint.model_description(),
-                    "config": checkpoint.config, "metrics": checkpoint.metrics}
+        metadata = ModelMetadata(checkpoint.sha256, checkpoint.model_description(), checkpoint.config,
+                                 checkpoint.metrics)
         return cls(model.eval(), tokenizers, device, decode, dtype, metadata)
 
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:

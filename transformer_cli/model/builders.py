@@ -30,7 +30,7 @@ class Architecture:
     settings: type[ModelConfig]  # the dataclass a config's `model:` section becomes
 
 
-ARCHITECTURES: Registry[Architecture] = Registry("architectures", "model architecture")
+ARCHITECTURES: Registry[Architecture] = Registry("architectures", "model architecture", "model.architecture")
 
 
 def register_architecture(name: str, build: Builder, settings: type[ModelConfig] = ModelConfig) -> None:

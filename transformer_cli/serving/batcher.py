@@ -28,7 +28,6 @@ the decode thread may be translating (api.Translator: encoding may run beside a 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 import time
@@ -79,6 +78,11 @@ class Batcher:
         self._decoded_since_idle = False
         self.pending_tokens = 0  # of the requests admitted and not yet answered
         self._tokens_per_s = 0.0  # decoded, smoothed over batches: for Retry-After
+
+    @property
+    def queued(self) -> int:
+        """Requests tokenized and waiting for a batch."""
+        return len(self._queue)
 
     async def translate(self, lines: list[str], options: DecodeConfig, model: Translator) -> Output:
         """Queue `lines` (text serving/requests.py has checked) for the next batches, to be
@@ -143,14 +147,20 @@ class Batcher:
                     break
                 tokens, full = self._take(batch, tokens)
             if batch:
-                await self._decode(batch)
+                try:
+                    await self._decode(batch)
+                except Exception as e:  # a bug outside decoding: 500s, and the server keeps serving
+                    log.exception("handling a batch failed")
+                    for job in batch:
+                        if not job.done.done():
+                            job.done.set_exception(e)
                 self._owed = len(batch)
                 self._decoded_since_idle = True
 
     async def _decode(self, batch: list[Job]) -> None:
-        groups: dict[tuple, list[Job]] = {}  # one decoding call per (model, options)
-        for job in batch:
-            groups.setdefault((id(job.model), dataclasses.astuple(job.options)), []).append(job)
+        groups: dict[tuple[int, str], list[Job]] = {}  # one decoding call per (model, options)
+        for job in batch:  # (the options' repr: some of their fields are lists)
+            groups.setdefault((id(job.model), repr(job.options)), []).append(job)
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         for jobs in groups.values():

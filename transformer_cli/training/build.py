@@ -17,6 +17,7 @@ from ..data.augment import Augmentation
 from ..data.loader import TrainingData
 from ..data.prepared import Prepared
 from ..device import autocast_dtype
+from ..errors import UsageError
 from ..machine import available_cpus
 from ..model.builders import build_model
 from .cadence import Cadence
@@ -25,7 +26,7 @@ from .loop import Trainer
 from .optim import Optimization
 from .run_dir import RunDir, run_identity
 from .signals import GracefulStop
-from .step import BatchLoss
+from .step import criterion
 
 
 def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.device,
@@ -38,10 +39,13 @@ def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.de
     torch.set_num_threads(tc.threads or available_cpus())
     torch.manual_seed(tc.seed + dist.rank)
     tokenizers = prepared.tokenizers
+    if cfg.model.share_embeddings and not tokenizers.same_vocabulary():
+        raise UsageError(f"model.share_embeddings needs one vocabulary for both sides; the "
+                         f"{tokenizers.src.kind} tokenizers of {prepared.folder} have two")
     model = build_model(cfg.model.architecture, cfg.model, tokenizers.src.vocab_size,
                         tokenizers.tgt.vocab_size, tokenizers.src.ids, tokenizers.tgt.ids).to(device)
     optimization = Optimization(model, training_module(model, dist, device, tc.compile),
-                                BatchLoss.from_config(tc, tokenizers.tgt.ids.pad), tc, device,
+                                criterion(tc, tokenizers.tgt.ids.pad), tc, device,
                                 autocast_dtype(device, tc.precision), dist)
     data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, tokenizers),
                         dist.rank, dist.world_size, pin_memory=device.type == "cuda")

@@ -6,6 +6,8 @@ Without torchrun's environment variables everything here is a no-op (one process
 from __future__ import annotations
 
 import os
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -143,6 +145,17 @@ def _rendezvous(rank: int, world: int, seconds: float) -> dist.Store:
     address, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), os.environ.get("MASTER_PORT", "29500")
     where = f"{address}:{port} (MASTER_ADDR:MASTER_PORT)"
     serves = rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    def no_meeting(reason: str) -> str:
+        return (f"rank {rank}: the training processes did not all meet at {where} within "
+                f"{seconds:g} s (train.rendezvous_timeout_s): {reason[:200]}")
+
+    # A client's handshake with a listener that never answers (another program on the port)
+    # blocks inside torch, past its timeout: a watchdog ends the process with the same line.
+    # Nothing has been written yet (rank 0 alone writes, and it serves the store).
+    watchdog = threading.Timer(seconds + 5, _exit_with, (no_meeting("no answer from it"),))
+    watchdog.daemon = True
+    if not serves:
+        watchdog.start()
     try:
         return dist.TCPStore(address, int(port), world, is_master=serves,
                              timeout=timedelta(seconds=seconds), wait_for_workers=True)
@@ -153,8 +166,16 @@ def _rendezvous(rank: int, world: int, seconds: float) -> dist.Store:
         if "EADDRINUSE" in text or "address already in use" in text.lower():
             raise UsageError(f"rank {rank}: cannot serve the training processes' meeting point at "
                              f"{where}: the port is in use; choose another MASTER_PORT") from None
-        raise TfmError(f"rank {rank}: the training processes did not all meet at {where} within "
-                       f"{seconds:g} s (train.rendezvous_timeout_s): {text[:200]}") from None
+        raise TfmError(no_meeting(text)) from None
+    finally:
+        watchdog.cancel()
+
+
+def _exit_with(message: str) -> None:
+    """The CLI's one-line error and exit code 1, from a thread, while the main one is stuck."""
+    sys.stderr.write(f"tfm: error: {message}\n")
+    sys.stderr.flush()
+    os._exit(1)
 
 
 def shutdown_distributed() -> None:

@@ -12,6 +12,7 @@ had not done yet and, on the same machine, reproduces the uninterrupted run's nu
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import asdict
@@ -34,11 +35,12 @@ from .averaging import Snapshots, trying_weights
 from .cadence import Cadence
 from .console import epoch_bar, show_loss
 from .distributed import check_same_world_size
+from .metrics import ValidationRecord
 from .optim import Optimization
 from .progress import Progress, may_continue, should_stop, validation_due_within_epoch
 from .run_dir import RunDir
 from .signals import StopRequested
-from .validation import TensorBoard, check_finite, record_line, validation_bleu, validation_record
+from .validation import TensorBoard, check_finite, validation_bleu, validation_record
 
 log = logging.getLogger("tfm")
 
@@ -67,11 +69,13 @@ class Trainer:
         self.parent: dict[str, Any] | None = None  # the model the run started from (its record)
 
     # ------------------------------------------------------------------ state
-    def checkpoint(self, metrics: dict[str, Any]) -> Checkpoint:
-        """The current weights with what translates them and where they came from."""
+    def checkpoint(self, record: ValidationRecord | None) -> Checkpoint:
+        """The current weights with what translates them, where they came from, and `record`,
+        the validation that describes them (None: no validation yet)."""
         m = self.model
         return Checkpoint(m.ARCHITECTURE, m.src_vocab_size, m.tgt_vocab_size, m.state_dict(),
-                          self.prepared.tokenizers.state(), self.cfg.to_dict(), metrics,
+                          self.prepared.tokenizers.state(), self.cfg.to_dict(),
+                          record.to_json() if record else {},
                           self.prepared.fingerprint, self.identity,
                           datetime.now(timezone.utc).isoformat(timespec="seconds"), parent=self.parent)
 
@@ -86,7 +90,7 @@ class Trainer:
         self.progress.epoch_nll = float(self._epoch_nll)
         rng = self.dist.all_gather_object(rng_state(self.device))  # every rank's, in rank order
         if self.dist.is_main:
-            checkpoint = self.checkpoint(self.progress.history[-1] if self.progress.history else {})
+            checkpoint = self.checkpoint(self.progress.last_record)
             checkpoint.train_state = TrainState(progress=asdict(self.progress), rng=rng,
                                                 world_size=self.dist.world_size,
                                                 **self.optimization.state())
@@ -144,6 +148,11 @@ class Trainer:
             said = (f"stopped by signal {e.signum}; state saved to {self.run_dir.last} (run the same "
                     "command to resume)") if self.dist.is_main else ""  # one line for all ranks
             raise StoppedBySignal(e.signum, said) from None
+        except (RuntimeError, ConnectionResetError) as e:  # torch's, raised mid-step: see worker_failure
+            failure = self.data.worker_failure(e)
+            if failure is None:
+                raise
+            raise failure from None
         finally:
             self._tensorboard.close()
 
@@ -193,8 +202,8 @@ class Trainer:
         self._tick()
         record = validation_record(p, end_of_epoch, train, valid, self.valid_words, self.optimization.lr)
         if tc.valid_bleu:
-            record.update(validation_bleu(self.model, self.prepared, self.cfg, self.device, self.dtype,
-                                          self.cadence, self.dist))
+            record = dataclasses.replace(record, **validation_bleu(self.model, self.prepared, self.cfg, self.device,
+                                                                   self.dtype, self.cadence, self.dist))
         improved = p.note_validation(valid.loss)
         p.history.append(record)
         if self.dist.is_main:
@@ -202,7 +211,7 @@ class Trainer:
                 self.checkpoint(record).write(self.run_dir.best)
             if end_of_epoch and self.snapshots.enabled:
                 self.snapshots.add(p.step, self.checkpoint(record))
-            log.info("%s", record_line(record, improved))
+            log.info("%s", record.line(improved))
             if tc.tensorboard:
                 self._tensorboard.add(record)
         if end_of_epoch:
@@ -238,7 +247,7 @@ class Trainer:
         """Within an epoch: a snapshot for averaging every train.snapshot_every_steps steps."""
         every, p = self.cfg.train.snapshot_every_steps, self.progress
         if every and self.snapshots.enabled and self.dist.is_main and p.step % every == 0:
-            self.snapshots.add(p.step, self.checkpoint(p.history[-1] if p.history else {}))
+            self.snapshots.add(p.step, self.checkpoint(p.last_record))
 
     def _average_snapshots(self) -> None:
         """Average the kept snapshots; the average becomes best.pt if it validates better.
@@ -253,7 +262,7 @@ class Trainer:
             log.info("average of the last %d snapshots: Val. Loss %.3f | Val. PPL %.3f (best single: "
                      "%.3f)", n, valid.loss, valid.ppl, best)
             if valid.loss < best:
-                record = {**self.progress.history[-1], "valid_loss": round(valid.loss, 5),
-                          "valid_ppl": round(valid.ppl, 4), "averaged_snapshots": n}
+                record = dataclasses.replace(self.progress.history[-1], valid_loss=round(valid.loss, 5),
+                                             valid_ppl=round(valid.ppl, 4), averaged_snapshots=n)
                 self.checkpoint(record).write(self.run_dir.best)
                 self.progress.best_valid_loss = valid.loss

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -13,17 +14,36 @@ from torch import Tensor, nn
 from ..checkpoint import TrainState
 from ..config import TrainConfig
 from ..data.batching import Batch
+from ..registry import Registry
 from .distributed import DistContext
-from .step import BatchLoss
+from .step import Criterion
+
+# train.optimizer -> builder(parameter groups, train settings, device)
+OPTIMIZERS: Registry[Callable[[list[dict], TrainConfig, torch.device], torch.optim.Optimizer]] = Registry(
+    "optimizers", "optimizer", "train.optimizer")
+# train.schedule -> the multiplier of train.lr before optimizer step `step` (0-based)
+SCHEDULES: Registry[Callable[[TrainConfig, int], float]] = Registry(
+    "schedules", "learning-rate schedule", "train.schedule")
+
+
+def _adam(cls: type[torch.optim.Optimizer]) -> Callable[[list[dict], TrainConfig, torch.device],
+                                                       torch.optim.Optimizer]:
+    """Adam or AdamW; the fused kernel on CPUs and GPUs (2.4x faster than the multi-tensor one
+    on a CPU, benchmarks/optimizer_step.py), the multi-tensor one elsewhere."""
+    def build(groups: list[dict], cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+        fused = device.type in ("cpu", "cuda")
+        return cls(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused,
+                   foreach=None if fused else True)
+    return build
+
+
+OPTIMIZERS.register("adam", _adam(torch.optim.Adam))
+OPTIMIZERS.register("adamw", _adam(torch.optim.AdamW))
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """Adam or AdamW; the fused kernel on CPUs and GPUs (2.4x faster than the multi-tensor one
-    on a CPU, benchmarks/optimizer_step.py), the multi-tensor one elsewhere."""
-    cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    fused = device.type in ("cpu", "cuda")
-    return cls(parameter_groups(model, cfg.weight_decay), lr=cfg.lr, betas=tuple(cfg.betas),
-               eps=cfg.eps, fused=fused, foreach=None if fused else True)
+    """train.optimizer over the model's parameter groups."""
+    return OPTIMIZERS[cfg.optimizer](parameter_groups(model, cfg.weight_decay), cfg, device)
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
@@ -36,20 +56,25 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
-def lr_factor(cfg: TrainConfig, step: int) -> float:
-    """Multiplier of cfg.lr before optimizer step `step` (0-based).
-
-    constant: 1. inverse_sqrt: linear warmup to 1 over `warmup_steps`, then
-    √(warmup/step) — the paper's schedule with its peak set by `lr`.
-    """
-    if cfg.schedule == "constant":
-        return 1.0
+def inverse_sqrt(cfg: TrainConfig, step: int) -> float:
+    """Linear warmup to 1 over `warmup_steps`, then √(warmup/step): the paper's schedule with
+    its peak set by `lr`."""
     s = step + 1
     return min(s / cfg.warmup_steps, math.sqrt(cfg.warmup_steps / s))
 
 
+SCHEDULES.register("constant", lambda cfg, step: 1.0)
+SCHEDULES.register("inverse_sqrt", inverse_sqrt)
+
+
+def lr_factor(cfg: TrainConfig, step: int) -> float:
+    """Multiplier of cfg.lr before optimizer step `step` (0-based): train.schedule's."""
+    return SCHEDULES[cfg.schedule](cfg, step)
+
+
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(cfg, step))
+    schedule = SCHEDULES[cfg.schedule]  # an unknown name is refused here, before the first step
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: schedule(cfg, step))
 
 
 class Optimization:
@@ -57,7 +82,7 @@ class Optimization:
     with their loss normalised over the whole step (over every rank under DDP), then clipping,
     the optimizer and the schedule, with fp16's loss scaler where the precision needs one."""
 
-    def __init__(self, model: nn.Module, net: nn.Module, batch_loss: BatchLoss, tc: TrainConfig,
+    def __init__(self, model: nn.Module, net: nn.Module, batch_loss: Criterion, tc: TrainConfig,
                  device: torch.device, dtype: torch.dtype | None, dist: DistContext):
         self.model, self.net, self.batch_loss = model, net, batch_loss
         self.device, self.dtype, self.dist, self.clip_norm = device, dtype, dist, tc.clip_norm

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from ..config import TrainConfig
+from .metrics import ValidationRecord
 
 PendingValidation = Literal["epoch", "step"]  # which validation is due (None: none)
 StopReason = Literal["epochs", "max_steps", "early_stopping"]  # why the run stopped (None: running)
@@ -19,7 +20,7 @@ StopReason = Literal["epochs", "max_steps", "early_stopping"]  # why the run sto
 
 @dataclass
 class Progress:
-    """Where a run stands. Saved in last.pt (`asdict`); plain data only."""
+    """Where a run stands. Saved in last.pt as plain data (`asdict`)."""
 
     step: int = 0  # optimizer steps done
     epoch: int = 0  # epochs completed
@@ -35,14 +36,22 @@ class Progress:
     epoch_nll: float = 0.0  # training NLL sum of the current epoch so far
     epoch_tokens: int = 0
     epoch_train_s: float = 0.0
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[ValidationRecord] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Progress:
         """From a saved `asdict`; keys of other versions are ignored, missing ones defaulted
         (and the "" that older versions wrote for "none" read as None)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: (None if v == "" else v) for k, v in d.items() if k in known})
+        progress = cls(**{k: (None if v == "" else v) for k, v in d.items() if k in known and k != "history"})
+        records = (ValidationRecord.read(r) for r in d.get("history", []))
+        progress.history = [r for r in records if r is not None]
+        return progress
+
+    @property
+    def last_record(self) -> ValidationRecord | None:
+        """The latest validation's record (None before the first)."""
+        return self.history[-1] if self.history else None
 
     def note_validation(self, valid_loss: float) -> bool:
         """Track the best validation loss; returns whether `valid_loss` improved on it."""

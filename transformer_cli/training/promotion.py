@@ -32,6 +32,7 @@ from ..errors import UsageError
 from ..evaluate import loss_result, translate_and_score
 from ..fsutil import atomic_write_bytes, atomic_write_text
 from ..inference.translate import TorchTranslator
+from .metrics import described
 from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
@@ -326,8 +327,6 @@ def describe_published(run: RunDir) -> str:
         except (CheckpointError, UsageError) as e:
             lines.append(f"{label:<9} {path}: {e}")
             continue
-        metrics = checkpoint.metrics
-        shown = ", ".join(f"{k} {metrics[k]}" for k in ("epoch", "step", "valid_loss", "valid_bleu")
-                          if k in metrics)
+        shown = described(checkpoint.metrics)
         lines.append(f"{label:<9} {path}  sha256 {checkpoint.sha256[:12]}  {shown}")
     return "\n".join(lines)

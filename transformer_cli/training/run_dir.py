@@ -30,6 +30,7 @@ from typing import Any
 from ..config import Config, TrainConfig
 from ..errors import BusyError, TfmError
 from ..fsutil import atomic_write_text, close_lock, remove_stale_temp_files, track_lock
+from .metrics import ValidationRecord, read_jsonl, write_jsonl
 
 log = logging.getLogger("tfm")
 
@@ -190,11 +191,11 @@ class RunDir:
         logger.addHandler(handler)
         return handler
 
-    def write_metrics(self, history: list[dict[str, Any]]) -> None:
+    def write_metrics(self, history: list[ValidationRecord]) -> None:
         """Rewrite metrics.jsonl from the history kept in the checkpoint (atomically)."""
-        atomic_write_text(self.metrics, "".join(json.dumps(r, allow_nan=False) + "\n" for r in history))
+        atomic_write_text(self.metrics, write_jsonl(history))
 
-    def read_metrics(self) -> list[dict[str, Any]]:
+    def read_metrics(self) -> list[ValidationRecord]:
         if not self.metrics.is_file():
             return []
-        return [json.loads(line) for line in self.metrics.read_text().splitlines() if line.strip()]
+        return read_jsonl(self.metrics.read_text())

@@ -30,6 +30,7 @@ from ..provenance import git_commit, package_versions
 from .build import build_trainer
 from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .loop import Trainer
+from .metrics import described
 from .parent import Parent, continued_config, lineage, resolve_parent
 from .progress import Progress
 from .promotion import Decision, GateRules, Metric, Policy, Scorer, promote
@@ -165,15 +166,10 @@ def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None) -> 
             if trainer.dist.is_main:
                 log.info("continuing %s (sha256 %s, %s): its weights and tokenizers; optimizer, "
                          "schedule and early stopping start afresh", parent.path,
-                         parent.checkpoint.sha256[:12], _described(parent.checkpoint.metrics))
+                         parent.checkpoint.sha256[:12], described(parent.checkpoint.metrics))
         return False
     trainer.restore(checkpoint)
     return True
-
-
-def _described(metrics: dict[str, Any]) -> str:
-    shown = [f"{k} {metrics[k]}" for k in ("epoch", "step", "valid_loss", "valid_bleu") if k in metrics]
-    return ", ".join(shown) or "no metrics"
 
 
 def _train(trainer: Trainer, resumed: bool) -> None:
@@ -211,7 +207,7 @@ def _write_run_files(cfg: Config, run: RunDir, trainer: Trainer, device: Any, wo
         "name": cfg.name,
         "run_identity": trainer.identity,
         "data_fingerprint": trainer.prepared.fingerprint,
-        "data_files": trainer.prepared.manifest["files"],
+        "data_files": trainer.prepared.manifest.files,
         "seed": cfg.train.seed,
         "device": str(device),
         "precision": str(trainer.dtype or "fp32"),

@@ -5,6 +5,7 @@ optimizers, ranks or schedules, so it is tested on its own (tests/training/test_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +15,9 @@ from ..config import TrainConfig
 from ..data.batching import Batch
 from ..device import autocast
 from ..loss import sequence_loss, symmetric_kl
+from ..registry import Registry
+
+Criterion = Callable[[nn.Module, Batch, "torch.dtype | None"], tuple[Tensor, Tensor]]
 
 
 @dataclass(frozen=True)
@@ -43,3 +47,15 @@ class BatchLoss:
         loss, nll = sequence_loss(logits, tgt_out.repeat(2, 1), self.pad_id, self.label_smoothing)
         consistency = symmetric_kl(*logits.chunk(2), tgt_out, self.pad_id)
         return loss / 2 + self.rdrop_alpha * consistency / 2, nll / 2
+
+
+# train.criterion -> a criterion from the train settings and the target <pad> id: called with
+# (net, batch, dtype), it returns the batch's summed training loss and summed NLL.
+CRITERIA: Registry[Callable[[TrainConfig, int], Criterion]] = Registry(
+    "criteria", "training criterion", "train.criterion")
+CRITERIA.register("cross_entropy", BatchLoss.from_config)
+
+
+def criterion(tc: TrainConfig, pad_id: int) -> Criterion:
+    """train.criterion's loss (a UsageError names the known ones)."""
+    return CRITERIA[tc.criterion](tc, pad_id)

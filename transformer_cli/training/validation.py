@@ -1,4 +1,4 @@
-"""What a validation reports: its metrics record, its log line, validation BLEU, TensorBoard."""
+"""What a validation reports: its record (training/metrics.py), validation BLEU, TensorBoard."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ..inference.strategies import strategy_for
 from ..inference.translate import TorchTranslator
 from .cadence import Cadence
 from .distributed import DistContext
+from .metrics import ValidationRecord, word_perplexity
 from .progress import Progress
 
 log = logging.getLogger("tfm")
@@ -33,30 +34,16 @@ def check_finite(train: LossResult, valid: LossResult, step: int, lr: float) -> 
 
 
 def validation_record(p: Progress, end_of_epoch: bool, train: LossResult, valid: LossResult,
-                      valid_words: int, lr: float) -> dict[str, Any]:
-    """One metrics.jsonl line. `train.n_tokens`: the epoch's target tokens over all ranks;
+                      valid_words: int, lr: float) -> ValidationRecord:
+    """The record of a validation. `train.n_tokens`: the epoch's target tokens over all ranks;
     `valid_words`: words (+1 per sentence end) of the validation references, for word PPL."""
-    return {
-        "epoch": p.epoch if end_of_epoch else p.epoch + 1, "end_of_epoch": end_of_epoch,
-        "step": p.step, "train_loss": round(train.loss, 5), "train_ppl": round(train.ppl, 4),
-        "valid_loss": round(valid.loss, 5), "valid_ppl": round(valid.ppl, 4),
-        "valid_word_ppl": round(math.exp(min(50.0, valid.loss * valid.n_tokens / valid_words)), 4),
-        "lr": lr,
-        "tokens_per_s": round(train.n_tokens / max(p.epoch_train_s, 1e-9), 1),  # all ranks
-        "elapsed_s": round(p.elapsed_s, 2),
-    }
-
-
-def record_line(r: dict[str, Any], improved: bool) -> str:
-    """The log line of a validation record (`*` marks a new best)."""
-    minutes, seconds = divmod(int(r["elapsed_s"]), 60)
-    head = f"Epoch: {r['epoch']:02}" if r["end_of_epoch"] else f"Step: {r['step']}"
-    bleu = (f" | Val. BLEU ({r.get('valid_decode', 'greedy')}): {r['valid_bleu']:.2f}"
-            if "valid_bleu" in r else "")
-    return (f"{head} | Time: {minutes}m {seconds:02d}s | Train Loss: {r['train_loss']:.3f} | "
-            f"Train PPL: {r['train_ppl']:7.3f} | Val. Loss: {r['valid_loss']:.3f} | "
-            f"Val. PPL: {r['valid_ppl']:7.3f}{bleu} | {r['tokens_per_s']:.0f} tok/s"
-            f"{' *' if improved else ''}")
+    return ValidationRecord(
+        epoch=p.epoch if end_of_epoch else p.epoch + 1, end_of_epoch=end_of_epoch, step=p.step,
+        train_loss=round(train.loss, 5), train_ppl=round(train.ppl, 4),
+        valid_loss=round(valid.loss, 5), valid_ppl=round(valid.ppl, 4),
+        valid_word_ppl=round(word_perplexity(valid.loss, valid.n_tokens, valid_words), 4), lr=lr,
+        tokens_per_s=round(train.n_tokens / max(p.epoch_train_s, 1e-9), 1),  # all ranks
+        elapsed_s=round(p.elapsed_s, 2))
 
 
 def valid_decode_settings(cfg: Config) -> DecodeConfig:
@@ -107,14 +94,15 @@ class TensorBoard:
         self.folder = folder
         self._writer = None
 
-    def add(self, r: dict[str, Any]) -> None:
+    def add(self, r: ValidationRecord) -> None:
         if self._writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
             self._writer = SummaryWriter(str(self.folder))
         for key in self.KEYS:
-            if key in r:
-                self._writer.add_scalar(key, r[key], r["step"])
+            value = getattr(r, key)
+            if value is not None:
+                self._writer.add_scalar(key, value, r.step)
 
     def close(self) -> None:
         if self._writer is not None:
