@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from serve_load import free_port, rss_mb  # noqa: E402
 
 from transformer_cli.api import open_backend, published_model  # noqa: E402
-from transformer_cli.config_loading import load_config  # noqa: E402
+from transformer_cli.config_loading import load_config, resolve_config_path  # noqa: E402
 from transformer_cli.training.run_data import prepare_run_data  # noqa: E402
 
 LUA = """
@@ -59,6 +59,13 @@ def histogram(url: str, code: str) -> dict[float, float]:
     pattern = (r'^tfm_request_latency_seconds_bucket\{code="' + code
                + r'",le="([^"]+)",path="/translate"\} (\S+)$')
     return {float(le): float(value) for le, value in re.findall(pattern, text, re.M)}
+
+
+def answers(url: str) -> dict[str, float]:
+    """/translate answers so far, by HTTP status code."""
+    text = httpx.get(url + "/metrics").text
+    pattern = r'^tfm_requests_total\{code="(\d+)",path="/translate"\} (\S+)$'
+    return {code: float(n) for code, n in re.findall(pattern, text, re.M)}
 
 
 def metric(url: str, name: str) -> float:
@@ -92,7 +99,7 @@ def wrk(url: str, script: Path, connections: int, seconds: int) -> dict:
             "p50_ms": ms("50%"), "p99_ms": ms("99%")}
 
 
-async def answers(url: str, sentences: list[str], concurrency: int) -> list[str]:
+async def served_translations(url: str, sentences: list[str], concurrency: int) -> list[str]:
     """Every sentence through the server, `concurrency` at a time, answers in order."""
     gate, out = asyncio.Semaphore(concurrency), [""] * len(sentences)
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
@@ -146,9 +153,12 @@ def main() -> None:
         if args.server_code:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(args.server_code.resolve()), env.get("PYTHONPATH")]))
             result["server_code"] = str(args.server_code)
-        proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "serve", "-c", args.config,
-                                 "--checkpoint", str(model), "--port", str(port), *sets],
-                                stdout=subprocess.DEVNULL, stderr=log, env=env)
+        # From the other checkout's folder: `python -m` looks in the working directory first.
+        config = str(Path(resolve_config_path(args.config)).resolve())
+        proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "serve", "-c", config,
+                                 "--checkpoint", str(Path(model).resolve()), "--port", str(port), *sets],
+                                stdout=subprocess.DEVNULL, stderr=log, env=env,
+                                cwd=args.server_code.resolve() if args.server_code else None)
         url = f"http://127.0.0.1:{port}"
         try:
             for _ in range(600):
@@ -164,18 +174,21 @@ def main() -> None:
             wrk(url, script, 4, 3)  # warm-up
             for connections in map(int, args.connections.split(",")):
                 ok0, shed0 = histogram(url, "200"), histogram(url, "503")
+                codes0 = answers(url)
                 sentences0 = metric(url, "tfm_sentences_total")
                 load = wrk(url, script, connections, args.seconds)
                 ok1, shed1 = histogram(url, "200"), histogram(url, "503")
+                codes = {c: int(n - codes0.get(c, 0.0)) for c, n in answers(url).items() if n > codes0.get(c, 0.0)}
                 translated = metric(url, "tfm_sentences_total") - sentences0
                 result["levels"].append({
                     "connections": connections, "sentences_per_s": round(translated / args.seconds, 1),
                     "p50_ms": load["p50_ms"], "p99_ms": load["p99_ms"],
-                    "share_503": round(load["non_2xx"] / max(load["requests"], 1), 3),
+                    "share_503": round(codes.get("503", 0) / max(sum(codes.values()), 1), 3),
+                    "answers_by_code": codes, "wrk_non_2xx": load["non_2xx"],
                     "admitted_p99_s_at_most": quantile(ok0, ok1, 0.99),
                     "shed_p99_s_at_most": quantile(shed0, shed1, 0.99),
                     "socket_errors": load["socket_errors"], "server_rss_mb": rss_mb(proc.pid)})
-            served = asyncio.run(answers(url, sources, 16))
+            served = asyncio.run(served_translations(url, sources, 16))
             result["served_bleu_16_connections"] = round(sacrebleu.corpus_bleu(served, [refs]).score, 2)
             result["served_equal_offline"] = round(sum(a == b for a, b in zip(served, offline)) / len(served), 4)
         finally:
