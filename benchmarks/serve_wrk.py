@@ -6,7 +6,7 @@ batches with the same threads, and the BLEU of what the server answered.
 
     python benchmarks/serve_wrk.py -c base.yaml                         # the published model, torch
     python benchmarks/serve_wrk.py -c base.yaml --model exports/base-int8 --threads 2
-    python benchmarks/serve_wrk.py -c base.yaml --set serve.max_pending_tokens=null   # no shedding
+    python benchmarks/serve_wrk.py -c base.yaml --set serve.max_pending_s=null   # no shedding
     python benchmarks/serve_wrk.py -c base.yaml --server-code /tmp/old   # an older tfm's server
         (git worktree add /tmp/old <commit>: that checkout serves; this one measures)
 

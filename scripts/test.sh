@@ -8,4 +8,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
 bash scripts/browser.sh || true
 .venv/bin/ruff check --quiet transformer_cli tests benchmarks scripts
+.venv/bin/mypy
 exec .venv/bin/python -m pytest -q "$@"

@@ -60,8 +60,8 @@ def found() -> Path | None:
                              f"or '{SYSTEM}' for the C library's malloc)")
         return path.resolve()
     for _, wheel, member in WHEEL_LIBRARIES:
-        if (path := _from_wheel(wheel, member)) is not None:
-            return path
+        if (library := _from_wheel(wheel, member)) is not None:
+            return library
     libdir = Path("/usr/lib") / f"{os.uname().machine}-linux-gnu"
     for _, filename in SYSTEM_LIBRARIES:
         if (libdir / filename).is_file():

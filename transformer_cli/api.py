@@ -121,7 +121,7 @@ def _open_ensemble(paths: list[Path], device: str, precision: str, decode: Decod
     d = first.decode
     ensemble = Ensemble([model.eval() for model, _ in built],
                         d.ensemble_weights if weights is None else weights, combine or d.ensemble_combine)
-    members = [EnsembleMember(str(p), c.sha256) for p, (c, _) in zip(paths, read)]
+    members = [EnsembleMember(str(p), c.digest) for p, (c, _) in zip(paths, read)]
     digest = hashlib.sha256(" ".join(m.sha256 for m in members).encode()).hexdigest()
     metadata = dataclasses.replace(first.metadata, sha256=digest, members=members,
                                    ensemble_weights=ensemble.weights.tolist(), ensemble_combine=ensemble.combine)

@@ -221,6 +221,13 @@ class Checkpoint:
     parent: dict[str, Any] | None = None  # training.parent.Parent.record of a continued run
 
     @property
+    def digest(self) -> str:
+        """`sha256` of a checkpoint that was written or read (which every caller of this has)."""
+        if self.sha256 is None:
+            raise ValueError("a checkpoint has its digest once it is written or read")
+        return self.sha256
+
+    @property
     def model_config(self) -> dict[str, Any]:
         return self.config["model"]
 

@@ -368,12 +368,13 @@ class ServeConfig(Section):
     max_inputs: int = _f(64, "Sentences per request (more: 413).", ge=1, le=100_000)
     max_bytes: int = _f(65536, "Request body size in bytes (more: 413).", ge=64, le=1 << 30)
     max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)
-    max_pending_tokens: int | None = _f(1024, "Load shedding: the source tokens of the requests "
-                                        "admitted and not yet answered (waiting or decoding) stay "
-                                        "within this; a request past it is answered 503 with "
-                                        "Retry-After at once (counted in /metrics: "
-                                        "tfm_requests_shed_total) instead of waiting behind them. "
-                                        "null: no bound.", ge=1, le=100_000_000)
+    max_pending_s: float | None = _f(0.5, "Load shedding: the requests admitted and not yet "
+                                     "answered (waiting or decoding) stay within this many "
+                                     "seconds of decoding, at the rate measured over the recent "
+                                     "batches (before the first: one batch, serve.batch_tokens); "
+                                     "a request past it is answered 503 with Retry-After at once "
+                                     "(counted in /metrics: tfm_requests_shed_total) instead of "
+                                     "waiting behind them. null: no bound.", ge=0.001, le=3600.0)
     reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.",
                               ge=0.01, le=3600.0)
     body_timeout_s: float = _f(30.0, "Seconds a client has to send a whole request body, from "

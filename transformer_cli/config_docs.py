@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from .config import Config
 from .config_values import split_optional
+from .records import field_default
 
 MARKDOWN_BAR = " \\| "  # a | inside a Markdown table cell
 
@@ -51,12 +52,6 @@ def _rows(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field, Any
     return rows
 
 
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    return f.default_factory()  # type: ignore[misc]
-
-
 def _lookup(cfg: Config, key: str) -> Any:
     value: Any = cfg
     for part in key.split("."):
@@ -68,7 +63,7 @@ def describe(cfg: Config) -> str:
     """A resolved config, key by key, with each key's help, type, bounds and default."""
     lines = []
     for key, f, tp in _rows(Config):
-        value, default = _lookup(cfg, key), _default(f)
+        value, default = _lookup(cfg, key), field_default(f)
         notes = [_type_text(tp)]
         if _bounds_text(f.metadata):
             notes.append(_bounds_text(f.metadata))
@@ -91,11 +86,11 @@ def schema_markdown() -> str:
     hints = get_type_hints(Config)
     top = [f for f in dataclasses.fields(Config) if not dataclasses.is_dataclass(hints[f.name])]
     for f in top:
-        out.append(f"`{f.name}` ({_type_text(hints[f.name])}, default `{_default(f)}`): "
+        out.append(f"`{f.name}` ({_type_text(hints[f.name])}, default `{field_default(f)}`): "
                    f"{f.metadata.get('help', '')}")
     for f in dataclasses.fields(Config):
         section = hints[f.name]
-        if not dataclasses.is_dataclass(section):
+        if not (isinstance(section, type) and dataclasses.is_dataclass(section)):
             continue
         out += ["", f"## `{f.name}`: {f.metadata.get('help', '')}", "",
                 (section.__doc__ or "").strip().replace("\n    ", " "), "",
@@ -104,6 +99,6 @@ def schema_markdown() -> str:
             help_text = field_.metadata.get("help", "")
             if field_.metadata.get("resumable"):
                 help_text += " *Resumable.*"
-            out.append(f"| `{key}` | {_type_text(tp, MARKDOWN_BAR)} | `{_value_text(_default(field_))}` | "
+            out.append(f"| `{key}` | {_type_text(tp, MARKDOWN_BAR)} | `{_value_text(field_default(field_))}` | "
                        f"{_bounds_text(field_.metadata)} | {help_text} |")
     return "\n".join(out) + "\n"

@@ -24,7 +24,7 @@ class _StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         first_line: dict[Any, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in first_line:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (first given on line {first_line[key]})",
@@ -83,6 +83,7 @@ def _read_mapping(path: Path) -> tuple[dict[str, Any], Origins]:
                          "the shipped configs, e.g. base.yaml, to start from its values)")
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: the config must be a YAML mapping of sections")
+    assert node is not None  # raw was constructed from it
     return raw, _key_lines(node, path)
 
 

@@ -11,16 +11,16 @@ import contextlib
 import contextvars
 import dataclasses
 import difflib
-import functools
 import math
 import operator
 import types
 from collections.abc import Iterator
-from typing import Any, ClassVar, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 import yaml
 
 from .errors import UsageError
+from .records import type_hints
 
 
 class ConfigError(UsageError):
@@ -57,7 +57,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
             return None
         return _coerce(value, inner, key)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build_section(tp, value, key)
     origin = get_origin(tp)
     if origin is Literal:
@@ -120,12 +120,6 @@ def _unknown_key(key: str, choices: list[str], prefix: str) -> ConfigError:
     close = difflib.get_close_matches(key, choices, n=1)
     hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known: {', '.join(choices)})"
     return ConfigError(f"unknown key '{prefix}{key}'{hint}", prefix + key)
-
-
-@functools.cache
-def type_hints(cls: type) -> dict[str, Any]:
-    """The fields' types of a schema dataclass (evaluated once per class)."""
-    return get_type_hints(cls)
 
 
 def check_fields(section: Any, key: str) -> None:

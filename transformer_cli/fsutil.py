@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from .errors import TfmError
 
@@ -96,7 +96,7 @@ def remove_stale_temp_files(folder: Path) -> int:
     return removed
 
 
-def atomic_write(path: Path, write: Callable[[io.BufferedWriter], None],
+def atomic_write(path: Path, write: Callable[[io.BufferedWriter], object],
                  keep_previous: Path | None = None) -> None:
     """Create or replace `path` atomically; `write` receives the open temp file.
 
@@ -159,7 +159,8 @@ class _WriteRecorder:
     with a RuntimeError ("unexpected pos ..."), which would hide a full disk."""
 
     def __init__(self, f: io.BufferedWriter):
-        self.f, self.error = f, None
+        self.f = f
+        self.error: OSError | None = None
 
     def write(self, data: Any) -> int:
         try:
@@ -178,7 +179,7 @@ def atomic_torch_save(path: Path, obj: Any, keep_previous: Path | None = None) -
     def write(f: io.BufferedWriter) -> None:
         sink = _WriteRecorder(f)
         try:
-            torch.save(obj, sink)
+            torch.save(obj, cast(IO[bytes], sink))  # torch only writes and flushes
         except RuntimeError:
             if sink.error is not None:
                 raise sink.error from None  # atomic_write turns it into "cannot write <path>"

@@ -25,11 +25,20 @@ def _save(fig: Any, path: Path) -> None:
 class CurvePoint(Protocol):
     """What a validation record (training/metrics.ValidationRecord) shows on the curves."""
 
-    step: int
-    elapsed_s: float
-    train_loss: float
-    valid_loss: float
-    valid_ppl: float
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def elapsed_s(self) -> float: ...
+
+    @property
+    def train_loss(self) -> float: ...
+
+    @property
+    def valid_loss(self) -> float: ...
+
+    @property
+    def valid_ppl(self) -> float: ...
 
 
 def plot_curves(history: Sequence[CurvePoint], path: Path, title: str = "") -> None:

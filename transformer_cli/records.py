@@ -10,7 +10,6 @@ keys the dataclass does not name are ignored (a file written by a newer tfm stil
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -21,16 +20,28 @@ class RecordError(ValueError):
     """A JSON record that does not hold what its dataclass says (the field is named)."""
 
 
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return get_type_hints(cls)
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def type_hints(cls: type) -> dict[str, Any]:
+    """The fields' types of a dataclass, evaluated once per class."""
+    if cls not in _HINTS:
+        _HINTS[cls] = get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def field_default(f: dataclasses.Field) -> Any:
+    """The value a dataclass field takes when it is not given (a fresh one from its factory)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return f.default
 
 
 def from_json(cls: type[R], raw: object, what: str) -> R:
     """`raw` (parsed JSON) as a `cls` record; `what` names it in errors ("manifest.json")."""
     if not isinstance(raw, dict):
         raise RecordError(f"{what} is not a JSON object")
-    hints = _hints(cls)
+    hints = type_hints(cls)
     values = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in raw:

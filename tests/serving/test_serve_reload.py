@@ -60,7 +60,7 @@ def test_hot_reload_under_load_fails_no_request(watched, trained, model):
 def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_server):
     server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
                           "--set", "serve.threads=1",
-                          "--set", "serve.max_pending_tokens=null")  # all four admitted: this is about draining
+                          "--set", "serve.max_pending_s=null")  # all four admitted: this is about draining
     long = " ".join(["ein mann sieht einen ball"] * 20)  # truncated to the model's 63 tokens
     heavy = {"inputs": [long] * 8, "parameters": {"beam_size": 6, "max_output_len": 64}}  # ~0.1-1 s each
 

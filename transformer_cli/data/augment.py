@@ -138,6 +138,7 @@ class Augmentation:
             for transform in self.transforms:
                 lines = [transform(src, tgt, rng) for src, tgt in lines]
         src_ids = self._encode(self.tokenizers.src, [src for src, _ in lines])
+        tgt_ids: Sequence[list[int] | np.ndarray]
         if self.sampling > 0 or any(t.changes_targets for t in self.transforms):
             tgt_ids = self._encode(self.tokenizers.tgt, [tgt for _, tgt in lines])
         else:  # targets unchanged: their preprocessed ids stand

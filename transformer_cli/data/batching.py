@@ -112,9 +112,10 @@ def within_budget(pairs: Sequence[IdPair], budget: int, max_positions: int | Non
     when they all fit.
     For a batch whose augmented pairs grew past the budget it was planned for: one sentence
     that became much longer (a source in capitals) no longer widens all the others."""
-    cap = None if max_positions is None else max_positions - 1
-    src = np.array([len(s) for s, _ in pairs], dtype=np.int64).clip(max=cap)
-    tgt = np.array([len(t) for _, t in pairs], dtype=np.int64).clip(max=cap)
+    src = np.array([len(s) for s, _ in pairs], dtype=np.int64)
+    tgt = np.array([len(t) for _, t in pairs], dtype=np.int64)
+    if max_positions is not None:
+        src, tgt = src.clip(max=max_positions - 1), tgt.clip(max=max_positions - 1)
     if (np.maximum(src, tgt).max(initial=0) + 2) * len(pairs) <= budget:
         return [list(range(len(pairs)))]
     order = np.lexsort((src, tgt))  # by target length, then source length; stable
@@ -141,14 +142,16 @@ def plan_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, batch_size
     tgt_np = np.asarray(tgt_lengths, dtype=np.int64)
     src, tgt = torch.from_numpy(src_np), torch.from_numpy(tgt_np)
     gen = torch.Generator().manual_seed(epoch_seed(seed, epoch))
-    order = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
-    key = tgt[order] * (int(src.max()) + 1) + src[order]
-    order = order[torch.sort(key, stable=True).indices].numpy()
+    shuffled = torch.randperm(n, generator=gen) if shuffle else torch.arange(n)
+    key = tgt[shuffled] * (int(src.max()) + 1) + src[shuffled]
+    order = shuffled[torch.sort(key, stable=True).indices].numpy()
     order = order.astype(np.int32) if n < 2**31 else order  # kept for the epoch: 4 bytes a pair
     if batch_size:
         ends = list(range(batch_size, n, batch_size))
-    else:
+    elif batch_tokens:
         ends = _token_budget_ends((np.maximum(src_np, tgt_np) + 2)[order], batch_tokens)
+    else:
+        raise ValueError("plan_batches needs batch_size or batch_tokens")
     batches = np.split(order, ends)
     if shuffle:
         perm = torch.randperm(len(batches), generator=gen).tolist()

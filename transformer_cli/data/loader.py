@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from typing import cast
 
 import numpy as np
 import torch
@@ -67,7 +68,9 @@ def _in_worker(_: int) -> None:
     its memory map) kills it without torch's own message: the trainer names the shard."""
     as_helper_process()
     signal.signal(signal.SIGBUS, signal.SIG_DFL)
-    dataset = torch.utils.data.get_worker_info().dataset
+    info = torch.utils.data.get_worker_info()
+    assert info is not None  # called by DataLoader in a worker
+    dataset = cast(EpochBatches, info.dataset)
     for tokenizer in (dataset.augmentation.tokenizers.src, dataset.augmentation.tokenizers.tgt):
         tokenizer.set_threads(1)
 
@@ -135,7 +138,7 @@ class TrainingData:
         accumulate = self.cfg.train.accumulate
         return self._rank_plan(epoch)[0][step * accumulate : (step + 1) * accumulate]
 
-    def steps_from(self, epoch: int, first: int) -> Iterator[list[Batch]]:
+    def steps_from(self, epoch: int, first: int) -> Generator[list[Batch], None, None]:
         """The batches of each optimizer step of `epoch` from step `first` on (an augmented
         batch may come as several micro-batches: see `EpochBatches`)."""
         batches, numbers = self._rank_plan(epoch)

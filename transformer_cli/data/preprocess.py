@@ -324,8 +324,8 @@ def _build(cfg: Config, files: list[CorpusFile], origin: Origin, started: float,
     `cfg.data_dir` as a whole (`atomic_write_folder`); returns them and the folder's manifest.
     Memory holds a sample (SentencePiece), the evaluation splits and a few chunks per worker."""
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
-    paths = {s: tuple(next(f.path for f in files if (f.split, f.lang) == (s, lang)) for lang in langs)
-             for s in SPLITS}
+    where = {(f.split, f.lang): f.path for f in files}
+    paths = {s: (where[s, langs[0]], where[s, langs[1]]) for s in SPLITS}
     evaluation = {s: read_parallel(*paths[s]) for s in EVAL_SPLITS}  # small: read first, fail early
     workers = available_cpus()
     train = TrainingPairs(*paths["train"], cfg.data.limit_train, workers, check_stop)

@@ -154,7 +154,7 @@ class ShardedSplit:
         return self._args
 
     def __setstate__(self, args: tuple) -> None:
-        self.__init__(*args)
+        ShardedSplit.__init__(self, *args)
 
     def __len__(self) -> int:
         return int(self._starts[-1])
@@ -166,9 +166,10 @@ class ShardedSplit:
 
     def _both_lengths(self) -> tuple[np.ndarray, np.ndarray]:
         if self._lengths is None:  # int32: 8 bytes a pair for both sides
-            self._lengths = tuple(np.concatenate([np.diff(offsets).astype(np.int32) for offsets in side])
-                                  for side in ([s.src_offsets for s in self.shards],
-                                               [s.tgt_offsets for s in self.shards]))
+            src, tgt = (np.concatenate([np.diff(offsets).astype(np.int32) for offsets in side])
+                        for side in ([s.src_offsets for s in self.shards],
+                                     [s.tgt_offsets for s in self.shards]))
+            self._lengths = (src, tgt)
         return self._lengths
 
     @property
@@ -183,7 +184,7 @@ class ShardedSplit:
         k, j = self._locate(i)
         return self.shards[k].pair(j)
 
-    def shard_paths(self, indices: Sequence[int]) -> list[Path]:
+    def shard_paths(self, indices: Sequence[int] | np.ndarray) -> list[Path]:
         """The id files (source and target) holding pairs `indices`."""
         folder, split = self._args[0], self._args[1]
         shards = sorted({self._locate(int(i))[0] for i in indices})
@@ -269,14 +270,16 @@ class ShardWriter:
     def _next_shard(self) -> None:
         self._close_shard()
         names = shard_names(self.split, len(self._shard_pairs))
-        self._open = tuple(open(self.folder / name, "wb") for name in names)
+        src_file, tgt_file, idx_file = (open(self.folder / name, "wb") for name in names)
+        self._open = (src_file, tgt_file, idx_file)
         self._shard_pairs.append(0)
         self._ids_in_shard = [0, 0]
         first = np.array([[0, 0, *self._text_pos]], dtype=np.int64)  # ids from 0, lines where they stand
-        self._open[2].write(first.tobytes())
+        idx_file.write(first.tobytes())
 
     def _write(self, chunk: EncodedChunk, start: int, end: int) -> None:
         """Pairs [start, end) of `chunk` into the open shard."""
+        assert self._open is not None, "add() opens a shard before writing"
         src_file, tgt_file, idx_file = self._open
         s_off, t_off = _offsets(chunk.src_lengths), _offsets(chunk.tgt_lengths)
         src_file.write(chunk.src_ids[s_off[start] : s_off[end]].astype(self.dtype, copy=False).tobytes())

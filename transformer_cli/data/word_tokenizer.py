@@ -51,7 +51,7 @@ class WordTokenizer(Tokenizer):
         self.lowercase = lowercase
         self.attach_left = frozenset(attach_left)
         self.attach_right = frozenset(attach_right)
-        self._nlp = None
+        self._nlp: Any = None  # a spacy.Language, made on first use
 
     @property
     def vocab_size(self) -> int:
@@ -110,7 +110,10 @@ class WordTokenizer(Tokenizer):
         vocab = Vocab.from_counts(counts.tokens, cfg.min_freq, cfg.max_vocab)
         # A token attaches on a side when, next to a word on that side, it was mostly written
         # without a space: "." and "'s" attach left, "(" attaches right.
-        left_total, left_glued, right_total, right_glued = Counter(), Counter(), Counter(), Counter()
+        left_total: Counter[str] = Counter()
+        left_glued: Counter[str] = Counter()
+        right_total: Counter[str] = Counter()
+        right_glued: Counter[str] = Counter()
         for (a, b, space), n in counts.gaps.items():
             if _is_word(a):
                 left_total[b] += n

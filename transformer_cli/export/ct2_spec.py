@@ -33,8 +33,10 @@ from ..data.tokenizer_base import Tokenizer
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..model.attention import MultiHeadAttention
+from ..model.contract import TranslationModel
 from ..model.layers import PositionwiseFeedForward
 from ..model.transformer import Decoder, Encoder, Seq2SeqTransformer
+from ..records import field_default
 
 # CTranslate2's activation for each tfm one (tfm's gelu is the exact, erf-based GELU).
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
@@ -59,18 +61,12 @@ def refusals(architecture: str, cfg: ModelConfig) -> list[str]:
     found = [f"model.{f.name}={getattr(cfg, f.name)!r} is not known to the CTranslate2 exporter "
              "of this tfm version, so the export could not reproduce it"
              for f in dataclasses.fields(cfg)
-             if f.name not in _TRAINING_ONLY | _EXPRESSED and getattr(cfg, f.name) != _default(f)]
+             if f.name not in _TRAINING_ONLY | _EXPRESSED and getattr(cfg, f.name) != field_default(f)]
     for key, value, known in (("activation", cfg.activation, _ACTIVATIONS), ("norm", cfg.norm, _NORMS),
                               ("positional", cfg.positional, _POSITIONALS)):
         if value not in known:
             found.append(f"model.{key}={value!r} has no CTranslate2 equivalent")
     return found
-
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return f.default
 
 
 def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:
@@ -89,8 +85,11 @@ def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:
 def special_tokens(tokenizers: TokenizerPair) -> tuple[str, str, str]:
     """The text of `<unk>`, `<sos>` and `<eos>` (found at the tokenizers' special ids).
     CTranslate2 names one set of special tokens for both sides, by their text."""
-    src, tgt = ((tuple(t.id_to_token([t.ids.unk, t.ids.sos, t.ids.eos])))
-                for t in (tokenizers.src, tokenizers.tgt))
+    def named(t: Tokenizer) -> tuple[str, str, str]:
+        unk, sos, eos = t.id_to_token([t.ids.unk, t.ids.sos, t.ids.eos])
+        return unk, sos, eos
+
+    src, tgt = named(tokenizers.src), named(tokenizers.tgt)
     if src != tgt:
         raise UsageError(f"cannot export: the source vocabulary names its special tokens {src}, "
                          f"the target {tgt}; CTranslate2 takes one set for both")
@@ -136,21 +135,21 @@ def _inputs(spec: Any, embeddings_spec: Any, stack: Encoder | Decoder, max_posit
 
 def _encoder(spec: Any, encoder: Encoder, max_positions: int) -> None:
     _inputs(spec, spec.embeddings[0], encoder, max_positions)
-    for layer_spec, layer in zip(spec.layer, encoder.layers):
+    for layer_spec, layer in zip(spec.layer, encoder.stack):
         _attention(layer_spec.self_attention, layer.self_attn, layer.attn_block.norm, True)
         _feed_forward(layer_spec.ffn, layer.feed_forward, layer.ff_block.norm)
 
 
 def _decoder(spec: Any, decoder: Decoder, generator: nn.Linear, max_positions: int) -> None:
     _inputs(spec, spec.embeddings, decoder, max_positions)
-    for layer_spec, layer in zip(spec.layer, decoder.layers):
+    for layer_spec, layer in zip(spec.layer, decoder.stack):
         _attention(layer_spec.self_attention, layer.self_attn, layer.self_block.norm, True)
         _attention(layer_spec.attention, layer.cross_attn, layer.cross_block.norm, False)
         _feed_forward(layer_spec.ffn, layer.feed_forward, layer.ff_block.norm)
     _linear(spec.projection, generator)  # with its bias when model.output_bias is on
 
 
-def build_spec(model: Seq2SeqTransformer, tokenizers: TokenizerPair) -> Any:
+def build_spec(model: TranslationModel, tokenizers: TokenizerPair) -> Any:
     """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights (not yet
     quantized or saved). Raises UsageError with a one-line reason for what CT2 cannot express."""
     from ctranslate2.specs import common_spec, transformer_spec
@@ -159,6 +158,7 @@ def build_spec(model: Seq2SeqTransformer, tokenizers: TokenizerPair) -> Any:
     reasons = refusals(model.ARCHITECTURE, cfg)
     if reasons:
         raise UsageError(f"cannot export: {'; '.join(reasons)}")
+    assert isinstance(model, Seq2SeqTransformer)  # the one architecture refusals() lets through
     src_tokens = vocabulary(tokenizers.src, "source")
     tgt_tokens = vocabulary(tokenizers.tgt, "target")
     spec = transformer_spec.TransformerSpec.from_config(

@@ -53,7 +53,7 @@ class ExportManifest:
         `folder`: the sums of every file there."""
         return cls(format=FORMAT, engine=engine, tfm_version=__version__,
                    created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                   checkpoint=str(source), checkpoint_sha256=checkpoint.sha256,
+                   checkpoint=str(source), checkpoint_sha256=checkpoint.digest,
                    model=checkpoint.model_description(), config=checkpoint.config,
                    metrics=checkpoint.metrics,
                    files={p.name: file_sha256(p) for p in sorted(folder.iterdir())}, **fields)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -66,7 +66,8 @@ class Ensemble(nn.Module):
     and a teacher-forcing model like each of them, so search and scoring take it as they
     take one model."""
 
-    ARCHITECTURE = "ensemble"
+    ARCHITECTURE: ClassVar[str] = "ensemble"
+    weights: Tensor  # [members], summing to 1 (a buffer)
 
     def __init__(self, members: Sequence[TranslationModel], weights: Sequence[float] | None = None,
                  combine: str = "log"):
@@ -89,6 +90,11 @@ class Ensemble(nn.Module):
         # The shortest positional capacity bounds what the ensemble reads and writes.
         self.config = dataclasses.replace(first.config, max_len=min(m.config.max_len for m in members))
 
+    @property
+    def models(self) -> Sequence[TranslationModel]:
+        """The members, typed as models (an nn.ModuleList yields plain modules)."""
+        return cast("Sequence[TranslationModel]", self.members)
+
     def _combined(self, log_probs: list[Tensor]) -> Tensor:
         """Members' log-probabilities [..., vocab] each -> the ensemble's, as `combine` says."""
         stacked = torch.stack([lp.float() for lp in log_probs])  # [members, ..., vocab]
@@ -101,20 +107,20 @@ class Ensemble(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing: the ensemble's log-probabilities [batch, tgt_len, vocab] (a
         distribution: "log" is renormalised), which a cross-entropy takes as logits."""
-        combined = self._combined([torch.log_softmax(m(src, tgt_in).float(), dim=-1) for m in self.members])
+        combined = self._combined([torch.log_softmax(m(src, tgt_in).float(), dim=-1) for m in self.models])
         return torch.log_softmax(combined, dim=-1) if self.combine == "log" else combined
 
     def start(self, src: Tensor) -> EnsembleState:
-        return EnsembleState([m.start(src) for m in self.members])
+        return EnsembleState([m.start(src) for m in self.models])
 
     def step(self, tokens: Tensor, state: EnsembleState) -> tuple[Tensor, EnsembleState]:
-        outs = [m.step(tokens, s) for m, s in zip(self.members, state.members)]
+        outs = [m.step(tokens, s) for m, s in zip(self.models, state.members)]
         return self._combined([lp for lp, _ in outs]), EnsembleState([s for _, s in outs])
 
     def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """The members' last-layer attention over the source, averaged over heads, then
         members by weight: [batch, 1, tgt_len, src_len]."""
-        heads = [m.cross_attention(src, tgt_in).float().mean(1, keepdim=True) for m in self.members]
+        heads = [m.cross_attention(src, tgt_in).float().mean(1, keepdim=True) for m in self.models]
         return self._weighted_mean(heads)
 
     def _weighted_mean(self, tensors: list[Tensor]) -> Tensor:

@@ -180,7 +180,7 @@ class TorchTranslator(TranslationBackend):
             except (AttributeError, UsageError) as e:
                 raise CheckpointError(f"{path}: its decode settings do not fit this version of "
                                       f"tfm: {e}") from None
-        metadata = ModelMetadata(checkpoint.sha256, checkpoint.model_description(), checkpoint.config,
+        metadata = ModelMetadata(checkpoint.digest, checkpoint.model_description(), checkpoint.config,
                                  checkpoint.metrics)
         return cls(model.eval(), tokenizers, device, decode, dtype, metadata)
 

@@ -49,7 +49,7 @@ class TokenEmbedding(nn.Module):
         self.scale = math.sqrt(d_model) if scaled else 1.0
 
     @property
-    def weight(self) -> nn.Parameter:
+    def weight(self) -> Tensor:
         return self.embedding.weight
 
     def forward(self, ids: Tensor) -> Tensor:
@@ -63,6 +63,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     `layout` "halves" puts the same values in another order: the d/2 sines first, then the
     d/2 cosines, as transformers' Marian models do (computed as they compute it, in float64).
     """
+
+    table: Tensor  # [max_positions, d_model], a buffer
 
     def __init__(self, d_model: int, max_positions: int, layout: str = "interleaved"):
         super().__init__()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -58,10 +60,15 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(**_layer_args(cfg)) for _ in range(cfg.n_encoder_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
+    @property
+    def stack(self) -> Sequence[EncoderLayer]:
+        """The N layers, typed (an nn.ModuleList yields plain modules)."""
+        return cast("Sequence[EncoderLayer]", self.layers)
+
     def forward(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src: [batch, src_len] ids -> memory [batch, src_len, d_model]."""
         x = self.dropout(self.embed(src) + self.positions(0, src.size(1)))
-        for layer in self.layers:
+        for layer in self.stack:
             x = layer(x, src_mask)
         return self.final_norm(x)
 
@@ -77,21 +84,26 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(**_layer_args(cfg)) for _ in range(cfg.n_decoder_layers))
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.norm == "pre" else nn.Identity()
 
+    @property
+    def stack(self) -> Sequence[DecoderLayer]:
+        """The N layers, typed (an nn.ModuleList yields plain modules)."""
+        return cast("Sequence[DecoderLayer]", self.layers)
+
     def forward(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, need_weights: bool = False
                 ) -> tuple[Tensor, Tensor | None]:
         """tgt_in: [batch, tgt_len] -> ([batch, tgt_len, d_model], last layer's cross-attention
         weights [batch, heads, tgt_len, src_len] when `need_weights`)."""
         x = self.dropout(self.embed(tgt_in) + self.positions(0, tgt_in.size(1)))
         weights = None
-        for i, layer in enumerate(self.layers):
-            x, weights = layer(x, memory, src_mask, need_weights and i == len(self.layers) - 1)
+        for i, layer in enumerate(self.stack):
+            x, weights = layer(x, memory, src_mask, need_weights and i == len(self.stack) - 1)
         return self.final_norm(x), weights
 
     def step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """tokens: [batch] (the last output) -> ([batch, d_model], state one position on)."""
         x = self.dropout(self.embed(tokens[:, None]) + self.positions(state.position, 1))
         caches = []
-        for layer, cache in zip(self.layers, state.layers):
+        for layer, cache in zip(self.stack, state.layers):
             x, cache = layer.step(x, state.src_mask, cache)
             caches.append(cache)
         return self.final_norm(x)[:, 0], DecoderState(state.src_mask, caches, state.position + 1)
@@ -104,7 +116,7 @@ class Seq2SeqTransformer(nn.Module):
     `tie_output` reuses the target embedding as the output projection (paper §3.4).
     """
 
-    ARCHITECTURE = "transformer"  # the name checkpoints record (model/builders.py)
+    ARCHITECTURE: ClassVar[str] = "transformer"  # the name checkpoints record (model/builders.py)
 
     def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,
                  src_ids: SpecialIds = TFM_IDS, tgt_ids: SpecialIds = TFM_IDS):
@@ -147,7 +159,7 @@ class Seq2SeqTransformer(nn.Module):
         """Encode the source and prepare incremental decoding."""
         src_mask = padding_mask(src, self.src_ids.pad)
         memory = self.encoder(src, src_mask)
-        return DecoderState(src_mask, [layer.start_cache(memory) for layer in self.decoder.layers], 0)
+        return DecoderState(src_mask, [layer.start_cache(memory) for layer in self.decoder.stack], 0)
 
     def step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """tokens: [batch] -> (log-probabilities of the next token [batch, tgt_vocab], new state)."""

@@ -10,14 +10,14 @@
 
 Every answer but a 2xx is {"error": "one line"}: client mistakes are 4xx (unknown paths and
 methods included); nothing a client sends produces a 500 or a traceback. A request that finds
-the admitted work at serve.max_pending_tokens is answered 503 at once, with Retry-After.
+the admitted work at serve.max_pending_s is answered 503 at once, with Retry-After.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -63,7 +63,7 @@ class Server:
         self.cut_off += 1
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 

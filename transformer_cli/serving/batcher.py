@@ -15,11 +15,13 @@ Each request is decoded by the model it was accepted with (its options and token
 from that model's defaults): after a hot reload, requests already queued finish on the old
 model and new ones go to the new model.
 
-Admission control: the source tokens of the requests admitted and not yet answered (waiting
-or decoding) stay within `max_pending_tokens` (serve.max_pending_tokens). A request that
-would go past it is answered at once with `Overloaded` (HTTP 503 and Retry-After, counted in
-/metrics), rather than queued behind work it would wait seconds for; a request alone is
-always admitted. What is admitted is answered, once.
+Admission control: the requests admitted and not yet answered (waiting or decoding) stay
+within `max_pending_s` seconds of decoding (serve.max_pending_s): their source tokens, at the
+rate in tokens/s measured over the recent batches, which follows the backend, its threads,
+the beam and how full the batches are. Before the first batch the bound is one batch
+(`batch_tokens`). A request that would go past it is answered at once with `Overloaded`
+(HTTP 503 and Retry-After, counted in /metrics), rather than queued behind work it would
+wait seconds for; a request alone is always admitted. What is admitted is answered, once.
 
 Requests are tokenized on a thread of their own (`tokenize`), never on the event loop, while
 the decode thread may be translating (api.Translator: encoding may run beside a translation).
@@ -47,9 +49,9 @@ IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes 
 class Overloaded(Exception):
     """The work admitted is at its bound: answer 503 now, and retry after `retry_after_s`."""
 
-    def __init__(self, pending_tokens: int, bound: int, retry_after_s: int):
+    def __init__(self, pending_tokens: int, bound: float, retry_after_s: int):
         super().__init__(f"the server is busy: {pending_tokens} source tokens are waiting or being "
-                         f"translated (serve.max_pending_tokens={bound}); retry in {retry_after_s} s")
+                         f"translated (serve.max_pending_s={bound:g}); retry in {retry_after_s} s")
         self.retry_after_s = retry_after_s
 
 
@@ -67,17 +69,17 @@ class Job:
 
 class Batcher:
     def __init__(self, executor: Executor, batch_tokens: int, max_wait_s: float, metrics: Metrics,
-                 tokenize: Executor | None = None, max_pending_tokens: int | None = None):
+                 tokenize: Executor | None = None, max_pending_s: float | None = None):
         self._executor, self._metrics = executor, metrics
         self._tokenize = tokenize or executor
         self.batch_tokens, self.max_wait_s = batch_tokens, max_wait_s
-        self.max_pending_tokens = max_pending_tokens
+        self.max_pending_s = max_pending_s
         self._queue: deque[Job] = deque()
         self._arrived = asyncio.Event()
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
         self._decoded_since_idle = False
         self.pending_tokens = 0  # of the requests admitted and not yet answered
-        self._tokens_per_s = 0.0  # decoded, smoothed over batches: for Retry-After
+        self._tokens_per_s = 0.0  # decoded, smoothed over batches: for the bound and Retry-After
 
     @property
     def queued(self) -> int:
@@ -92,10 +94,9 @@ class Batcher:
         loop = asyncio.get_running_loop()
         sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options, True)
         tokens = sources.tokens
-        bound = self.max_pending_tokens
-        if bound is not None and self.pending_tokens and self.pending_tokens + tokens > bound:
+        if self.max_pending_s is not None and self.pending_tokens and self.pending_tokens + tokens > self._bound():
             self._metrics.shed.inc()
-            raise Overloaded(self.pending_tokens, bound, self._retry_after_s())
+            raise Overloaded(self.pending_tokens, self.max_pending_s, self._retry_after_s())
         self.pending_tokens += tokens
         try:
             job = Job(sources, options, model, loop.create_future())
@@ -105,6 +106,11 @@ class Batcher:
             return await job.done
         finally:
             self.pending_tokens -= tokens
+
+    def _bound(self) -> float:
+        """The source tokens that max_pending_s seconds decode at the measured rate."""
+        assert self.max_pending_s is not None
+        return self.max_pending_s * self._tokens_per_s if self._tokens_per_s else self.batch_tokens
 
     def _retry_after_s(self) -> int:
         """Seconds until the work admitted now is likely done (1 to 60)."""

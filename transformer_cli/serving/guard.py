@@ -10,15 +10,15 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from fastapi.responses import JSONResponse
 
 from .metrics import Metrics
 
-Message = dict[str, Any]
-ASGIApp = Callable[[dict[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
+Message = MutableMapping[str, Any]  # an ASGI message, as Starlette types it
+ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
                    Awaitable[None]]
 OPEN_PATHS = ("/health",)  # answered without the bearer token
 

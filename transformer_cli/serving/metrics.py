@@ -26,7 +26,7 @@ class Metrics:
         self.batch_seconds = Histogram("tfm_batch_seconds", "Decoding time per batch",
                                        buckets=LATENCY_BUCKETS, registry=r)
         self.shed = Counter("tfm_requests_shed", "Requests answered 503 at once: the work admitted "
-                            "was at serve.max_pending_tokens", registry=r)
+                            "was at serve.max_pending_s", registry=r)
         self.in_flight = Gauge("tfm_requests_in_flight", "Requests received and not yet answered",
                                registry=r)
         self.reloads = Counter("tfm_model_reloads", "Hot reloads of the model file by result "

@@ -93,7 +93,7 @@ def listen(host: str, port: int) -> list[socket.socket]:
             for s in sockets:
                 s.close()
             why = (e.strerror or str(e)).lower()
-            raise UsageError(f"cannot listen on {_address(address[0], port)}: {why} "
+            raise UsageError(f"cannot listen on {_address(str(address[0]), port)}: {why} "
                              "(--host, --port; serve.host, serve.port)") from None
     return sockets
 
@@ -111,7 +111,7 @@ def build_server(model: Translator, sc: ServeConfig, device: str, precision: str
                                ensemble_weights=ensemble_weights, ensemble_combine=ensemble_combine)
     watcher = ModelWatcher(model, reopen, sc.reload_poll_s, reload_thread, metrics)
     batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics, tokenize_thread,
-                      sc.max_pending_tokens)
+                      sc.max_pending_s)
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread)
 
 
@@ -139,7 +139,8 @@ def serve(sc: ServeConfig, paths: Sequence[Path], device: str, precision: str,
         host, port = sock.getsockname()[:2]
         log.info("listening on http://%s", _address(host, port))
     config = uvicorn.Config(create_app(state), log_config=None, access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=sc.shutdown_grace_s)
+                            # uvicorn annotates an int but waits with it as a timeout: a float works
+                            timeout_graceful_shutdown=sc.shutdown_grace_s)  # type: ignore[arg-type]
 
     def stopped(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name

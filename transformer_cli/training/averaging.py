@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from ..checkpoint import Checkpoint, CheckpointError
+from ..model.contract import TranslationModel
 
 log = logging.getLogger("tfm")
 
@@ -77,7 +78,7 @@ class Snapshots:
 
 
 @contextlib.contextmanager
-def trying_weights(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> Iterator[None]:
+def trying_weights(model: TranslationModel, state: dict[str, torch.Tensor]) -> Iterator[None]:
     """Load `state` into `model` for the block; the model's own weights come back afterwards,
     also when the block raises (a stop request: last.pt must hold the trained weights)."""
     own = {k: v.clone() for k, v in model.state_dict().items()}

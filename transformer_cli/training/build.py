@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -60,5 +62,5 @@ def training_module(model: nn.Module, dist: DistContext, device: torch.device, c
         net = nn.parallel.DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
     if compile:
-        net = torch.compile(net, dynamic=True)
+        net = cast(nn.Module, torch.compile(net, dynamic=True))  # an OptimizedModule
     return net

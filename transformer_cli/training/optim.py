@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
 
 from ..checkpoint import TrainState
 from ..config import TrainConfig
@@ -26,7 +27,7 @@ SCHEDULES: Registry[Callable[[TrainConfig, int], float]] = Registry(
     "schedules", "learning-rate schedule", "train.schedule")
 
 
-def _adam(cls: type[torch.optim.Optimizer]) -> Callable[[list[dict], TrainConfig, torch.device],
+def _adam(cls: Callable[..., torch.optim.Optimizer]) -> Callable[[list[dict], TrainConfig, torch.device],
                                                        torch.optim.Optimizer]:
     """Adam or AdamW; the fused kernel on CPUs and GPUs (2.4x faster than the multi-tensor one
     on a CPU, benchmarks/optimizer_step.py), the multi-tensor one elsewhere."""
@@ -93,7 +94,7 @@ class Optimization:
 
     @property
     def lr(self) -> float:
-        return self.scheduler.get_last_lr()[0]
+        return float(self.scheduler.get_last_lr()[0])
 
     def step(self, batches: list[Batch]) -> tuple[int, Tensor]:
         """One optimizer step over `batches`; returns this rank's target tokens and their summed
@@ -112,7 +113,9 @@ class Optimization:
         nll_sum = torch.zeros((), device=self.device)
         for i, b in enumerate(batches):
             last = i == len(batches) - 1
-            no_sync = self.net.no_sync() if self.dist.enabled and not last else contextlib.nullcontext()
+            # Under DDP, net is the DistributedDataParallel wrapper.
+            no_sync = (cast(DistributedDataParallel, self.net).no_sync() if self.dist.enabled and not last
+                       else contextlib.nullcontext())
             with no_sync:
                 loss, nll = self.batch_loss(self.net, b, self.dtype)
                 loss = loss / normaliser

@@ -43,7 +43,9 @@ class Progress:
         """From a saved `asdict`; keys of other versions are ignored, missing ones defaulted
         (and the "" that older versions wrote for "none" read as None)."""
         known = {f.name for f in fields(cls)}
-        progress = cls(**{k: (None if v == "" else v) for k, v in d.items() if k in known and k != "history"})
+        values: dict[str, Any] = {k: (None if v == "" else v) for k, v in d.items()
+                                  if k in known and k != "history"}
+        progress = cls(**values)
         records = (ValidationRecord.read(r) for r in d.get("history", []))
         progress.history = [r for r in records if r is not None]
         return progress

@@ -191,7 +191,7 @@ def _archive(run: RunDir, published: Checkpoint, keep: int) -> None:
     """Keep the model being replaced in published.history/ (the newest `keep` are kept)."""
     folder = run.published_history
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    atomic_write_bytes(folder / f"{stamp}-{published.sha256[:12]}.pt", run.published.read_bytes())
+    atomic_write_bytes(folder / f"{stamp}-{published.digest[:12]}.pt", run.published.read_bytes())
     for old in history(run)[keep:]:
         old.unlink(missing_ok=True)
 
@@ -328,5 +328,5 @@ def describe_published(run: RunDir) -> str:
             lines.append(f"{label:<9} {path}: {e}")
             continue
         shown = described(checkpoint.metrics)
-        lines.append(f"{label:<9} {path}  sha256 {checkpoint.sha256[:12]}  {shown}")
+        lines.append(f"{label:<9} {path}  sha256 {checkpoint.digest[:12]}  {shown}")
     return "\n".join(lines)

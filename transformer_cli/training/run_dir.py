@@ -23,13 +23,14 @@ import json
 import logging
 import os
 import sys
-from dataclasses import MISSING, asdict, fields, is_dataclass
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import Config, TrainConfig
 from ..errors import BusyError, TfmError
 from ..fsutil import atomic_write_text, close_lock, remove_stale_temp_files, track_lock
+from ..records import field_default
 from .metrics import ValidationRecord, read_jsonl, write_jsonl
 
 log = logging.getLogger("tfm")
@@ -66,9 +67,8 @@ def _as_before(section: Any) -> dict[str, Any]:
     out = {}
     for f in fields(section):
         value = getattr(section, f.name)
-        default = f.default_factory() if f.default_factory is not MISSING else f.default
-        if not (f.metadata.get("added") and value == default):
-            out[f.name] = asdict(value) if is_dataclass(value) else value
+        if not (f.metadata.get("added") and value == field_default(f)):
+            out[f.name] = asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
     return out
 
 

@@ -166,7 +166,7 @@ def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None) -> 
             if trainer.dist.is_main:
                 log.info("continuing %s (sha256 %s, %s): its weights and tokenizers; optimizer, "
                          "schedule and early stopping start afresh", parent.path,
-                         parent.checkpoint.sha256[:12], described(parent.checkpoint.metrics))
+                         parent.checkpoint.digest[:12], described(parent.checkpoint.metrics))
         return False
     trainer.restore(checkpoint)
     return True

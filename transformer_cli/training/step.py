@@ -45,7 +45,8 @@ class BatchLoss:
         with autocast(device, dtype):
             logits = net(batch.src.repeat(2, 1), batch.tgt_in.repeat(2, 1))  # [2·batch, tgt_len, vocab]
         loss, nll = sequence_loss(logits, tgt_out.repeat(2, 1), self.pad_id, self.label_smoothing)
-        consistency = symmetric_kl(*logits.chunk(2), tgt_out, self.pad_id)
+        first, second = logits.chunk(2)  # the two passes: [batch, tgt_len, vocab] each
+        consistency = symmetric_kl(first, second, tgt_out, self.pad_id)
         return loss / 2 + self.rdrop_alpha * consistency / 2, nll / 2
 
 

@@ -6,7 +6,7 @@ import dataclasses
 import logging
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,10 +16,14 @@ from ..errors import TfmError
 from ..evaluate import LossResult, score_translations
 from ..inference.strategies import strategy_for
 from ..inference.translate import TorchTranslator
+from ..model.contract import TranslationModel
 from .cadence import Cadence
 from .distributed import DistContext
 from .metrics import ValidationRecord, word_perplexity
 from .progress import Progress
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
 
 log = logging.getLogger("tfm")
 
@@ -57,7 +61,7 @@ def decode_label(settings: DecodeConfig) -> str:
     return strategy_for(settings).describe(settings)
 
 
-def validation_bleu(model: torch.nn.Module, prepared: Prepared, cfg: Config,
+def validation_bleu(model: TranslationModel, prepared: Prepared, cfg: Config,
                     device: torch.device, dtype: torch.dtype | None, cadence: Cadence,
                     dist: DistContext) -> dict[str, Any]:
     """Validation BLEU/chrF decoded with train.valid_decode, as record fields (the
@@ -92,7 +96,7 @@ class TensorBoard:
 
     def __init__(self, folder: Path):
         self.folder = folder
-        self._writer = None
+        self._writer: SummaryWriter | None = None
 
     def add(self, r: ValidationRecord) -> None:
         if self._writer is None:
