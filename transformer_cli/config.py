@@ -368,7 +368,7 @@ class ServeConfig(Section):
     max_inputs: int = _f(64, "Sentences per request (more: 413).", ge=1, le=100_000)
     max_bytes: int = _f(65536, "Request body size in bytes (more: 413).", ge=64, le=1 << 30)
     max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)
-    max_pending_s: float | None = _f(0.5, "Load shedding: the requests admitted and not yet "
+    max_pending_s: float | None = _f(1.0, "Load shedding: the requests admitted and not yet "
                                      "answered (waiting or decoding) stay within this many "
                                      "seconds of decoding, at the rate measured over the recent "
                                      "batches (before the first: one batch, serve.batch_tokens); "

@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException
 from ..api import Output, Translator
 from ..config import ServeConfig
 from .batcher import Batcher, Overloaded
-from .guard import Guard
+from .guard import SHED_PACE_S, Guard
 from .metrics import Metrics
 from .reloader import ModelWatcher
 from .requests import (
@@ -94,7 +94,7 @@ def create_app(server: Server) -> FastAPI:
 
     app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(Guard, metrics=server.metrics, token=server.token,
-                       cut_off=server.count_cut_off)
+                       cut_off=server.count_cut_off, busy=server.batcher.busy)
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
     @app.exception_handler(ClientError)
@@ -104,6 +104,7 @@ def create_app(server: Server) -> FastAPI:
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, e: Overloaded) -> JSONResponse:
+        await asyncio.sleep(SHED_PACE_S)  # as the guard paces the 503s it answers itself
         return _error(503, str(e), {"Retry-After": str(e.retry_after_s)})
 
     @app.exception_handler(HTTPException)

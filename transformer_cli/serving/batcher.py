@@ -17,11 +17,14 @@ model and new ones go to the new model.
 
 Admission control: the requests admitted and not yet answered (waiting or decoding) stay
 within `max_pending_s` seconds of decoding (serve.max_pending_s): their source tokens, at the
-rate in tokens/s measured over the recent batches, which follows the backend, its threads,
-the beam and how full the batches are. Before the first batch the bound is one batch
+decoding capacity measured in tokens/s, which follows the backend, its threads and the beam.
+The capacity is that of the fastest recent batches (it decays by 1% a batch), not their mean:
+batches kept small by the bound decode fewer tokens a second, and a mean would shrink the
+bound with them, down to one request. Before the first batch the bound is one batch
 (`batch_tokens`). A request that would go past it is answered at once with `Overloaded`
 (HTTP 503 and Retry-After, counted in /metrics), rather than queued behind work it would
-wait seconds for; a request alone is always admitted. What is admitted is answered, once.
+wait seconds for; when the admitted work alone is at the bound it is answered before it is
+tokenized. A request alone is always admitted. What is admitted is answered, once.
 
 Requests are tokenized on a thread of their own (`tokenize`), never on the event loop, while
 the decode thread may be translating (api.Translator: encoding may run beside a translation).
@@ -44,14 +47,14 @@ from .metrics import Metrics
 
 log = logging.getLogger("tfm")
 IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes back to the OS
+CAPACITY_DECAY = 0.99  # per batch: the capacity estimate forgets a fast batch within ~100 batches
 
 
 class Overloaded(Exception):
     """The work admitted is at its bound: answer 503 now, and retry after `retry_after_s`."""
 
-    def __init__(self, pending_tokens: int, bound: float, retry_after_s: int):
-        super().__init__(f"the server is busy: {pending_tokens} source tokens are waiting or being "
-                         f"translated (serve.max_pending_s={bound:g}); retry in {retry_after_s} s")
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
         self.retry_after_s = retry_after_s
 
 
@@ -79,7 +82,9 @@ class Batcher:
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
         self._decoded_since_idle = False
         self.pending_tokens = 0  # of the requests admitted and not yet answered
-        self._tokens_per_s = 0.0  # decoded, smoothed over batches: for the bound and Retry-After
+        self._tokens_per_s = 0.0  # decoded, smoothed over batches: for Retry-After
+        self._capacity = 0.0  # tokens/s of the fastest recent batches: for the bound
+        self._tokens_per_line = 16.0  # source tokens of a request's line, smoothed
 
     @property
     def queued(self) -> int:
@@ -91,12 +96,20 @@ class Batcher:
         decoded by `model` with `options` (built from that model's defaults); returns their
         Output, or raises Overloaded when the work admitted is at its bound. The lines are
         tokenized once, off the event loop: for the bound, the token budget and decoding."""
+        if (why := self.busy()) is not None:  # the admitted work alone is at the bound
+            raise Overloaded(*why)
         loop = asyncio.get_running_loop()
-        sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options, True)
+        # While it is tokenized, the request holds its likely share of the bound, so that the
+        # requests arriving meanwhile see it (else a burst passes `busy` together).
+        guess = max(1, round(self._tokens_per_line * len(lines)))
+        self.pending_tokens += guess
+        try:
+            sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options, True)
+        finally:
+            self.pending_tokens -= guess
         tokens = sources.tokens
-        if self.max_pending_s is not None and self.pending_tokens and self.pending_tokens + tokens > self._bound():
-            self._metrics.shed.inc()
-            raise Overloaded(self.pending_tokens, self.max_pending_s, self._retry_after_s())
+        self._tokens_per_line += 0.1 * (tokens / max(1, len(lines)) - self._tokens_per_line)
+        self._admit(tokens)
         self.pending_tokens += tokens
         try:
             job = Job(sources, options, model, loop.create_future())
@@ -107,10 +120,27 @@ class Batcher:
         finally:
             self.pending_tokens -= tokens
 
-    def _bound(self) -> float:
-        """The source tokens that max_pending_s seconds decode at the measured rate."""
-        assert self.max_pending_s is not None
-        return self.max_pending_s * self._tokens_per_s if self._tokens_per_s else self.batch_tokens
+    def busy(self) -> tuple[str, int] | None:
+        """None while a request may still be admitted; else the message and Retry-After seconds
+        of its 503 (counted as shed): the admitted work alone is at the bound, so the request
+        need not even be read (serving/guard.py answers it)."""
+        return self._refusal(0)
+
+    def _admit(self, tokens: int) -> None:
+        """Raise Overloaded if `tokens` more would pass the bound."""
+        if (why := self._refusal(tokens)) is not None:
+            raise Overloaded(*why)
+
+    def _refusal(self, tokens: int) -> tuple[str, int] | None:
+        if self.max_pending_s is None or not self.pending_tokens:  # a request alone is admitted
+            return None
+        bound = self.max_pending_s * self._capacity if self._capacity else self.batch_tokens
+        if self.pending_tokens + tokens <= bound:
+            return None
+        self._metrics.shed.inc()
+        retry_after_s = self._retry_after_s()
+        return (f"the server is busy: {self.pending_tokens} source tokens are waiting or being translated "
+                f"(serve.max_pending_s={self.max_pending_s:g}); retry in {retry_after_s} s", retry_after_s)
 
     def _retry_after_s(self) -> int:
         """Seconds until the work admitted now is likely done (1 to 60)."""
@@ -188,6 +218,7 @@ class Batcher:
         self._metrics.sentences.inc(n)
         rate = sum(job.tokens for job in batch) / max(seconds, 1e-6)
         self._tokens_per_s = rate if not self._tokens_per_s else 0.8 * self._tokens_per_s + 0.2 * rate
+        self._capacity = max(rate, CAPACITY_DECAY * self._capacity)
 
 
 def _decode_group(jobs: list[Job]) -> list[Output]:
