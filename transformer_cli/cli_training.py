@@ -115,7 +115,7 @@ def train(
     if nproc_per_node and nproc_per_node > 1 and "RANK" not in os.environ:
         from .training.launch import launch
 
-        return launch(run, nproc_per_node, _without_option(sys.argv[2:], "--nproc-per-node"))
+        return launch(cfg, run, nproc_per_node, _without_option(sys.argv[2:], "--nproc-per-node"))
     if int(os.environ.get("RANK", "0")) == 0:
         run.lock()  # before importing torch: a busy newcomer exits 75 at once
     from .training.session import run_training

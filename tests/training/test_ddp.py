@@ -61,8 +61,9 @@ def test_two_processes_stay_in_sync(tmp_path, corpus_dir):
     assert ranks[0]["digest"] == ranks[1]["digest"]  # the ranks end with identical weights
     assert ranks[0]["valid_loss"] == ranks[1]["valid_loss"]  # all-reduced validation
     assert ranks[0]["steps"] == 2 * (300 // 16 // 2)  # each rank took half of every epoch
-    # stop/save flags agreed about once a second, not at each of these ~10 ms steps
-    assert ranks[0]["agreements"] == ranks[1]["agreements"] < ranks[0]["steps"] // 2
+    # the ranks met as often as each other (how often, against a clock: tests/training/test_cadence.py;
+    # here it depends on how busy the machine is)
+    assert ranks[0]["agreements"] == ranks[1]["agreements"] > 0
     assert ranks[0]["valid_loss"][-1] < ranks[0]["valid_loss"][0]
     # validation BLEU decoded half by each rank, gathered in order = decoded by one process
     assert ranks[0]["bleu"]["sharded"] == ranks[0]["bleu"]["alone"] == ranks[1]["bleu"]["alone"]

@@ -1,8 +1,9 @@
 """`tfm train --nproc-per-node N`: tfm starts the training processes itself, through torch's
 own launcher (`torch.distributed.run`, torchrun's code, standalone rendezvous on this machine),
 after taking the run's lock. So a multi-process run keeps the exit codes a cron line reads:
-75 when another `tfm train` holds the run (before any process starts), 2 for bad input, 1 for
-a failure, 130/143 after a signal; the processes' own one-line errors are all that is printed.
+75 when another `tfm train` holds the run (before any process starts), 2 for bad input (a
+train.init_from that cannot be read is refused before any process starts, too), 1 for a
+failure, 130/143 after a signal; the processes' own one-line errors are all that is printed.
 
 The processes run `tfm train` with the same arguments; they learn from `TFM_RUN_LOCK_HOLDER`
 (this process's pid, their parent's) that the run is locked for them (run_dir.RunDir.lock).
@@ -14,7 +15,9 @@ import logging
 import os
 import sys
 
+from ..config import Config
 from ..errors import EXIT_FAILURE, EXIT_USAGE, TfmError
+from .parent import resolve_parent
 from .run_dir import LOCK_HOLDER_ENV, RunDir
 
 
@@ -26,8 +29,9 @@ class LaunchedRunFailed(TfmError):
         self.exit_code = exit_code
 
 
-def launch(run: RunDir, processes: int, train_args: list[str]) -> None:
-    """Hold `run`'s lock and run `tfm train train_args` in `processes` processes until they end."""
+def launch(cfg: Config, run: RunDir, processes: int, train_args: list[str]) -> None:
+    """Hold `run`'s lock and run `tfm train train_args` (which read `cfg`) in `processes`
+    processes until they end."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser
     from torch.distributed.run import run as torch_run
@@ -39,6 +43,7 @@ def launch(run: RunDir, processes: int, train_args: list[str]) -> None:
     args = get_args_parser().parse_args(["--standalone", "--nproc-per-node", str(processes), "--module",
                                          "transformer_cli", "train", *train_args])
     try:
+        resolve_parent(cfg, run)  # else each rank would refuse it, and the first to fail decides the code
         torch_run(args)
     except ChildFailedError as e:
         codes = [failure.exitcode for failure in e.failures.values()]
