@@ -9,4 +9,4 @@ bash scripts/setup.sh dev
 bash scripts/browser.sh || true
 .venv/bin/ruff check --quiet transformer_cli tests benchmarks scripts
 .venv/bin/mypy
-exec .venv/bin/python -m pytest -q "$@"
+exec .venv/bin/python -m pytest -q --durations=15 "$@"

@@ -34,9 +34,22 @@ CONFIG_HELP = ("Config file, or a bare name found in ./configs/ or among the con
 SET_HELP = "Override one config value, e.g. --set train.lr=3e-4 (repeatable)."
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a line is logged (a caller that swaps it, as a
+    test harness does, never leaves the handler on a closed stream)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: Any) -> None:
+        pass
+
+
 def setup_logging(quiet: bool) -> None:
     """Timestamped lines on stderr; --quiet keeps warnings and errors only."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
     log.handlers[:] = [handler]
     log.setLevel(logging.INFO)

@@ -23,6 +23,9 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--np
 pytestmark = pytest.mark.slow  # two processes train
 # The runs that are interrupted and resumed, and the uninterrupted one they must end equal to.
 INTERRUPTED = {"epochs": 4, "batch_size": 16, "checkpoint_every_minutes": None}
+# torchrun escalates SIGTERM to SIGKILL after 30 s; ranks that stop by themselves (one step or
+# decoding batch, one save: about 2 s on a quiet machine) are gone well within this, on a busy one too.
+STOPPED_BY_THEMSELVES_S = 20
 
 
 def torchrun_train(cfg: Path, *options: str) -> list[str]:
@@ -160,9 +163,9 @@ def _final_weights(run: Path) -> dict:
 
 
 def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corpus_dir, uninterrupted):
-    """SIGTERM to torchrun mid-run (as systemd or a scheduler sends it): both ranks are gone
-    within 5 s with one saved state; the same command resumes and ends with the weights of an
-    uninterrupted two-process run."""
+    """SIGTERM to torchrun mid-run (as systemd or a scheduler sends it): both ranks stop by
+    themselves at their next step, one state saved, long before torchrun would SIGKILL them;
+    the same command resumes and ends with the weights of an uninterrupted two-process run."""
     import os
     import signal
     import time
@@ -184,7 +187,7 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
     finally:
         launcher.kill()
     text = log.read_text()
-    assert gone_after < 5, f"ranks still running {gone_after:.1f} s after SIGTERM"
+    assert gone_after < STOPPED_BY_THEMSELVES_S, f"ranks still running {gone_after:.1f} s after SIGTERM"
     assert "state saved to" in text and "internal error" not in text, text[-3000:]
     run = tmp_path / "checkpoints" / "cut"
     saved = torch.load(run / "last.pt", weights_only=True)["train_state"]["progress"]
@@ -226,7 +229,8 @@ def test_ranks_of_another_launcher_with_the_port_in_use_each_say_so_in_one_line(
 def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seconds(tmp_path):
     """A long validation (beam 64 over the validation set) on 2 ranks, SIGTERM to torchrun
     once it has begun: the ranks agree at their next decoding batch, save once and are gone
-    within seconds (they used to finish the validation first); the same command resumes it."""
+    long before torchrun would SIGKILL them (they used to finish the validation first: the
+    resumed run redoes it); the same command resumes it."""
     import os
     import signal
     import time
@@ -251,7 +255,7 @@ def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seco
     finally:
         launcher.kill()
     text = log.read_text()
-    assert gone_after < 5, f"ranks still running {gone_after:.1f} s after SIGTERM"
+    assert gone_after < STOPPED_BY_THEMSELVES_S, f"ranks still running {gone_after:.1f} s after SIGTERM"
     assert text.count("state saved to") == 1 and "internal error" not in text, text[-3000:]
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

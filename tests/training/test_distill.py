@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from helpers import run_tfm, write_config
+from helpers import run_tfm, write_config, write_corpus
 
 from transformer_cli.checkpoint import Checkpoint
 
@@ -25,9 +25,15 @@ def student(work, corpus, teachers, **distill):
                         train={"epochs": 2, "lr": 3e-3, "threads": 1})
 
 
-def test_teacher_translation_resumes_to_the_same_bytes(trained, corpus_dir, tmp_path):
+def sources(work):
+    """A corpus of 120 training pairs for the students (the teacher was trained on 300)."""
+    return write_corpus(work / "corpus", {"train": 120, "val": 20, "test_2016_flickr": 10})
+
+
+def test_teacher_translation_resumes_to_the_same_bytes(trained, tmp_path):
     teachers = [trained["run"] / "published.pt"] * 2  # an ensemble: slower, and it must resume too
-    straight, killed = (student(tmp_path / n, corpus_dir, teachers) for n in ("straight", "killed"))
+    corpus = sources(tmp_path)
+    straight, killed = (student(tmp_path / n, corpus, teachers) for n in ("straight", "killed"))
     r = run_tfm("distill", "-c", str(straight))
     assert r.returncode == 0, r.stderr
     state = tmp_path / "killed" / "data" / "student.distilled" / "distill.json"
@@ -43,29 +49,29 @@ def test_teacher_translation_resumes_to_the_same_bytes(trained, corpus_dir, tmp_
             assert proc.returncode == 143, err
             assert "the translations made so far are kept" in err.strip().splitlines()[-1]
         done = json.loads(state.read_text())
-        assert not done["complete"] and 0 < done["lines"] < 300
+        assert not done["complete"] and 0 < done["lines"] < 120
     r = run_tfm("distill", "-c", str(killed))
     assert r.returncode == 0, r.stderr
     a, b = (tmp_path / n / "data" / "student.distilled" for n in ("straight", "killed"))
     assert (a / "train.en").read_bytes() == (b / "train.en").read_bytes()
     assert (a / "train.de").read_bytes() == (b / "train.de").read_bytes()
-    assert len((a / "train.en").read_text().splitlines()) == 300
+    assert len((a / "train.en").read_text().splitlines()) == 120
     assert not list(b.glob("*.partial"))
 
 
-def test_a_tiny_distillation_end_to_end(trained, corpus_dir, tmp_path):
+def test_a_tiny_distillation_end_to_end(trained, tmp_path):
     teacher = trained["run"] / "published.pt"
-    cfg = student(tmp_path, corpus_dir, [teacher], keep_original=True)
+    cfg = student(tmp_path, sources(tmp_path), [teacher], keep_original=True)
     r = run_tfm("train", "-c", str(cfg), "--quiet")  # makes the distilled corpus, then trains
     assert r.returncode == 0, r.stderr
     folder = tmp_path / "data" / "student.distilled"
     translations = (folder / "train.en").read_text().splitlines()
-    assert len(translations) == 600  # the teacher's 300, then the original 300
+    assert len(translations) == 240  # the teacher's 120, then the original 120
     r = run_tfm("translate", "--checkpoint", str(teacher), "--beam-size", "4", "--no-recase",
                 *(folder / "train.de").read_text().splitlines()[:5])
     assert r.stdout.splitlines() == translations[:5]  # what the teacher says, as it says it
     manifest = json.loads((tmp_path / "data" / "student" / "manifest.json").read_text())
-    assert manifest["source"] == str(folder) and manifest["splits"]["train"]["pairs"] == 600
+    assert manifest["source"] == str(folder) and manifest["splits"]["train"]["pairs"] == 240
     best = Checkpoint.read(tmp_path / "checkpoints" / "student" / "best.pt")
     assert best.metrics["epoch"] == 2
     r = run_tfm("export", "-c", str(cfg), "-o", str(tmp_path / "ct2"))  # an ordinary model

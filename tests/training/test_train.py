@@ -62,7 +62,7 @@ def make_trainer(cfg) -> Trainer:
 
 @pytest.mark.slow
 def test_tiny_model_overfits_a_handful_of_pairs(tmp_path):
-    cfg = small_config(tmp_path, pairs=8, epochs=80, batch_size=8, lr=3e-3)
+    cfg = small_config(tmp_path, pairs=8, epochs=30, batch_size=8, lr=1e-2)
     cfg.model.dropout = 0.0
     cfg.data.min_train_pairs = 8  # deliberately tiny: overfitting is the point
     run_training(cfg)
