@@ -1,7 +1,8 @@
 """SIGTERM is honoured within seconds wherever it lands: validation decoding, preprocessing.
 
-A service manager sends SIGKILL 10-30 s after SIGTERM; tfm used to finish a whole validation
-translation first (2 min 46 s on base.yaml). Real processes, real signals.
+A service manager sends SIGKILL 10-30 s after SIGTERM (`docker stop`: 10 s, Kubernetes: 30 s);
+tfm used to finish a whole validation translation first (2 min 46 s on base.yaml). Real processes,
+real signals.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from cron_helpers import Tfm, epoch_ends, file_contains, run_dir, wait_until, wr
 from helpers import write_corpus
 
 pytestmark = pytest.mark.slow  # real tfm processes on their own corpora
+GRACE_S = 10  # the shortest common wait before SIGKILL; stopping takes about 1 s on a quiet machine
 
 
-def test_sigterm_during_validation_decoding_exits_143_within_5_s_and_resumes(tmp_path):
+def test_sigterm_during_validation_decoding_exits_143_within_the_grace_and_resumes(tmp_path):
     # 600 validation sentences, 4 per batch, decoded by a barely trained model that runs to the
-    # length limit: validation BLEU takes far longer than the 5 s allowed for stopping.
+    # length limit: validation BLEU takes far longer than the grace allowed for stopping.
     corpus = write_corpus(tmp_path / "corpus", {"train": 300, "val": 600, "test_2016_flickr": 20})
     paths = {"corpus": corpus, "data": tmp_path / "data", "cache": tmp_path / "cache"}
     cfg = write_cron_config(tmp_path, paths, epochs=1, valid_bleu=True)
@@ -33,7 +35,7 @@ def test_sigterm_during_validation_decoding_exits_143_within_5_s_and_resumes(tmp
     code = tfm.wait(60)
     waited = time.monotonic() - sent
     assert code == 143, tfm.stderr
-    assert waited < 5, f"exited {waited:.1f} s after SIGTERM"
+    assert waited < GRACE_S, f"exited {waited:.1f} s after SIGTERM"
     assert "stopped by signal 15; state saved" in tfm.stderr
     assert not (run / "metrics.jsonl").exists() or epoch_ends(run) == []  # validation abandoned
 
@@ -58,7 +60,7 @@ def test_sigterm_during_preprocessing_leaves_no_work_folder(tmp_path):
     sent = time.monotonic()
     tfm.kill(signal.SIGTERM)
     assert tfm.wait(60) == 143, tfm.stderr
-    assert time.monotonic() - sent < 5
+    assert time.monotonic() - sent < GRACE_S
     assert "stopped by signal 15 while preparing the data" in tfm.stderr
     leftovers = [p for p in paths["data"].glob(".*") if p.name != ".cron.lock"] if paths["data"].exists() else []
     assert leftovers == [] and not (paths["data"] / "cron").exists()
