@@ -15,7 +15,7 @@ from cron_helpers import Tfm, epoch_ends, file_contains, run_dir, wait_until, wr
 from helpers import write_corpus
 
 pytestmark = pytest.mark.slow  # real tfm processes on their own corpora
-GRACE_S = 10  # the shortest common wait before SIGKILL; stopping takes about 1 s on a quiet machine
+GRACE_S = 10  # the shortest common wait before SIGKILL; stopping itself takes a few seconds
 
 
 def test_sigterm_during_validation_decoding_exits_143_within_the_grace_and_resumes(tmp_path):

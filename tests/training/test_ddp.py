@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow  # two processes train
 # The runs that are interrupted and resumed, and the uninterrupted one they must end equal to.
 INTERRUPTED = {"epochs": 4, "batch_size": 16, "checkpoint_every_minutes": None}
 # torchrun escalates SIGTERM to SIGKILL after 30 s; ranks that stop by themselves (one step or
-# decoding batch, one save: about 2 s on a quiet machine) are gone well within this, on a busy one too.
+# decoding batch, one save: a few seconds) are gone well within this, on a busy one too.
 STOPPED_BY_THEMSELVES_S = 20
 
 
