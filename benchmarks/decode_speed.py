@@ -9,7 +9,7 @@ Measures, in one run on the current device (after a warm-up translation):
 
     python benchmarks/decode_speed.py --config seed.yaml
     python benchmarks/decode_speed.py --checkpoint checkpoints/base/best.pt --beam-size 5 --precision bf16
-    python benchmarks/decode_speed.py --device cuda --precision auto --batch-size 1 128
+    python benchmarks/decode_speed.py --device cuda --precision auto --batch-size 1 128 --sentences 300
 
 With several batch sizes, "by_batch_size" holds each one's figures; the top-level figures are
 the first one's.
@@ -45,8 +45,10 @@ def timed(fn):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="base.yaml")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override")
     ap.add_argument("--checkpoint", type=Path, help="default: the config's run's best.pt")
     ap.add_argument("--split", default="test", choices=["val", "test"])
+    ap.add_argument("--sentences", type=int, help="the split's first N sentences (default: all)")
     ap.add_argument("--beam-size", type=int, default=5)
     ap.add_argument("--naive-sentences", type=int, default=100)
     ap.add_argument("--device", default="auto")
@@ -56,12 +58,12 @@ def main() -> None:
     ap.add_argument("--no-cli", action="store_true", help="skip the `tfm translate` latency")
     args = ap.parse_args()
 
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.overrides)
     checkpoint = args.checkpoint or cfg.run_dir / "best.pt"
     device = resolve_device(args.device)
     dtype = autocast_dtype(device, args.precision)
     translator = TorchTranslator.from_checkpoint(checkpoint, device, dtype=dtype)
-    sources = load_prepared(cfg).text(args.split, cfg.data.src_lang)
+    sources = load_prepared(cfg).text(args.split, cfg.data.src_lang)[: args.sentences]
     d = translator.decode
     translator.translate(sources[:64])  # warm-up: first-call allocations, kernels, thread pools
     n, speeds = len(sources), {}

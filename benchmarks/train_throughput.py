@@ -7,6 +7,7 @@ own process so its peak memory is its own; variants alternate over `--repeats` r
     python benchmarks/train_throughput.py --config seed.yaml --precision fp32 bf16
     python benchmarks/train_throughput.py --config base.yaml --steps 40 --repeats 3
     python benchmarks/train_throughput.py --config base.yaml --rdrop-alpha 0 5   # R-Drop's cost
+    python benchmarks/train_throughput.py --set train.device=cuda --sdpa default efficient,flash,math --profile
 
 Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` first).
     python benchmarks/train_throughput.py --config base.yaml --data-workers 0 1 2   # loader workers
@@ -16,13 +17,15 @@ Output: {"config", "device", "threads", "results": [{"precision", "compile", "rd
 "steps_per_s", "sentences_per_s", "peak_rss_mb", "model_tflops_per_s" (matrix-product FLOPs
 of the steps' padded batches, forward and backward: transformer_cli/model/flops.py),
 "peak_tflops"? and "mfu"? (model FLOP utilisation: on a GPU of known peak, or --peak-tflops),
-"peak_gpu_mb"?}, ...],
+"peak_gpu_mb"?, "sdpa" (the attention kernels allowed), "distinct_shapes" (of the timed batches),
+"profile"? (--profile: the ops taking most host time in the timed steps)}, ...],
 "speedup_vs_first": {variant: tokens/s ratio to the first}}
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import subprocess
@@ -32,8 +35,27 @@ import time
 from pathlib import Path
 
 
+def sdpa_kernels(names: str) -> contextlib.AbstractContextManager:
+    """The attention kernels torch's scaled_dot_product_attention may pick, e.g.
+    "efficient,flash,math" (every one but cuDNN's); "default": torch's own choice."""
+    if names == "default":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    known = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+             "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    return sdpa_kernel([known[n] for n in names.split(",")])
+
+
+def top_ops(profile, n: int = 12) -> list[dict]:
+    """The `n` ops of a torch.profiler run that took most host time themselves."""
+    rows = sorted(profile.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:n]
+    return [{"op": e.key, "calls": e.count, "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 1),
+             "self_device_ms": round(getattr(e, "self_device_time_total", 0.0) / 1e3, 1)} for e in rows]
+
+
 def measure(config: str, overrides: list[str], steps: int, warmup: int,
-            peak_tflops: float | None = None) -> dict:
+            peak_tflops: float | None = None, sdpa: str = "default", profile: bool = False) -> dict:
     import torch
 
     from transformer_cli.config_loading import load_config
@@ -54,21 +76,26 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int,
             raise SystemExit(f"only {trainer.data.steps(0)} steps per epoch: lower --steps/--warmup")
         groups = trainer.data.steps_from(0, 0)  # the training loop's own batches, workers and all
         trainer.optimization.net.train()
-        for _ in range(warmup):
-            trainer.optimization.step(next(groups))[0]
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-        started = time.perf_counter()
-        tokens = sentences = flops = 0
-        for _ in range(steps):  # each step's time includes any wait for its batches
-            group = next(groups)
-            tokens += trainer.optimization.step(group)[0]
-            sentences += sum(len(b.src) for b in group)
-            flops += sum(training_flops(cfg.model, trainer.model.tgt_vocab_size, *b.src.shape,
-                                        b.tgt_in.size(1)) for b in group)
-        float(trainer.model.generator.weight.sum())  # wait for queued GPU work
-        seconds = time.perf_counter() - started
+        profiler = torch.profiler.profile() if profile else contextlib.nullcontext()
+        with sdpa_kernels(sdpa):
+            for _ in range(warmup):
+                trainer.optimization.step(next(groups))[0]
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            started = time.perf_counter()
+            tokens = sentences = flops = 0
+            shapes = set()
+            with profiler:
+                for _ in range(steps):  # each step's time includes any wait for its batches
+                    group = next(groups)
+                    tokens += trainer.optimization.step(group)[0]
+                    sentences += sum(len(b.src) for b in group)
+                    flops += sum(training_flops(cfg.model, trainer.model.tgt_vocab_size, *b.src.shape,
+                                                b.tgt_in.size(1)) for b in group)
+                    shapes.update((*b.src.shape, b.tgt_in.size(1)) for b in group)
+                float(trainer.model.generator.weight.sum())  # wait for queued GPU work
+            seconds = time.perf_counter() - started
         groups.close()
     with open("/proc/self/status") as f:  # the process's own memory, not the mapped files' pages
         anon_kb = next((int(line.split()[1]) for line in f if line.startswith("RssAnon:")), 0)
@@ -80,7 +107,10 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int,
               "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
               "rss_anon_mb": round(anon_kb / 1024, 1),
               "model_tflops_per_s": round(flops / seconds / 1e12, 3),
-              "device": str(device), "threads": torch.get_num_threads()}
+              "device": str(device), "threads": torch.get_num_threads(), "sdpa": sdpa,
+              "distinct_shapes": len(shapes)}
+    if profile:
+        result["profile"] = top_ops(profiler)
     peak = peak_tflops or device_peak_tflops(device, result["precision"])
     if peak:
         result["peak_tflops"], result["mfu"] = peak, round(flops / seconds / 1e12 / peak, 4)
@@ -113,6 +143,7 @@ def label(result: dict) -> str:
     """A variant's name in the ratios, e.g. "bfloat16", "bfloat16+compile", "bfloat16+rdrop5"."""
     name = result["precision"] + ("+compile" if result["compile"] else "")
     name += f"+rdrop{result['rdrop_alpha']:g}" if result["rdrop_alpha"] else ""
+    name += f"+sdpa={result['sdpa']}" if result["sdpa"] != "default" else ""
     return name + f"+workers{result['data_workers']}"
 
 
@@ -126,6 +157,10 @@ def main() -> None:
     ap.add_argument("--rdrop-alpha", nargs="+", default=["0"], help="train.rdrop_alpha, one run each")
     ap.add_argument("--data-workers", nargs="+", default=["null"],
                     help="train.data_workers, one run each (null: the default)")
+    ap.add_argument("--sdpa", nargs="+", default=["default"],
+                    help="attention kernels allowed, one run each: default (torch's choice) or a comma "
+                         "list of flash, efficient, cudnn, math")
+    ap.add_argument("--profile", action="store_true", help="add the ops taking most host time")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=1, help="rounds over all variants (median kept)")
@@ -135,23 +170,24 @@ def main() -> None:
     args = ap.parse_args()
     if args.single:
         print(json.dumps(measure(args.config, args.overrides, args.steps, args.warmup,
-                                 args.peak_tflops)))
+                                 args.peak_tflops, args.sdpa[0], args.profile)))
         return
-    variants = [(p, c, a, w) for p in args.precision for c in args.compile for a in args.rdrop_alpha
-                for w in args.data_workers]
-    runs: dict[tuple[str, str, str, str], list[dict]] = {v: [] for v in variants}
+    variants = [(p, c, a, w, k) for p in args.precision for c in args.compile for a in args.rdrop_alpha
+                for w in args.data_workers for k in args.sdpa]
+    runs: dict[tuple[str, str, str, str, str], list[dict]] = {v: [] for v in variants}
     for _ in range(args.repeats):
-        for precision, compiled, alpha, workers in variants:
+        for precision, compiled, alpha, workers, kernels in variants:
             cmd = [sys.executable, __file__, "--single", "--config", args.config,
-                   "--steps", str(args.steps), "--warmup", str(args.warmup),
+                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--sdpa", kernels,
                    *(["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else []),
+                   *(["--profile"] if args.profile else []),
                    *[f"--set={o}" for o in args.overrides],
                    f"--set=train.precision={precision}", f"--set=train.compile={compiled}",
                    f"--set=train.rdrop_alpha={alpha}", f"--set=train.data_workers={workers}"]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(out.stderr.strip().splitlines()[-1])
-            runs[precision, compiled, alpha, workers].append(json.loads(out.stdout))
+            runs[precision, compiled, alpha, workers, kernels].append(json.loads(out.stdout))
     results = []
     for rs in runs.values():
         best = sorted(rs, key=lambda r: r["tokens_per_s"])[len(rs) // 2]  # the median run

@@ -10,12 +10,13 @@ from typing import Literal, get_args, get_origin, get_type_hints
 
 import ctranslate2
 import pytest
+from helpers import untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
 from transformer_cli.config import ModelConfig
 from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.data.vocab import SPECIALS, Vocab
-from transformer_cli.errors import UsageError
+from transformer_cli.errors import TfmError, UsageError
 from transformer_cli.export.bundle import MANIFEST, export_checkpoint
 from transformer_cli.export.ct2_spec import build_spec, refusals, vocabulary
 from transformer_cli.export.ct2_translator import Ct2Translator
@@ -113,3 +114,22 @@ def test_export_folders_are_replaced_whole_and_verified(models, tmp_path):
     (damaged / MANIFEST).write_text("{}")
     with pytest.raises(CheckpointError, match="is not a tfm export"):
         Ct2Translator(damaged, "cpu")
+
+
+class _EngineWithoutCuBLAS:
+    """What ctranslate2.Translator on a CUDA 13 machine did at its first translation (an H200,
+    CTranslate2 4.8.5: its wheels load CUDA 12's cuBLAS); no GPU is needed to check the line."""
+
+    def translate_batch(self, *args, **kwargs):
+        raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+
+
+def test_a_cuda_library_missing_is_one_line_at_load_time(tmp_path):
+    export_checkpoint(untrained_checkpoint(tmp_path / "untrained.pt"), tmp_path / "export")
+    translator = Ct2Translator(tmp_path / "export", device="cpu")
+    translator._check_cuda_libraries(ctranslate2.__version__)  # the real engine translates the token
+    translator.engine = _EngineWithoutCuBLAS()
+    with pytest.raises(TfmError) as refused:
+        translator._check_cuda_libraries(ctranslate2.__version__)
+    message = str(refused.value)
+    assert "\n" not in message and "libcublas.so.12" in message and "--device cpu" in message

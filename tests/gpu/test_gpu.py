@@ -1,8 +1,9 @@
 """On a CUDA GPU (`pytest -m gpu`; skipped where torch sees none): training in the GPU's
 precision, the fp16 scaler's state in last.pt, resume, decoding and a CTranslate2 export.
 
-These have not yet run on a GPU in this project (no session has had one since they were
-written); the first GPU session runs them before anything else."""
+First run on an H200 (torch 2.11.0+cu130, 2026-11-26): the first test read its metrics as dicts
+(they are records now) and CTranslate2 4.8.5's wheel found no libcublas.so.12 on the CUDA 13
+machine; the export now fails to load with one line saying so, and the test skips on it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from helpers import sentence_pairs, write_config, write_corpus
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.device import cuda_has_native_bf16
+from transformer_cli.errors import TfmError
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 
@@ -35,7 +37,7 @@ def test_a_tiny_model_trains_in_the_gpus_precision(tmp_path):
     outcome = run_training(cfg)
     records = RunDir(cfg.run_dir).read_metrics()
     assert outcome.trained and len(records) == 3
-    assert records[-1]["valid_loss"] < records[0]["valid_loss"]
+    assert records[-1].valid_loss < records[0].valid_loss
     used = json.loads((cfg.run_dir / "manifest.json").read_text())["precision"]
     native_bf16 = cuda_has_native_bf16(torch.device("cuda"))
     assert used == ("torch.bfloat16" if native_bf16 else "torch.float16")  # auto: the GPU's half
@@ -66,5 +68,9 @@ def test_decoding_and_a_ctranslate2_export_on_the_gpu(tmp_path):
     from transformer_cli.export.bundle import export_checkpoint
 
     export_checkpoint(cfg.run_dir / "best.pt", tmp_path / "export", "float16")
-    exported = tfm.load(tmp_path / "export", device="cuda")
+    try:
+        exported = tfm.load(tmp_path / "export", device="cuda")
+    except TfmError as e:  # the wheel's CUDA is not this machine's: one line, at load time
+        assert "cannot decode on cuda here" in str(e)
+        pytest.skip(str(e))
     assert len(exported.translate(lines, beam_size=5)) == len(lines)

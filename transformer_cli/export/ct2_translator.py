@@ -26,7 +26,7 @@ from ..checkpoint import CheckpointError
 from ..config import DecodeConfig
 from ..config_values import build_section
 from ..data.shards import TokenPairs
-from ..errors import UsageError, first_line
+from ..errors import TfmError, UsageError, first_line
 from ..fsutil import file_sha256
 from ..inference.search import Hypothesis, output_limits
 from ..inference.strategies import strategy_for
@@ -72,6 +72,21 @@ class Ct2Translator(TranslationBackend):
         except (RuntimeError, ValueError) as e:
             first = first_line(e)
             raise CheckpointError(f"CTranslate2 cannot load the export {folder}: {first}") from None
+        if self.engine_device(ct2, device) == "cuda":
+            self._check_cuda_libraries(ct2.__version__)
+
+    def _check_cuda_libraries(self, version: str) -> None:
+        """Translate one token now: CTranslate2 opens cuBLAS at its first matrix product, and a
+        wheel built for another CUDA than the machine's (CTranslate2 4.x wants CUDA 12's
+        libcublas.so.12; seen missing on a CUDA 13 machine) fails there. Failing at load time
+        gives one line before a server starts, not an error at its first request."""
+        try:
+            self.engine.translate_batch([[self.src_tokens[self.tokenizers.src.ids.unk]]],
+                                        beam_size=1, max_decoding_length=1)
+        except RuntimeError as e:
+            raise TfmError(f"CTranslate2 {version} cannot decode on cuda here: {first_line(e)} (the "
+                           f"CUDA libraries it was built for; torch here has CUDA {torch.version.cuda}): "
+                           "install them, or use --device cpu") from None
 
     @staticmethod
     def engine_device(ct2: ModuleType, device: str) -> str:
