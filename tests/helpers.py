@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from transformer_cli.data.tokenizers import TokenizerPair
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,11 +84,45 @@ def run_tfm(*args: str, cwd: Path | None = None, input: str | None = None,
                           capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def untrained_checkpoint(path: Path, **model: int | str | bool) -> Path:
+# sitecustomize.py for `run_tfm_without`: a meta-path finder, first in line, for which the
+# modules named in $TFM_TEST_BLOCKED (and their submodules) do not exist.
+_BLOCKER = """
+import os, sys
+
+BLOCKED = set(filter(None, os.environ.get("TFM_TEST_BLOCKED", "").split(",")))
+
+
+class NotInstalled:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, NotInstalled)
+"""
+
+
+def run_tfm_without(modules: list[str], *args: str, folder: Path, cwd: Path | None = None,
+                    timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the installed `tfm` entry point as on an install that lacks `modules` (an extra not
+    installed): a sitecustomize.py written to `folder` and put on PYTHONPATH makes them
+    unimportable in that process and in any it starts."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(_BLOCKER, encoding="utf-8")
+    path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "TFM_TEST_BLOCKED": ",".join(modules)}
+    return subprocess.run([str(Path(sys.executable).parent / "tfm"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def untrained_checkpoint(path: Path, tokenizers: TokenizerPair | None = None,
+                         **model: int | str | bool) -> Path:
     """A real tfm checkpoint of an untrained model (random weights, a joint SentencePiece
-    vocabulary fitted on the synthetic corpus) in well under a second: for tests of loading,
-    exporting and argument checks, which need a model but not a good one. `model` updates
-    the (small) ModelConfig."""
+    vocabulary fitted on the synthetic corpus, unless `tokenizers` gives a TokenizerPair) in
+    well under a second: for tests of loading, exporting and argument checks, which need a
+    model but not a good one. `model` updates the (small) ModelConfig."""
     import torch
 
     from transformer_cli.checkpoint import Checkpoint
@@ -91,14 +130,16 @@ def untrained_checkpoint(path: Path, **model: int | str | bool) -> Path:
     from transformer_cli.data.tokenizers import SubwordTokenizer, TokenizerPair
     from transformer_cli.model.transformer import Seq2SeqTransformer
 
-    text = [side for pair in sentence_pairs(200) for side in pair]
-    tokenizer = SubwordTokenizer.train(text, TokenizerConfig(vocab_size=60), threads=1)
+    if tokenizers is None:
+        text = [side for pair in sentence_pairs(200) for side in pair]
+        tokenizer = SubwordTokenizer.train(text, TokenizerConfig(vocab_size=60), threads=1)
+        tokenizers = TokenizerPair(tokenizer, tokenizer, joint=True)
     cfg = Config(name=path.stem)
     cfg.model = ModelConfig(**{"d_model": 32, "n_heads": 4, "n_encoder_layers": 1,
                                "n_decoder_layers": 1, "d_ff": 64, "max_len": 64, **model})
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        net = Seq2SeqTransformer(cfg.model, tokenizer.vocab_size, tokenizer.vocab_size)
+        net = Seq2SeqTransformer(cfg.model, tokenizers.src.vocab_size, tokenizers.tgt.vocab_size)
     Checkpoint(net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(),
-               TokenizerPair(tokenizer, tokenizer, joint=True).state(), cfg.to_dict()).write(path)
+               tokenizers.state(), cfg.to_dict()).write(path)
     return path

@@ -180,3 +180,17 @@ def test_sections_made_in_python_are_checked_as_yaml_would_be():
     with pytest.raises(ConfigError, match="tokenizer.kind='bpe' is not a tokenizer kind"):
         config_from_dict({"tokenizer": {"kind": "bpe"}})
     assert TrainConfig(lr=1).lr == 1  # an int where a float is expected is fine
+
+
+def test_a_suggested_command_names_the_config_as_it_was_given(tmp_path, monkeypatch):
+    import copy
+
+    from transformer_cli.config_loading import command_for
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfgs").mkdir()
+    (tmp_path / "cfgs" / "d3g.yaml").write_text("name: other\n")  # neither cfgs/ nor the name
+    cfg = copy.deepcopy(load_config("cfgs/d3g.yaml", ["data.dir=my data"]))  # as training copies it
+    command = command_for(cfg, "preprocess", "--verify")
+    assert command == "tfm preprocess -c cfgs/d3g.yaml --set 'data.dir=my data' --verify"
+    assert command_for(Config(), "preprocess") == "tfm preprocess -c CONFIG"  # not loaded from a file

@@ -14,7 +14,7 @@ MAX_LINES = 450
 # the ones below it. The modules beside them (config, errors, fsutil, records, ...) sit below
 # all of them; the CLI modules above all.
 LAYERS = [{"data"}, {"model"}, {"inference"}, {"export", "hf", "model_io"}, {"evaluate", "api"},
-          {"training"}, {"serving"}, {"cli", "cli_app", "cli_models", "cli_training"}]
+          {"synthetic"}, {"training"}, {"serving"}, {"cli", "cli_app", "cli_models", "cli_training"}]
 ABOVE = {name: set().union(*LAYERS[i + 1:]) for i, layer in enumerate(LAYERS) for name in layer}
 
 

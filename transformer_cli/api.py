@@ -155,9 +155,9 @@ def resolve_model(source: str | Path) -> Path:
         try:
             resolve_config_path(str(source))
         except UsageError as e:
-            from .hf.folder import HUB_ID, locate
+            from .hf.folder import locate
 
-            fetched = locate(str(source)) if HUB_ID.match(str(source)) else None
+            fetched = locate(str(source))  # None unless an OWNER/NAME Hub id (hf.folder.is_hub_id)
             if fetched is not None:
                 return fetched
             raise UsageError(f"{source}: no such model file or export folder, and {e}") from None

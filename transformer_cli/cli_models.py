@@ -209,7 +209,9 @@ def serve(
       curl -s localhost:8000/translate -d '{"inputs": "Ein Hund rennt."}'
     """
     from .config_loading import load_config
+    from .extras import require_extra
 
+    require_extra("serve", "tfm serve")  # before anything else: a newcomer's first `tfm serve`
     setup_logging(quiet)
     cfg = load_config(config, overrides)
     cfg.serve.host = host or cfg.serve.host
@@ -258,6 +260,12 @@ def export(
     if fmt == "hf" and quantization != "none":
         raise UsageError("--quantization is for --format ctranslate2; a Hugging Face export keeps "
                          "float32 weights")
+    from .extras import import_extra
+
+    if fmt == "hf":  # before anything else, as every command that needs an extra
+        import_extra("safetensors.torch", "tfm export --format hf")
+    else:
+        import_extra("ctranslate2", "tfm export")
     if checkpoint is None:
         from .api import published_model
         from .config_loading import load_config
@@ -292,12 +300,6 @@ def export(
 
 
 def _export_hf(source: Path, output: Path) -> tuple[ExportManifest, float]:
-    try:
-        import safetensors  # noqa: F401
-    except ImportError:
-        from .errors import UsageError
-
-        raise UsageError("--format hf needs the hf extra: pip install 'tfm[hf]'") from None
     from .hf.export import export_hf
     from .model_io import read_model
 

@@ -10,6 +10,9 @@ import typer
 from .cli_app import CONFIG_HELP, DEVICE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .errors import UsageError, check_choice
 
+REVERSE_HELP = ("The config's reverse run (<name>.reverse: the languages swapped, the real pairs "
+                "only), the model that back-translates for it (synthetic.back_translation).")
+
 
 @app.command()
 @guarded
@@ -24,6 +27,7 @@ def preprocess(
                                 "check its SHA-256 (otherwise files that kept their recorded size "
                                 "and modification time are trusted); rebuild what does not match."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+    reverse: bool = typer.Option(False, "--reverse", help=REVERSE_HELP),
 ) -> None:
     """Fetch and verify the corpus, fit the tokenizer, encode all splits.
 
@@ -34,9 +38,12 @@ def preprocess(
       TFM_DATA_SOURCE=/data/multi30k tfm preprocess -c base.yaml --set tokenizer.vocab_size=10000
     """
     from .config_loading import load_config
+    from .synthetic.reverse import reverse_config
 
     setup_logging(quiet)
     cfg = load_config(config, overrides)
+    if reverse:
+        cfg = reverse_config(cfg)
     if source is not None:
         cfg.data.source = source
     from .data.preprocess import summary_table
@@ -78,6 +85,7 @@ def train(
         "lock: the exit codes stay tfm's (75 busy, 2, 1, 130/143), unlike under torchrun."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and "
                                "errors on stderr (the run's train.log gets everything)."),
+    reverse: bool = typer.Option(False, "--reverse", help=REVERSE_HELP),
 ) -> None:
     """Train a model; preprocesses first if needed, resumes an interrupted run.
 
@@ -95,10 +103,12 @@ def train(
       tfm train -c base.yaml --init-from checkpoints/base/published.pt --set train.continued.epochs=4
       torchrun --nproc_per_node 2 -m transformer_cli train -c base.yaml
       tfm train -c base.yaml --nproc-per-node 2   # the same, with tfm's exit codes (cron)
+      tfm train -c bt.yaml --reverse   # the model that back-translates for bt.yaml
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
     from .config import DEVICES, PROMOTE_POLICIES
     from .config_loading import load_config
+    from .synthetic.reverse import reverse_config
     from .training.run_dir import RunDir
 
     setup_logging(quiet)
@@ -107,10 +117,16 @@ def train(
     extra = [f"train.device={device}"] if device else []
     extra += [f"train.promote={promote}"] if promote else []
     cfg = load_config(config, [*overrides, *extra])
+    if reverse:
+        cfg = reverse_config(cfg)
     if init_from is not None:
         if not init_from.strip():
             raise UsageError("--init-from must name a checkpoint file or be `published`")
         cfg.train.init_from = init_from
+    if cfg.train.tensorboard:  # now, not at the first validation
+        from .extras import import_extra
+
+        import_extra("tensorboard", "train.tensorboard")
     run = RunDir(cfg.run_dir)
     if nproc_per_node and nproc_per_node > 1 and "RANK" not in os.environ:
         from .training.launch import launch
@@ -173,6 +189,46 @@ def distill_corpus(
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; the translations made so far "
                                         "are kept (run the same command to continue)") from None
     typer.echo(f"distilled corpus: {folder}")
+
+
+@app.command()
+@guarded
+def synthesize(
+    config: str = typer.Option(..., "--config", "-c", help="A config with a synthetic: section. "
+                               + CONFIG_HELP),
+    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+) -> None:
+    """Make the training pairs of a config's monolingual text: back-translation of target-language
+    text by the reverse model, forward translation of source-language text by its teachers, mixed
+    with the real pairs (`tfm train -c CFG` then uses them; it makes them itself when missing).
+
+    Each line is translated once per model and search (synthetic.cache_dir): a later run
+    translates only lines it has not seen. Streams and resumes after a stop or a kill, with the
+    same result, byte for byte.
+
+    \b
+    Examples:
+      tfm train -c bt.yaml --reverse && tfm synthesize -c bt.yaml
+      tfm synthesize -c bt.yaml --set synthetic.back_translation.search=beam
+    """
+    from .config_loading import load_config
+    from .errors import StoppedBySignal
+    from .synthetic.mixture import synthesize as make_synthetic
+    from .training.signals import GracefulStop, StopRequested
+
+    setup_logging(quiet)
+    cfg = load_config(config, overrides)
+    if not cfg.synthetic.enabled:
+        raise UsageError(f"{config}: no monolingual text: set synthetic.back_translation.text or "
+                         "synthetic.forward_translation.text")
+    try:
+        with GracefulStop("stopping after the current chunk; the translations so far are kept") as stop:
+            folder = make_synthetic(cfg, stop.check)
+    except StopRequested as e:
+        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; the translations made so far "
+                                        "are kept (run the same command to continue)") from None
+    typer.echo(f"synthetic corpus: {folder}")
 
 
 @app.command("config")

@@ -9,13 +9,16 @@ config_values.py.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
 import yaml
 
+from .config_synthetic import SyntheticConfig
 from .config_values import Section, checks_are_deferred
+from .config_values import schema_field as _f
+from .config_values import schema_section as _section
 from .registry import load_plugins
 
 # Choices named once, for the config's fields and every option that takes the same values.
@@ -25,28 +28,6 @@ PromotePolicy = Literal["if-better", "always", "never"]
 DEVICES: tuple[str, ...] = get_args(Device)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 PROMOTE_POLICIES: tuple[str, ...] = get_args(PromotePolicy)
-
-
-def _bounds(ge: float | None = None, le: float | None = None, gt: float | None = None,
-            lt: float | None = None) -> dict[str, float | None]:
-    return {"ge": ge, "le": le, "gt": gt, "lt": lt}
-
-
-def _f(default: Any, help: str, resumable: bool = False, added: bool = False, **bounds: float) -> Any:
-    """A dataclass field: its default, help text, optional numeric bounds (ge/le/gt/lt), for
-    train keys whether it may change between sessions of one run without starting it over,
-    and whether it was `added` to a section after runs were first saved: such a key, at its
-    default (which keeps the behaviour from before it), is left out of run identities, so a
-    run of an earlier version still resumes (training/run_dir.py)."""
-    metadata = {**_bounds(**bounds), "help": help, "resumable": resumable, "added": added}
-    if isinstance(default, (dict, list)):
-        return field(default_factory=lambda: type(default)(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-def _section(cls: type, help: str) -> Any:
-    """A nested section (a dataclass) as a field."""
-    return field(default_factory=cls, metadata={"help": help})
 
 
 @dataclass
@@ -396,6 +377,7 @@ class Config:
     train: TrainConfig = _section(TrainConfig, "Training and publication.")
     decode: DecodeConfig = _section(DecodeConfig, "Translation.")
     distill: DistillConfig = _section(DistillConfig, "Distillation from teacher models.")
+    synthetic: SyntheticConfig = _section(SyntheticConfig, "Pairs made from monolingual text.")
     serve: ServeConfig = _section(ServeConfig, "The HTTP server.")
 
     def __post_init__(self) -> None:

@@ -57,6 +57,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"decode.ensemble_weights must be one positive number per model of "
                           f"decode.ensemble ({len(dc.ensemble)})", "decode.ensemble_weights",
                           "decode.ensemble")
+    _check_synthetic(cfg)
     if cfg.distill.weights is not None and len(cfg.distill.weights) != len(cfg.distill.teachers):
         raise ConfigError(f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",
                           "distill.weights", "distill.teachers")
@@ -72,3 +73,17 @@ def validate(cfg: Config) -> None:
                           "start from random weights)", "train.init_from")
     if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
         raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
+
+
+def _check_synthetic(cfg: Config) -> None:
+    ft = cfg.synthetic.forward_translation
+    if cfg.synthetic.enabled and cfg.distill.teachers:
+        raise ConfigError("distill and synthetic cannot both be set: distillation is forward "
+                          "translation of the training sources (synthetic.forward_translation.text: "
+                          "[parallel], synthetic.real_upsample: 0)", "synthetic", "distill.teachers")
+    if ft.text and not ft.teachers:
+        raise ConfigError("synthetic.forward_translation.teachers is empty: name the models that "
+                          "translate synthetic.forward_translation.text", "synthetic.forward_translation.teachers")
+    if ft.weights is not None and len(ft.weights) != len(ft.teachers):
+        raise ConfigError(f"synthetic.forward_translation.weights must be one number per teacher "
+                          f"({len(ft.teachers)})", "synthetic.forward_translation.weights")

@@ -6,6 +6,7 @@ model.d_model=256``.
 
 from __future__ import annotations
 
+import shlex
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,20 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
         validate(cfg)
     except ConfigError as e:
         raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
+    setattr(cfg, _GIVEN_AS, (spec, list(overrides or [])))  # not a config key: copies keep it
     return cfg
+
+
+_GIVEN_AS = "_tfm_given_as"  # the (spec, --set overrides) a Config was loaded from
+
+
+def command_for(cfg: Config, command: str, *options: str) -> str:
+    """`tfm COMMAND -c CONFIG --set ... OPTIONS` for the config as the command line gave it:
+    its path as typed and its --set overrides, for an error to suggest a command that works
+    as printed (a config not made by `load_config`: `-c CONFIG`)."""
+    spec, overrides = getattr(cfg, _GIVEN_AS, ("CONFIG", []))
+    sets = [word for assignment in overrides for word in ("--set", assignment)]
+    return shlex.join(["tfm", command, "-c", spec, *sets, *options])
 
 
 def _blame(keys: tuple[str, ...], origins: Origins) -> str:

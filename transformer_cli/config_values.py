@@ -153,6 +153,25 @@ def checks_deferred() -> Iterator[None]:
         _CHECKS_DEFERRED.reset(token)
 
 
+def schema_field(default: Any, help: str, resumable: bool = False, added: bool = False,
+                 **bounds: float) -> Any:
+    """A field of the schema: its default, help text, optional numeric bounds (ge/le/gt/lt), for
+    train keys whether it may change between sessions of one run without starting it over,
+    and whether it was `added` to a section after runs were first saved: such a key, at its
+    default (which keeps the behaviour from before it), is left out of run identities, so a
+    run of an earlier version still resumes (training/run_dir.py)."""
+    metadata = {"ge": bounds.get("ge"), "le": bounds.get("le"), "gt": bounds.get("gt"),
+                "lt": bounds.get("lt"), "help": help, "resumable": resumable, "added": added}
+    if isinstance(default, (dict, list)):
+        return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def schema_section(cls: type, help: str) -> Any:
+    """A nested section (a dataclass) as a field."""
+    return dataclasses.field(default_factory=cls, metadata={"help": help})
+
+
 class Section:
     """A section of the config schema (config.py): constructed in Python or from YAML, its
     fields are checked (types, bounds) when it is made; the checks across keys are

@@ -5,7 +5,8 @@ Exit codes of every command (also in README.md and docs/reliability.md):
 ====  ==========================================================
 0     success (`tfm serve`: also when stopped by SIGTERM/SIGINT)
 1     failure at run time (disk full, unreadable checkpoint, a lost
-      torchrun peer, a bug)
+      torchrun peer, a process of `tfm train --nproc-per-node` killed
+      by a signal, a bug)
 2     bad usage, config or input
 75    busy: another process holds the run's lock (EX_TEMPFAIL)
 130   stopped by SIGINT (training saved a resumable checkpoint;

@@ -235,13 +235,28 @@ def remove_stale_work_folders(final: Path) -> int:
     old folder is deleted, or renamed back to `final` if the process died between the two
     renames (`final` missing). Folders of live processes are left alone. Returns how many went."""
     final = Path(final)
-    pattern = re.compile(rf"\.{re.escape(final.name)}\.(tmp|old)-(\d+)")
+    return _remove_dead(final.parent, f".{glob.escape(final.name)}.*-*", re.escape(final.name))
+
+
+def remove_dead_work_folders(folder: Path) -> int:
+    """`remove_stale_work_folders` for every name: the work folders of dead processes in
+    `folder`, whatever they were writing (an export cleans up beside it, not only its own
+    name's). Returns how many went."""
+    return _remove_dead(Path(folder), ".*.*-*", r".+")
+
+
+def _remove_dead(folder: Path, pattern: str, name: str) -> int:
+    """The `.NAME.tmp-PID` / `.NAME.old-PID` folders in `folder` (glob `pattern`, NAME
+    matching the regex `name`) whose PID is dead, removed (an old one put back in place of a
+    missing NAME)."""
+    regex = re.compile(rf"\.({name})\.(tmp|old)-(\d+)")
     removed = 0
-    for path in final.parent.glob(f".{glob.escape(final.name)}.*-*"):
-        match = pattern.fullmatch(path.name)
-        if match is None or _process_alive(int(match.group(2))):
+    for path in folder.glob(pattern):
+        match = regex.fullmatch(path.name)
+        if match is None or not path.is_dir() or _process_alive(int(match.group(3))):
             continue
-        if match.group(1) == "old" and not final.exists():
+        final = folder / match.group(1)
+        if match.group(2) == "old" and not final.exists():
             os.replace(path, final)
         else:
             shutil.rmtree(path, ignore_errors=True)

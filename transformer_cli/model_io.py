@@ -5,7 +5,10 @@
                             transformers or by `tfm export --format hf` (then verified too);
                             a CTranslate2 export (`tfm export`) holds no trainable weights and
                             is refused here (api.open_backend runs it on CTranslate2)
-    OWNER/NAME              a model on the Hugging Face Hub, fetched once (hf/folder.locate)
+    OWNER/NAME              a model on the Hugging Face Hub, fetched once (hf/folder.locate),
+                            unless it is a path: one that exists, whose OWNER folder exists,
+                            or ending like a file (.pt, .pth, .bin, .safetensors, ...; see
+                            hf/folder.is_hub_id); a missing path is `checkpoint not found`
 
 Translation (api.open_backend), `train.init_from` (training/parent.py) and both exports use it.
 """
@@ -14,9 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, CheckpointError
 from .errors import UsageError
-from .export.bundle import export_engine
+from .export.bundle import MANIFEST, export_engine, is_ct2_model_folder
 
 
 def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
@@ -28,6 +31,10 @@ def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
         if export_engine(path) == "ctranslate2":
             raise UsageError(f"{path} is a CTranslate2 export, which holds no trainable weights: "
                              "give the checkpoint it was exported from")
+        if is_ct2_model_folder(path):  # config.json too, but CTranslate2's, not transformers'
+            raise CheckpointError(f"{path} is a CTranslate2 export folder whose {MANIFEST} is "
+                                  "missing: tfm runs an export only with its manifest (export the "
+                                  "checkpoint again with `tfm export`)")
         if not is_hf_folder(path):
             raise UsageError(f"{path} is a folder but not a model: no tfm export manifest, no "
                              "transformers config.json")

@@ -90,3 +90,22 @@ def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next
     assert code == -signal.SIGKILL and work.is_dir()  # nothing could clean up
     export_checkpoint(tiny, killed)  # the next export to that folder removes the dead one's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "killed", "tiny.pt"]
+
+
+@pytest.mark.parametrize("fmt", ["ctranslate2", "hf"])
+def test_an_export_removes_dead_work_folders_of_every_name_beside_it(fmt, tmp_path):
+    tiny = untrained_checkpoint(tmp_path / "tiny.pt")
+    dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process can have this id
+    (tmp_path / "kept").mkdir()
+    folders = {".other.tmp": dead, ".kept.old": dead,  # removed: another name's work, an old copy
+               ".gone.old": dead,  # put back: its process died between its two renames
+               ".busy.tmp": os.getppid()}  # a live process's: left alone
+    for name, pid in folders.items():
+        (tmp_path / f"{name}-{pid}").mkdir()
+        (tmp_path / f"{name}-{pid}" / "model.bin").write_bytes(b"half")
+    r = CliRunner().invoke(app, ["export", "--checkpoint", str(tiny), "--format", fmt,
+                                 "--output", str(tmp_path / "new")])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".busy.tmp-{os.getppid()}", "gone", "kept",
+                                                          "new", "tiny.pt"]
+    assert (tmp_path / "gone" / "model.bin").read_bytes() == b"half"

@@ -8,6 +8,7 @@ import json
 import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -133,3 +134,69 @@ def test_what_marian_cannot_express_is_refused_in_one_line(tmp_path):
     r = run_tfm("export", "--checkpoint", str(path), "--format", "hf", "-o", str(tmp_path / "out"),
                 "--quantization", "int8")
     assert r.returncode == 2 and "--quantization is for --format ctranslate2" in r.stderr
+
+
+def test_every_reason_is_listed_lowercasing_of_word_vocabularies_too(tmp_path):
+    from transformer_cli.data.tokenizers import TokenizerPair
+    from transformer_cli.data.word_tokenizer import WordTokenizer
+
+    words = TokenizerPair(WordTokenizer.blank("de", lowercase=True), WordTokenizer.blank("en", lowercase=True))
+    path = untrained_checkpoint(tmp_path / "seed-like.pt", words, norm="pre", positional="learned",
+                                share_embeddings=False, tie_output=False)
+    with pytest.raises(UsageError) as e:
+        export_hf(Checkpoint.read(path), path, tmp_path / "out")
+    reasons = str(e.value).removeprefix(f"cannot export {path} to the Hugging Face format: ").split("; ")
+    assert reasons == [
+        "model.norm='pre' (Marian is post-norm)", "model.positional='learned' (Marian computes sinusoids)",
+        *(reason.format(side) for side in ("source", "target") for reason in (
+            "the {} tokenizer is a spacy word vocabulary (MarianTokenizer segments with SentencePiece)",
+            "the {} tokenizer lowercases its input (MarianTokenizer does not)"))]
+    assert not (tmp_path / "out").exists()
+
+
+def _generator(folder: Path) -> Callable[..., list[str]]:
+    """generate(lines, beam, **limit): the folder's translations by transformers alone."""
+    from transformers import MarianMTModel, MarianTokenizer
+
+    hf, tokenizer = MarianMTModel.from_pretrained(folder).eval(), MarianTokenizer.from_pretrained(folder)
+
+    def generate(lines: list[str], beam: int, **limit: int) -> list[str]:
+        with torch.no_grad():
+            out = hf.generate(**tokenizer(lines, return_tensors="pt", padding=True), num_beams=beam, **limit)
+        return tokenizer.batch_decode(out, skip_special_tokens=True)
+
+    return generate
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_generate_differs_only_where_tfms_length_rule_cuts_and_a_limit_per_sentence_closes_it(
+        exported, beam):
+    from transformers import MarianTokenizer
+
+    lines = LINES[:5]
+    decode = DecodeConfig(beam_size=beam, max_len_a=0.6, max_len_b=2)  # some outputs reach it
+    translator = TorchTranslator.from_checkpoint(exported["checkpoint"], torch.device("cpu"), decode)
+    ours = [hyps[0] for hyps in translator.translate(lines, decode).translations]
+    sizes = [len(ids) for ids in MarianTokenizer.from_pretrained(exported["folder"])(lines)["input_ids"]]
+    limits = [int(0.6 * n + 2) for n in sizes]  # tfm's rule, n counting </s> as tfm's does
+    cut = [len(hyp.tokens) + 1 == limit for hyp, limit in zip(ours, limits)]
+    assert any(cut) and not all(cut), limits
+
+    generate = _generator(exported["folder"])
+    one_by_one = [generate([line], beam, max_new_tokens=limit)[0]
+                  for line, limit in zip(lines, limits)]  # as the README says to reproduce tfm
+    assert one_by_one == [hyp.text for hyp in ours]
+    batched = generate(lines, beam)  # generation_config.json's limit only
+    if beam == 1:  # greedy tokens do not depend on the limit: only outputs that reached it differ
+        same = [b == hyp.text for b, hyp in zip(batched, ours)]
+        assert all(s for s, c in zip(same, cut) if not c) and not all(same)
+
+
+def test_generation_configs_max_length_is_tfms_cap(tmp_path):
+    path = untrained_checkpoint(tmp_path / "random.pt")  # an untrained model runs on to the cap
+    export_hf(Checkpoint.read(path), path, tmp_path / "hf")
+    decode = DecodeConfig(beam_size=1, max_len_a=0.0, max_len_b=1000)  # capped at model.max_len (64)
+    translator = TorchTranslator.from_checkpoint(path, torch.device("cpu"), decode)
+    ours = [hyps[0] for hyps in translator.translate(LINES[:5], decode).translations]
+    assert max(len(hyp.tokens) for hyp in ours) == 63  # + </s>: 64
+    assert _generator(tmp_path / "hf")(LINES[:5], 1) == [hyp.text for hyp in ours]

@@ -34,10 +34,10 @@ def run_dir(config: Path) -> Path:
 class Tfm:
     """`tfm ARGS` started in the background; stderr goes to a file (no pipe to fill up)."""
 
-    def __init__(self, *args: str, log_to: Path):
+    def __init__(self, *args: str, log_to: Path, cwd: Path | None = None):
         self.err_path = log_to
         self._err = open(log_to, "wb")
-        self.proc = subprocess.Popen([*TFM, *args], stdout=subprocess.DEVNULL, stderr=self._err)
+        self.proc = subprocess.Popen([*TFM, *args], stdout=subprocess.DEVNULL, stderr=self._err, cwd=cwd)
         self.pid = self.proc.pid
 
     def wait(self, timeout: float = 120) -> int:

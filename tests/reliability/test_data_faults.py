@@ -24,9 +24,12 @@ def data_workers(pid: int) -> list[int]:
     return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
-def start_training(make_config, tmp_path, **train) -> tuple[Tfm, Path, Path]:
+def start_training(make_config, tmp_path, cwd: Path | None = None, **train) -> tuple[Tfm, Path, Path]:
+    """`tfm train` of the config `make_config` writes, given as a path relative to `cwd` when
+    that is given (where the process runs)."""
     cfg = make_config("run", epochs=40, data_workers=1, checkpoint_every_steps=5, **train)
-    tfm = Tfm("train", "-c", str(cfg), "--quiet", log_to=tmp_path / "train.err")
+    given = os.path.relpath(cfg, cwd) if cwd is not None else str(cfg)
+    tfm = Tfm("train", "-c", given, "--quiet", log_to=tmp_path / "train.err", cwd=cwd)
     run = run_dir(cfg)
     wait_until(file_contains(run / "train.log", "first optimizer step done"), 60, "the first step", alive=tfm)
     return tfm, cfg, run
@@ -61,7 +64,7 @@ def test_a_shard_damaged_while_training_reads_it_is_named(make_config, tmp_path,
     shutil.copytree(cron_data["data"], data)
     cfg = make_config("run")
     cfg.write_text(cfg.read_text().replace(str(cron_data["data"]), str(data)))
-    tfm, cfg, run = start_training(lambda *a, **k: cfg, tmp_path)
+    tfm, cfg, run = start_training(lambda *a, **k: cfg, tmp_path, cwd=tmp_path)  # -c run/cron.yaml
     shard = data / "cron" / "train.00000.src.bin"
     stat = shard.stat()
     if damage == "cut short":
@@ -72,5 +75,6 @@ def test_a_shard_damaged_while_training_reads_it_is_named(make_config, tmp_path,
     code = tfm.wait(120)
     lines = error_lines(tfm.stderr)
     assert code == 1 and len(lines) == 1, tfm.stderr
-    assert str(shard) in lines[0] and "tfm preprocess -c cron.yaml --verify" in lines[0], lines[0]
+    # the command to run, with the config as it was given: it works as printed
+    assert str(shard) in lines[0] and "`tfm preprocess -c run/cron.yaml --verify`" in lines[0], lines[0]
     assert "internal error" not in tfm.stderr

@@ -7,13 +7,28 @@ import pytest
 from cron_helpers import error_lines, run_dir
 from helpers import run_tfm
 
-from transformer_cli.training.launch import _exit_code
+from transformer_cli.training.launch import failure
 from transformer_cli.training.run_dir import RunDir
 
 
+def outcome(*codes: int) -> tuple[int, str]:
+    e = failure(dict(enumerate(codes)))
+    return e.exit_code, str(e)
+
+
 def test_exit_codes_of_the_processes_become_one():
-    assert _exit_code([0, 2]) == 2 and _exit_code([2, -15]) == 2  # the others were stopped for it
-    assert _exit_code([1, -15]) == 1 and _exit_code([-15, -15]) == 143 and _exit_code([-2, -2]) == 130
+    """(What a signal to the launcher gives, 143/130, is tested with real processes:
+    tests/training/test_ddp.py.)"""
+    # Bad input wins: the others were stopped for it (torch's launcher sends SIGTERM).
+    assert outcome(0, 2) == (2, "") and outcome(-15, 2) == (2, "") and outcome(143, 2) == (2, "")
+    assert outcome(1, -15) == (1, "") and outcome(143, 1) == (1, "")  # the failure, not the stop
+    # A rank killed by a signal says nothing itself: exit 1 and one line naming it (not 137).
+    assert outcome(1, -9) == (1, "rank 1 was killed by signal 9 (SIGKILL); the last saved state is "
+                                 "kept: run the same command to resume")
+    assert outcome(-11, -15)[1].startswith("rank 0 was killed by signal 11 (SIGSEGV)")
+    assert outcome(-15, -15)[1].startswith("rank 0 was killed by signal 15 (SIGTERM)")
+    assert outcome(0, -40)[1].startswith("rank 1 was killed by signal 40;")  # a real-time signal
+    assert outcome(143, 143) == (143, "")  # ranks signalled directly: they saved and stopped
 
 
 @pytest.mark.slow

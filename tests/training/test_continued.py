@@ -4,16 +4,22 @@ grown corpus with the parent's tokenizers, resumes exactly, and refuses a bad pa
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import run_tfm, sentence_pairs, untrained_checkpoint, write_config, write_corpus
 
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config_loading import load_config
+from transformer_cli.data.manifest import DataManifest
+from transformer_cli.data.preprocess import prepare, summary_table
+from transformer_cli.data.tokenizers import vocabulary_digest
 from transformer_cli.errors import UsageError
+from transformer_cli.training.parent import parent_tokenizers
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 
@@ -105,6 +111,27 @@ def test_the_nightly_command_continues_the_published_model_when_the_corpus_grows
     assert r.returncode == 0 and r.stdout.strip(), r.stderr
 
 
+def test_the_unk_rate_of_new_text_under_the_parents_tokenizers_is_reported(night_one, caplog):
+    """300 pairs whose sources hold a Cyrillic word and an emoji, which the published model's
+    SentencePiece vocabulary never saw: preprocessing with its tokenizers says how much of the
+    training split became <unk>, per side, in its log, its summary and the data manifest."""
+    caplog.set_level(logging.INFO, logger="tfm")
+    cfg = load_config(str(night_one["cfg"]))
+    own = DataManifest.load(night_one["data"]).splits["train"].unk_rate  # fitted on this text
+    assert own is not None and own.src == own.tgt == 0
+    grow(night_one["corpus"], [(f"{de[:-1]} кот 🐈.", en) for de, en in sentence_pairs(300, seed=5)])
+    prepared, rebuilt = prepare(cfg, given=parent_tokenizers(cfg))
+    assert rebuilt and prepared.manifest.tokenizer_from is not None
+    rate = prepared.manifest.splits["train"].unk_rate
+    assert rate is not None and 0.005 < rate.src < 0.2 and rate.tgt == 0, rate
+    said = (f"<unk> rate on train (the parent's tokenizers): de {100 * rate.src:.2f}%, en 0.00% of "
+            "the tokens")
+    assert said in [r.getMessage() for r in caplog.records]
+    assert said in summary_table(prepared.manifest).splitlines()
+    recorded = json.loads((night_one["data"] / "manifest.json").read_text())["splits"]["train"]["unk_rate"]
+    assert recorded == {"src": rate.src, "tgt": 0.0}
+
+
 def test_new_data_that_makes_the_model_worse_keeps_the_published_model(night_one):
     cfg, run = night_one["cfg"], night_one["run"]
     published = (run / "published.pt").read_bytes()
@@ -163,6 +190,53 @@ def test_the_architecture_and_tokenizers_come_from_the_parent(night_one, tmp_pat
     assert best.model_config["d_model"] == 64 and best.model_config["dropout"] == 0.3
     parent = Checkpoint.read(night_one["run"] / "best.pt")
     assert best.tokenizer["shared"]["model"] == parent.tokenizer["shared"]["model"]
+
+
+def spacy_parent(path: Path) -> Path:
+    """A real tfm checkpoint of an untrained model with spaCy word vocabularies (one per side)
+    fitted on the synthetic corpus, recording the tokenizer settings it was made with."""
+
+    from transformer_cli.config import Config, ModelConfig, TokenizerConfig
+    from transformer_cli.data.tokenizers import fit_tokenizers
+    from transformer_cli.model.transformer import Seq2SeqTransformer
+
+    pairs = sentence_pairs(300)
+    cfg = Config(name=path.stem)
+    cfg.tokenizer = TokenizerConfig(kind="spacy", min_freq=1)
+    cfg.model = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64)
+    pair = fit_tokenizers(cfg.tokenizer, "de", "en", [p[0] for p in pairs], [p[1] for p in pairs])
+    net = Seq2SeqTransformer(cfg.model, pair.src.vocab_size, pair.tgt.vocab_size)
+    Checkpoint(net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(), pair.state(),
+               cfg.to_dict()).write(path)
+    return path
+
+
+@pytest.mark.parametrize("parent_kind, config_kind", [("spacy", "sentencepiece"), ("sentencepiece", "spacy")])
+def test_a_parent_of_another_tokenizer_kind_gives_its_tokenizers_and_the_run_records_them(
+        tmp_path, corpus_dir, caplog, parent_kind, config_kind):
+    """The parent's tokenizers encode the corpus whatever tokenizer.kind the config says, and the
+    run's config.yaml (and the data folder's) records the parent's tokenizer settings; the
+    config's that differ are named in one warning. (A spaCy parent used to be recorded as
+    sentencepiece; a SentencePiece parent under a spaCy config was refused for share_embeddings.)"""
+    if parent_kind == "spacy":
+        parent = spacy_parent(tmp_path / "parent.pt")
+    else:  # one shared vocabulary and embedding matrix, which a spaCy config cannot have
+        parent = untrained_checkpoint(tmp_path / "parent.pt", share_embeddings=True)
+    tokenizer = {"kind": config_kind, "min_freq": 1, "vocab_size": 100, "joint": config_kind != "spacy"}
+    path = write_config(tmp_path / "run" / "c.yaml", tmp_path / "run", corpus_dir, tokenizer=tokenizer,
+                        model={"share_embeddings": config_kind != "spacy"},
+                        train={"epochs": 1, "threads": 1, "init_from": str(parent)})
+    cfg = load_config(str(path))
+    run_training(cfg)
+    [warning] = [r.getMessage() for r in caplog.records if "the tokenizers are the parent's" in r.getMessage()]
+    assert f"tokenizer.kind {config_kind!r} -> {parent_kind!r}" in warning and str(parent) in warning
+    recorded = Checkpoint.read(parent).config["tokenizer"]
+    for folder in (cfg.run_dir, cfg.data_dir):
+        assert yaml.safe_load((folder / "config.yaml").read_text())["tokenizer"] == recorded
+    assert json.loads((cfg.data_dir / "manifest.json").read_text())["tokenizer"] == parent_kind
+    best = Checkpoint.read(cfg.run_dir / "best.pt")
+    assert best.config["tokenizer"] == recorded
+    assert vocabulary_digest(best.tokenizer) == vocabulary_digest(Checkpoint.read(parent).tokenizer)
 
 
 def _unsafe(path: Path) -> None:

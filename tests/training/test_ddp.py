@@ -32,6 +32,29 @@ def torchrun_train(cfg: Path, *options: str) -> list[str]:
     return [*TORCHRUN, "-m", "transformer_cli", "train", "-c", str(cfg), *options]
 
 
+def tfm_train_2(cfg: Path, *options: str) -> list[str]:
+    """`tfm train --nproc-per-node 2`: tfm starts the two ranks through torchrun's code itself."""
+    return [sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg), "--nproc-per-node", "2",
+            *options]
+
+
+def error_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("tfm: ")]
+
+
+def assert_no_launcher_report(text: str) -> None:
+    """None of torch's launcher's own report reached the output: only tfm's lines."""
+    for noise in ("death signal", "SignalException", "ChildFailedError", "Traceback", "internal error",
+                  "torch/distributed"):
+        assert noise not in text, text[-3000:]
+
+
+def rank_of(pid: int) -> int:
+    """The global rank torchrun gave the process `pid`."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return int(next(v for v in environ if v.startswith(b"RANK=")).split(b"=")[1])
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, corpus_dir) -> dict:
     """The final weights of a two-process run of INTERRUPTED that nothing stopped."""
@@ -98,29 +121,34 @@ def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_ba
 
 
 def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_path, corpus_dir, uninterrupted):
-    """`tfm train` under torchrun as a user starts it: a rank SIGKILLed mid-run stops the other
-    at once with one line; the same command resumes and ends with the weights of an
-    uninterrupted two-process run; one process then finds the finished run a no-op, and
-    refuses to continue it under another world size."""
+    """`tfm train --nproc-per-node 2` (torchrun's code, started by tfm): a rank SIGKILLed mid-run
+    stops the other at once with one line, and tfm exits 1 with one line naming the killed rank
+    and its signal (not 137, and none of torchrun's report); the same command resumes and ends
+    with the weights of an uninterrupted two-process run under torchrun; one process then finds
+    the finished run a no-op, and refuses to continue it under another world size."""
     import os
     import signal
     import time
 
     cfg = write_config(tmp_path / "die.yaml", tmp_path, corpus_dir, train=INTERRUPTED)
     preprocess(cfg)
-    command = torchrun_train(cfg)
+    command = tfm_train_2(cfg)
     log = tmp_path / "torchrun.log"
     # a last.pt to resume from exists after the first epoch
     launcher, workers = _launch_until(command, log, "Epoch: 01")
     try:
+        rank = rank_of(workers[-1])
         os.kill(workers[-1], signal.SIGKILL)
         killed = time.monotonic()
-        assert launcher.wait(timeout=60) != 0
+        assert launcher.wait(timeout=60) == 1
         assert time.monotonic() - killed < 15
     finally:
         launcher.kill()
     text = log.read_text()
-    assert "another training process stopped or crashed" in text and "internal error" not in text, text[-3000:]
+    assert "another training process stopped or crashed" in text, text[-3000:]
+    assert error_lines(text)[-1] == (f"tfm: error: rank {rank} was killed by signal 9 (SIGKILL); the last "
+                                     "saved state is kept: run the same command to resume"), text[-3000:]
+    assert_no_launcher_report(text)
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at epoch" in resumed.stderr
@@ -163,9 +191,11 @@ def _final_weights(run: Path) -> dict:
 
 
 def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corpus_dir, uninterrupted):
-    """SIGTERM to torchrun mid-run (as systemd or a scheduler sends it): both ranks stop by
-    themselves at their next step, one state saved, long before torchrun would SIGKILL them;
-    the same command resumes and ends with the weights of an uninterrupted two-process run."""
+    """SIGTERM to `tfm train --nproc-per-node 2` mid-run (as systemd or a scheduler sends it):
+    torchrun's code passes it on, both ranks stop by themselves at their next step, one state
+    saved, long before torchrun would SIGKILL them; tfm exits 143 with rank 0's one line and
+    none of torchrun's report; the same command resumes and ends with the weights of an
+    uninterrupted two-process run under torchrun."""
     import os
     import signal
     import time
@@ -174,7 +204,7 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
 
     cfg = write_config(tmp_path / "cut.yaml", tmp_path, corpus_dir, train=INTERRUPTED)
     preprocess(cfg)
-    command = torchrun_train(cfg, "--promote", "never")
+    command = tfm_train_2(cfg, "--promote", "never")
     log = tmp_path / "cut.log"
     launcher, ranks = _launch_until(command, log, "Epoch: 02")
     try:
@@ -183,13 +213,15 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
         while any(os.path.exists(f"/proc/{pid}") for pid in ranks) and time.monotonic() - signalled < 30:
             time.sleep(0.05)
         gone_after = time.monotonic() - signalled
-        assert launcher.wait(timeout=30) != 0
+        assert launcher.wait(timeout=30) == 143
     finally:
         launcher.kill()
     text = log.read_text()
     assert gone_after < STOPPED_BY_THEMSELVES_S, f"ranks still running {gone_after:.1f} s after SIGTERM"
-    assert "state saved to" in text and "internal error" not in text, text[-3000:]
     run = tmp_path / "checkpoints" / "cut"
+    assert error_lines(text) == [f"tfm: error: stopped by signal 15; state saved to {run / 'last.pt'} "
+                                 "(run the same command to resume)"], text[-3000:]
+    assert_no_launcher_report(text)
     saved = torch.load(run / "last.pt", weights_only=True)["train_state"]["progress"]
     assert 0 < saved["step"] < 4 * (300 // 16 // 2)  # stopped mid-run
 
@@ -227,10 +259,11 @@ def test_ranks_of_another_launcher_with_the_port_in_use_each_say_so_in_one_line(
 
 
 def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seconds(tmp_path):
-    """A long validation (beam 64 over the validation set) on 2 ranks, SIGTERM to torchrun
-    once it has begun: the ranks agree at their next decoding batch, save once and are gone
-    long before torchrun would SIGKILL them (they used to finish the validation first: the
-    resumed run redoes it); the same command resumes it."""
+    """A long validation (beam 64 over the validation set) on 2 ranks, SIGINT (Ctrl-C) to
+    `tfm train --nproc-per-node 2` once it has begun: torchrun's code passes it on, the ranks
+    agree at their next decoding batch, save once and are gone long before torchrun would
+    SIGKILL them (they used to finish the validation first: the resumed run redoes it); tfm
+    exits 130 with one line; the same command resumes it."""
     import os
     import signal
     import time
@@ -242,21 +275,24 @@ def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seco
                               "valid_decode": "beam", "checkpoint_every_minutes": None},
                        decode={"beam_size": 64, "max_len_b": 40, "batch_size": 4})
     preprocess(cfg)
-    command = torchrun_train(cfg, "--promote", "never")
+    command = tfm_train_2(cfg, "--promote", "never")
     log = tmp_path / "val.log"
     launcher, ranks = _launch_until(command, log, "validation BLEU: translating")
     try:
         time.sleep(0.5)
-        launcher.send_signal(signal.SIGTERM)
+        launcher.send_signal(signal.SIGINT)
         signalled = time.monotonic()
         while any(os.path.exists(f"/proc/{pid}") for pid in ranks) and time.monotonic() - signalled < 60:
             time.sleep(0.05)
         gone_after = time.monotonic() - signalled
+        assert launcher.wait(timeout=30) == 130
     finally:
         launcher.kill()
     text = log.read_text()
-    assert gone_after < STOPPED_BY_THEMSELVES_S, f"ranks still running {gone_after:.1f} s after SIGTERM"
-    assert text.count("state saved to") == 1 and "internal error" not in text, text[-3000:]
+    assert gone_after < STOPPED_BY_THEMSELVES_S, f"ranks still running {gone_after:.1f} s after SIGINT"
+    [line] = error_lines(text)
+    assert line.startswith("tfm: error: stopped by signal 2; state saved to"), text[-3000:]
+    assert_no_launcher_report(text)
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at epoch" in resumed.stderr and "Epoch: 01" in resumed.stderr  # the validation redone

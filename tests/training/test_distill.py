@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from helpers import run_tfm, write_config, write_corpus
+from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 
 from transformer_cli.checkpoint import Checkpoint
 
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.slow
 TFM = [sys.executable, "-m", "transformer_cli"]
 
 
-def student(work, corpus, teachers, **distill):
-    return write_config(work / "student.yaml", work, corpus,
+def student(work, corpus, teachers, data=None, **distill):
+    return write_config(work / "student.yaml", work, corpus, data=data or {},
                         distill={"teachers": [str(t) for t in teachers], "beam_size": 4,
                                  "chunk_lines": 10, **distill},
                         train={"epochs": 2, "lr": 3e-3, "threads": 1})
@@ -60,18 +60,26 @@ def test_teacher_translation_resumes_to_the_same_bytes(trained, tmp_path):
 
 
 def test_a_tiny_distillation_end_to_end(trained, tmp_path):
+    """A student keeping 65 of the 120 pairs (data.limit_train) and the original pairs too: the
+    teacher translates those 65 sources only, and the student trains on 65 + 65 pairs."""
     teacher = trained["run"] / "published.pt"
-    cfg = student(tmp_path, sources(tmp_path), [teacher], keep_original=True)
+    corpus = sources(tmp_path)
+    cfg = student(tmp_path, corpus, [teacher], data={"limit_train": 65}, keep_original=True)
     r = run_tfm("train", "-c", str(cfg), "--quiet")  # makes the distilled corpus, then trains
     assert r.returncode == 0, r.stderr
+    assert "distillation: translating 0 of 65 training sources" in (
+        tmp_path / "checkpoints" / "student" / "train.log").read_text()
     folder = tmp_path / "data" / "student.distilled"
     translations = (folder / "train.en").read_text().splitlines()
-    assert len(translations) == 240  # the teacher's 120, then the original 120
+    assert len(translations) == 130  # the teacher's 65, then the original 65
+    kept = sentence_pairs(120, seed=0)[:65]  # the first 65 of sources()' training pairs
+    assert (folder / "train.de").read_text().splitlines() == [de for de, _ in kept] * 2
+    assert translations[65:] == [en for _, en in kept]
     r = run_tfm("translate", "--checkpoint", str(teacher), "--beam-size", "4", "--no-recase",
                 *(folder / "train.de").read_text().splitlines()[:5])
     assert r.stdout.splitlines() == translations[:5]  # what the teacher says, as it says it
     manifest = json.loads((tmp_path / "data" / "student" / "manifest.json").read_text())
-    assert manifest["source"] == str(folder) and manifest["splits"]["train"]["pairs"] == 240
+    assert manifest["source"] == str(folder) and manifest["splits"]["train"]["pairs"] == 130
     best = Checkpoint.read(tmp_path / "checkpoints" / "student" / "best.pt")
     assert best.metrics["epoch"] == 2
     r = run_tfm("export", "-c", str(cfg), "-o", str(tmp_path / "ct2"))  # an ordinary model

@@ -189,8 +189,14 @@ class TrainingData:
             if int(b.src.max()) >= sizes[0] or int(b.tgt_out.max()) >= sizes[1]:
                 files = ", ".join(map(str, self.split.shard_paths(indices)))
                 raise TfmError(f"{files}: token ids past the vocabulary: a preprocessed shard changed "
-                               f"after it was written; run `tfm preprocess -c {self.cfg.name}.yaml "
-                               "--verify` (nothing was trained on them)")
+                               f"after it was written; run `{self._verify_command()}` (nothing was "
+                               "trained on them)")
+
+    def _verify_command(self) -> str:
+        """The `tfm preprocess --verify` that repairs the data, with the config as it was given."""
+        from ..config_loading import command_for
+
+        return command_for(self.cfg, "preprocess", "--verify")
 
     def worker_failure(self, e: BaseException) -> TfmError | None:
         """The one-line error for a DataLoader worker that died (killed, or a bus error reading a
@@ -203,8 +209,7 @@ class TrainingData:
         if damage is not None:
             where = getattr(damage, "filename", None) or "a preprocessed shard"
             return TfmError(f"{where} changed while training read it ({first_line(damage)}): run "
-                            f"`tfm preprocess -c {self.cfg.name}.yaml --verify`; the last saved "
-                            "state is kept")
+                            f"`{self._verify_command()}`; the last saved state is kept")
         return TfmError(f"a data worker process died ({first_line(e)}); the last saved state is "
                         "kept: run the same command to resume")
 

@@ -31,6 +31,9 @@ class SplitSummary:
     pairs: int
     src_len: Lengths
     tgt_len: Lengths
+    # The share of the split's token ids that are <unk>, per side (None: an older tfm's folder).
+    # Under a parent's tokenizers the training split's is the new text they cannot encode.
+    unk_rate: Rates | None = None
 
 
 @dataclass(frozen=True)

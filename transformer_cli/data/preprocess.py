@@ -26,6 +26,7 @@ cannot be reached at all, a folder built with the same settings is used with a w
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..allocator import release_freed_memory
-from ..config import Config
+from ..config import Config, TokenizerConfig
 from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
 from ..machine import available_cpus
@@ -122,7 +123,7 @@ class SplitStats:
         def side(i: int) -> Lengths:
             return Lengths(round(self.lengths[i] / max(1, self.pairs), 2), self.longest[i])
 
-        return SplitSummary(self.pairs, side(0), side(1))
+        return SplitSummary(self.pairs, side(0), side(1), self.oov_rate())
 
     def oov_rate(self) -> Rates:
         return Rates(*(round(self.unknown[i] / max(1, self.lengths[i]), 5) for i in range(2)))
@@ -204,10 +205,12 @@ def _choose_source(cfg: Config, old: DataManifest | None) -> str:
 class GivenTokenizers:
     """Tokenizers to encode the corpus with instead of fitting new ones: a parent model's, for a
     run that continues training it (train.init_from). `parent` says where they come from (its
-    sha256 and how it was named) and goes into the manifest."""
+    sha256 and how it was named) and goes into the manifest; `settings`, their tokenizer
+    settings, go into the folder's config.yaml in place of the config's."""
 
     pair: TokenizerPair
     parent: dict[str, Any]
+    settings: TokenizerConfig | None = None
 
     @property
     def digest(self) -> str:
@@ -340,12 +343,14 @@ def _build(cfg: Config, files: list[CorpusFile], origin: Origin, started: float,
 
     def build(folder: Path) -> None:
         stats: dict[str, SplitStats] = {}
-        with _progress_bar(f"encoding ({cfg.tokenizer.kind}, {workers} processes)") as bar:
+        with _progress_bar(f"encoding ({pair.src.kind}, {workers} processes)") as bar:
             train_settings = EncodeSettings(dtype, cfg.data.train_max_len, not pair.src.lowercase)
             with ChunkPool(workers, setup, (pair.state(), train_settings)) as pool:
                 stats["train"] = _encode_split(ShardWriter(folder, "train", langs, dtype, cfg.data.shard_tokens),
                                                train.chunks(), pool, check_stop, bar)
             _check_enough(cfg, stats["train"], train.empty)
+            if given is not None:
+                log.info("%s", _unknown_line(stats["train"].oov_rate(), langs))
             with ChunkPool(1, setup, (pair.state(), EncodeSettings(dtype))) as pool:
                 for s in EVAL_SPLITS:
                     stats[s] = _encode_split(ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens),
@@ -353,7 +358,7 @@ def _build(cfg: Config, files: list[CorpusFile], origin: Origin, started: float,
         if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
         pair.save(folder)
-        (folder / "config.yaml").write_text(cfg.to_yaml(), encoding="utf-8")
+        (folder / "config.yaml").write_text(_encoded_with(cfg, given).to_yaml(), encoding="utf-8")
         outputs = {p.name: file_record(p, current_sha256(p)) for p in sorted(folder.iterdir()) if p.is_file()}
         manifest = DataManifest(
             **{f.name: getattr(origin, f.name) for f in dataclasses.fields(Origin)},
@@ -379,6 +384,22 @@ def _build(cfg: Config, files: list[CorpusFile], origin: Origin, started: float,
     return pair, built[0]
 
 
+def _encoded_with(cfg: Config, given: GivenTokenizers | None) -> Config:
+    """`cfg` with the tokenizer settings the folder is encoded with (the given tokenizers')."""
+    if given is None or given.settings is None:
+        return cfg
+    out = copy.copy(cfg)  # (a record: not validated again with the config's other sections)
+    out.tokenizer = given.settings
+    return out
+
+
+def _unknown_line(rate: Rates, langs: tuple[str, str]) -> str:
+    """What the preprocess log and summary say of the training split's <unk> rate under a
+    parent's tokenizers: how much of the new text they cannot encode."""
+    return (f"<unk> rate on train (the parent's tokenizers): {langs[0]} {100 * rate.src:.2f}%, "
+            f"{langs[1]} {100 * rate.tgt:.2f}% of the tokens")
+
+
 def _check_enough(cfg: Config, train: SplitStats, empty: int) -> None:
     if train.pairs < cfg.data.min_train_pairs:
         raise UsageError(f"only {train.pairs} training pairs are left of "
@@ -401,6 +422,9 @@ def summary_table(manifest: DataManifest) -> str:
     joint = " (joint)" if manifest.joint_vocab else ""
     lines.append(f"vocab ({manifest.tokenizer}){joint}: {src} {vocab.src}, {tgt} {vocab.tgt}")
     lines.append(f"OOV rate on val: {src} {100 * oov.src:.2f}%, {tgt} {100 * oov.tgt:.2f}%")
+    train = manifest.splits.get("train")
+    if manifest.tokenizer_from and train is not None and train.unk_rate is not None:
+        lines.append(_unknown_line(train.unk_rate, manifest.langs))
     dropped = manifest.dropped
     if dropped.empty_train_pairs or dropped.too_long_train_pairs:
         lines.append(f"dropped from train: {dropped.empty_train_pairs} empty, "

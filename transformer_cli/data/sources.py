@@ -174,15 +174,9 @@ def fetch_corpus(data: DataConfig, source: str, records: Mapping[str, Any] | Non
     sums, records = known_checksums(data), records or {}
     files: list[CorpusFile] = []
     if _is_url(source):
-        cache = Path(data.cache_dir) / data.corpus
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise TfmError(f"cannot create cache folder {cache}: {e.strerror}") from None
+        cache = _cache_folder(Path(data.cache_dir) / data.corpus)
     else:
-        folder = Path(urllib.parse.urlparse(source).path if source.startswith("file:") else source)
-        if not folder.is_dir():
-            raise UsageError(f"data source folder not found: {folder}")
+        folder = _source_folder(source)
     for split in SPLITS:
         for lang in (data.src_lang, data.tgt_lang):
             names = _candidate_names(data, split, lang)
@@ -196,6 +190,37 @@ def fetch_corpus(data: DataConfig, source: str, records: Mapping[str, Any] | Non
                 digest = _verify(path, sums.get(path.name), records.get(str(path.resolve())))
             files.append(CorpusFile(split, lang, path, digest))
     return files
+
+
+def fetch_named(source: str, names: list[str], cache: Path, sums: Mapping[str, str]
+                ) -> list[tuple[Path, str]]:
+    """The files `names` from `source` (a URL: downloaded into the folder `cache` once; a local
+    folder: read in place), each with its sha256, checked against `sums` where it names one."""
+    if _is_url(source):
+        _cache_folder(cache)
+        return [_fetch_url(source, name, cache, sums.get(name), {}) for name in names]
+    folder, out = _source_folder(source), []
+    for name in names:
+        path = folder / name
+        if not path.is_file():
+            raise UsageError(f"{folder} is missing {name}")
+        out.append((path, _verify(path, sums.get(name), None)))
+    return out
+
+
+def _cache_folder(cache: Path) -> Path:
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise TfmError(f"cannot create cache folder {cache}: {e.strerror}") from None
+    return cache
+
+
+def _source_folder(source: str) -> Path:
+    folder = Path(urllib.parse.urlparse(source).path if source.startswith("file:") else source)
+    if not folder.is_dir():
+        raise UsageError(f"data source folder not found: {folder}")
+    return folder
 
 
 def _fetch_url_first(base: str, names: list[str], cache: Path, sums: dict[str, str],

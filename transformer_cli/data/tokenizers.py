@@ -17,6 +17,7 @@ from ..config import TokenizerConfig
 from ..errors import first_line
 from .piece_vocab_tokenizer import PieceVocabTokenizer
 from .subword_tokenizer import SubwordTokenizer
+from .text_marks import strip_marks
 from .tokenizer_base import TOKENIZERS, Chunk, Tokenizer, sample_pairs, tokenizer_from_state
 from .truecase import Truecaser
 from .vocab import Framing
@@ -64,7 +65,9 @@ class TokenizerPair:
         return lines if self.recaser is None else [self.recaser.recase(line) for line in lines]
 
     def encode_sources(self, lines: list[str], recase: bool) -> list[list[int]]:
-        """Source ids per line (no `<eos>`, not truncated), recased first when `recase` is on."""
+        """Source ids per line (no `<eos>`, not truncated), recased first when `recase` is on;
+        tfm's training marks (data/text_marks.py) are no input: they are left out."""
+        lines = [strip_marks(line) for line in lines]
         return self.src.encode_batch(self.recase_sources(lines) if recase else lines)
 
     @classmethod

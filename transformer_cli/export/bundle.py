@@ -23,7 +23,7 @@ from pathlib import Path
 from ..checkpoint import CheckpointError
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
-from ..fsutil import WriteError, atomic_write_folder, file_sha256
+from ..fsutil import WriteError, atomic_write_folder, file_sha256, remove_dead_work_folders
 from .engine import import_ctranslate2, weight_type
 from .manifest import MANIFEST, ExportManifest, stated_engine
 
@@ -32,6 +32,11 @@ def is_export(path: Path) -> bool:
     """Whether `path` is a folder holding a tfm export, CTranslate2's or Hugging Face's (by its
     manifest, not its name)."""
     return (Path(path) / MANIFEST).is_file()
+
+
+def is_ct2_model_folder(path: Path) -> bool:
+    """Whether `path` holds a CTranslate2 model (its model.bin), with or without tfm's manifest."""
+    return (Path(path) / "model.bin").is_file()
 
 
 def export_engine(path: Path) -> str | None:
@@ -50,7 +55,7 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     from .ct2_spec import build_spec
 
     started = time.perf_counter()
-    ct2 = import_ctranslate2()
+    ct2 = import_ctranslate2("tfm export")
     weights = weight_type(quantization)
     output = Path(output)
     check_output(output)
@@ -75,7 +80,9 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
 
 def check_output(output: Path) -> None:
     """Refuse an `--output` that holds something other than an earlier export (exit 2), or
-    that cannot be looked into (a WriteError naming it, exit 1)."""
+    that cannot be looked into (a WriteError naming it, exit 1); then remove the work folders
+    that killed exports (or other writers) left beside it, whatever their names, once their
+    processes are gone."""
     try:
         taken = output.exists() and not is_export(output) and not (output.is_dir()
                                                                     and not any(output.iterdir()))
@@ -84,6 +91,10 @@ def check_output(output: Path) -> None:
     if taken:
         raise UsageError(f"{output} exists and is not a tfm export: choose a new or empty "
                          "--output folder")
+    try:
+        remove_dead_work_folders(output.parent)
+    except OSError as e:
+        raise WriteError(output, str(e.strerror or e)) from None
 
 
 def read_export(folder: Path) -> tuple[ExportManifest, TokenizerPair]:

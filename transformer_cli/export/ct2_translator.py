@@ -44,7 +44,7 @@ class Ct2Translator(TranslationBackend):
     def __init__(self, folder: Path, device: str = "auto", decode: DecodeConfig | None = None,
                  threads: int = 0):
         """`threads`: CTranslate2's intra-op threads (0: its default)."""
-        ct2 = import_ctranslate2()
+        ct2 = import_ctranslate2(f"the CTranslate2 export {folder}")
         if device not in DEVICES:
             raise UsageError(f"a CTranslate2 export runs on auto, cpu or cuda (got {device!r})")
         if device == "cuda" and ct2.get_cuda_device_count() == 0:

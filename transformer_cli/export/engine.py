@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import UsageError
+from ..extras import import_extra
 
 # `tfm export --quantization` choices -> CTranslate2's weight type ("none" keeps float32). The
 # 16-bit float types are for GPUs: a CPU computes them in float32 (CTranslate2 warns).
@@ -15,16 +16,10 @@ QUANTIZATIONS = {"none": "float32", "int8": "int8", "int8_float32": "int8_float3
                  "int16": "int16", "float16": "float16", "int8_float16": "int8_float16",
                  "bfloat16": "bfloat16", "int8_bfloat16": "int8_bfloat16"}
 
-INSTALL_HINT = "pip install 'tfm[ctranslate2]'"
-
-
-def import_ctranslate2() -> ModuleType:
-    """The `ctranslate2` module, or a one-line UsageError saying how to install it."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise UsageError(f"CTranslate2 is not installed; install it with: {INSTALL_HINT}") from None
-    return ctranslate2
+def import_ctranslate2(needed_by: str) -> ModuleType:
+    """The `ctranslate2` module, or a one-line UsageError saying that `needed_by` needs the
+    ctranslate2 extra and how to install it."""
+    return import_extra("ctranslate2", needed_by)
 
 
 def weight_type(quantization: str) -> str:

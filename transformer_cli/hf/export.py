@@ -4,7 +4,10 @@
 
     config.json, generation_config.json     architecture; decoding (start token, forced end,
                                             beams, length penalty, the start token never
-                                            generated, as tfm's search does)
+                                            generated, as tfm's search does; max_length: tfm's
+                                            cap, max_len tokens + the start token. tfm's limit
+                                            per sentence, max_len_a * n + max_len_b, has no
+                                            equivalent there: README, "Hugging Face models")
     model.safetensors                       the weights (marian.to_hf), tied ones stored once
     source.spm, target.spm                  the SentencePiece models
     vocab.json (+ target_vocab.json)        piece -> id, `<pad>` last (Marian's layout)
@@ -40,18 +43,21 @@ from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..export.bundle import check_output
 from ..export.manifest import ExportManifest
+from ..extras import import_extra
 from ..fsutil import atomic_write_folder
 from .folder import TFM_TOKENIZER
 from .marian import export_refusals, feature_order, hf_config, permute_features, reorder_vocab, to_hf, vocab_order
 
 
 def _tokenizer_refusals(tokenizers: TokenizerPair) -> list[str]:
+    """Every reason the tokenizers have no MarianTokenizer equivalent, each on its own (a
+    lowercasing word vocabulary gives two)."""
     out = []
     for side, tokenizer in (("source", tokenizers.src), ("target", tokenizers.tgt)):
         if not isinstance(tokenizer, (SubwordTokenizer, PieceVocabTokenizer)):
             out.append(f"the {side} tokenizer is a {tokenizer.kind} word vocabulary (MarianTokenizer "
                        "segments with SentencePiece)")
-        elif tokenizer.lowercase:
+        if tokenizer.lowercase:
             out.append(f"the {side} tokenizer lowercases its input (MarianTokenizer does not)")
     return out
 
@@ -73,8 +79,7 @@ def _spm(tokenizer: Tokenizer) -> bytes:
 def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[ExportManifest, float]:
     """Write `checkpoint` (read from `source`) to the folder `output` as a MarianMT model
     (replacing an earlier export there); returns its manifest and the seconds it took."""
-    from safetensors.torch import save_file
-
+    safetensors = import_extra("safetensors.torch", "tfm export --format hf")
     started = time.perf_counter()
     cfg = build_section(ModelConfig, checkpoint.model_config, "model")
     tokenizers = TokenizerPair.from_state(checkpoint.tokenizer)
@@ -103,7 +108,8 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
         dump("config.json", hf_config(cfg, src.vocab_size, tgt.vocab_size, pad, eos, start))
         dump("generation_config.json", {
             "decoder_start_token_id": start, "eos_token_id": eos, "forced_eos_token_id": eos,
-            "pad_token_id": pad, "max_length": cfg.max_len,
+            # tfm's cap on any output: max_len tokens with <eos>; max_length counts the start token
+            "pad_token_id": pad, "max_length": cfg.max_len + 1,
             "num_beams": decode.get("beam_size", 1), "length_penalty": decode.get("length_penalty", 1.0),
             "early_stopping": True})  # tfm's beam ends once beam_size hypotheses have
         names = src.id_to_token([src.ids.unk, src.ids.pad, src.ids.eos])
@@ -117,7 +123,7 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
             dump("target_vocab.json", tgt_vocab)
         (folder / "source.spm").write_bytes(_spm(src))
         (folder / "target.spm").write_bytes(_spm(tgt))
-        save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        safetensors.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
         tokenizers.save(folder, TFM_TOKENIZER)
         manifest = ExportManifest.new("transformers", source, checkpoint, folder,
                                       features="interleaved" if interleaved else "halves",

@@ -35,10 +35,13 @@ from ..data.piece_vocab_tokenizer import MARIAN_SPECIALS, PieceVocabTokenizer
 from ..data.tokenizers import TokenizerPair
 from ..errors import TfmError, UsageError, first_line
 from ..export.manifest import MANIFEST, ExportManifest
+from ..extras import import_extra
 from .marian import feature_order, model_settings, permute_features, reorder_vocab, to_tfm, vocab_order
 
 TFM_TOKENIZER = "tfm-tokenizer.json"  # tfm's tokenizers, in a folder tfm exported
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Endings of model and config files, which no Hub id has: OWNER/NAME with one is a path.
+FILE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".yaml", ".yml", ".json")
 HUB_FILES = ["config.json", "generation_config.json", "tokenizer_config.json", "*.spm", "vocab.json",
              "target_vocab.json", "model.safetensors", "model.safetensors.index.json",
              "model-*.safetensors", "pytorch_model.bin"]
@@ -49,19 +52,26 @@ def is_hf_folder(path: Path) -> bool:
     return (Path(path) / "config.json").is_file()
 
 
+def is_hub_id(spec: str) -> bool:
+    """Whether `spec` names a model on the Hugging Face Hub rather than a path here: OWNER/NAME
+    (one slash, the Hub's characters) that is not a path that exists, does not end like a model
+    or config file (`FILE_SUFFIXES`: no Hub id does), and whose OWNER is not a folder here.
+    "bad/nope.pt" and "checkpoints/nope" (with checkpoints/ here) are paths, missing ones."""
+    path = Path(spec)
+    return (HUB_ID.match(spec) is not None and not path.exists()
+            and not spec.lower().endswith(FILE_SUFFIXES) and not path.parent.is_dir())
+
+
 def locate(spec: str) -> Path | None:
     """The local folder of `spec` when it names a model on the Hugging Face Hub
-    ("Helsinki-NLP/opus-mt-de-en") rather than a path: fetched once into the Hub's cache
-    (huggingface_hub, the hf extra). None when `spec` is a path or no Hub id."""
-    if Path(spec).exists() or not HUB_ID.match(spec):
+    ("Helsinki-NLP/opus-mt-de-en") rather than a path (`is_hub_id`): fetched once into the
+    Hub's cache (huggingface_hub, the hf extra). None when `spec` is a path."""
+    if not is_hub_id(spec):
         return None
+    hub = import_extra("huggingface_hub", f"{spec} is no file or folder here; fetching it from the "
+                                          "Hugging Face Hub")
     try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        raise UsageError(f"{spec} is not a file or folder here; to fetch it from the Hugging Face "
-                         "Hub install the hf extra (pip install 'tfm[hf]')") from None
-    try:
-        return Path(snapshot_download(spec, allow_patterns=HUB_FILES))
+        return Path(hub.snapshot_download(spec, allow_patterns=HUB_FILES))
     except Exception as e:  # no network, no such repository, a gated one: one line, whatever it is
         raise TfmError(f"cannot fetch {spec} from the Hugging Face Hub ({type(e).__name__}: "
                        f"{first_line(e)}); without a network, give a local folder") from None
@@ -188,15 +198,11 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     if (folder / "model.safetensors.index.json").is_file():
         files = sorted({folder / f for f in _json(folder / "model.safetensors.index.json")["weight_map"].values()})
     if all(f.is_file() for f in files):
-        try:
-            from safetensors.torch import load_file
-        except ImportError:
-            raise UsageError("reading model.safetensors needs the safetensors package: "
-                             "pip install 'tfm[hf]'") from None
+        safetensors = import_extra("safetensors.torch", f"reading {files[0]}")
         state: dict[str, torch.Tensor] = {}
         for f in files:
             try:
-                state.update(load_file(str(f)))
+                state.update(safetensors.load_file(str(f)))
             except Exception as e:  # a truncated or foreign file
                 raise TfmError(f"{f} is damaged or not safetensors: {first_line(e)}") from None
         return {k: v.float() for k, v in state.items()}

@@ -17,6 +17,9 @@ the last recorded chunk (a half-written one is cut off), and gives the same file
 byte, as an uninterrupted one (each chunk is decoded the same way, whichever run does it).
 Other teachers, settings or sources start it over. `tfm distill -c CFG` makes the corpus;
 `tfm preprocess` and `tfm train` make it when it is not complete, then use it as the corpus.
+With data.limit_train, only the pairs preprocessing keeps (the first data.limit_train with text
+on both sides) are translated; the distilled folder holds just those (and, with
+distill.keep_original, the same pairs after them), so the student's data is not limited again.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..data.sources import CorpusFile, explicit_source, fetch_corpus, iter_line_blocks, iter_parallel, resolve_source
+from ..data.preprocess import TrainingPairs
+from ..data.sources import CorpusFile, explicit_source, fetch_corpus, iter_parallel, resolve_source
+from ..data.tokenizer_base import Chunk
 from ..fsutil import atomic_write_json, file_sha256
 
 log = logging.getLogger("tfm")
@@ -53,6 +58,7 @@ def training_corpus(cfg: Config, check_stop: Callable[[], None] | None = None) -
     out = copy.deepcopy(cfg)
     out.data.corpus, out.data.source, out.data.sha256 = "files", str(folder), {}
     out.data.splits.train = "train"
+    out.data.limit_train = None  # the folder holds the kept pairs only (twice: keep_original)
     return out
 
 
@@ -78,7 +84,7 @@ def distill(cfg: Config, check_stop: Callable[[], None] | None = None) -> Path:
         return folder
     teacher = open_backend([Path(t) for t in dc.teachers], cfg.train.device, "fp32",
                            ensemble_weights=dc.weights, ensemble_combine=dc.combine)
-    done, total = state["lines"], _count_lines(src.path, dc.chunk_lines)
+    done, total = state["lines"], sum(len(sources) for sources, _ in _training_pairs(cfg, files))
     partial = folder / f"train.{langs[1]}.partial"
     decode = copy.deepcopy(teacher.decode)
     decode.beam_size, decode.n_best, decode.recase = dc.beam_size, 1, False
@@ -88,7 +94,7 @@ def distill(cfg: Config, check_stop: Callable[[], None] | None = None) -> Path:
              " + ".join(dc.teachers), dc.beam_size, f" into {folder}" if not done else "")
     started, translated = time.monotonic(), 0
     with open(partial, "ab") as out:
-        for start, chunk in _chunks(src.path, tgt.path, done, dc.chunk_lines):
+        for start, chunk in _chunks(_training_pairs(cfg, files), done):
             if check_stop is not None:
                 check_stop()
             lines = teacher.translate(chunk, decode, check_stop).translations
@@ -111,7 +117,8 @@ def _identity(cfg: Config, teachers: list[dict[str, Any]], src: CorpusFile, tgt:
     dc = cfg.distill
     return {"teachers": teachers, "beam_size": dc.beam_size, "combine": dc.combine,
             "weights": dc.weights, "keep_original": dc.keep_original, "chunk_lines": dc.chunk_lines,
-            "sources_sha256": src.sha256, "targets_sha256": tgt.sha256}
+            "sources_sha256": src.sha256, "targets_sha256": tgt.sha256,
+            "limit_train": cfg.data.limit_train}  # (None: as a record made before it was there)
 
 
 def _state(folder: Path, identity: dict[str, Any]) -> dict[str, Any]:
@@ -137,15 +144,35 @@ def _state(folder: Path, identity: dict[str, Any]) -> dict[str, Any]:
     return {"lines": 0, "bytes": 0}
 
 
-def _count_lines(path: Path, block: int) -> int:
-    return sum(len(lines) for lines in iter_line_blocks(path, block))
+def _training_pairs(cfg: Config, files: dict[tuple[str, str], CorpusFile]) -> Iterator[Chunk]:
+    """The training pairs the teachers translate, in chunks of distill.chunk_lines: every line
+    of the files (their alignment checked); with data.limit_train, the pairs preprocessing
+    keeps of them (data/preprocess.TrainingPairs)."""
+    langs, size = (cfg.data.src_lang, cfg.data.tgt_lang), cfg.distill.chunk_lines
+    src, tgt = files[("train", langs[0])].path, files[("train", langs[1])].path
+    if cfg.data.limit_train is None:
+        return iter_parallel(src, tgt, size)
+    return _rechunked(TrainingPairs(src, tgt, cfg.data.limit_train).chunks(), size)
 
 
-def _chunks(src: Path, tgt: Path, skip: int, size: int) -> Iterator[tuple[int, list[str]]]:
-    """(index of the first line, sources) per chunk of `size`, from line `skip` on (the
-    targets are read beside them only to check that the files are aligned)."""
+def _rechunked(chunks: Iterator[Chunk], size: int) -> Iterator[Chunk]:
+    """The pairs of `chunks` in chunks of `size` (the last one shorter)."""
+    sources: list[str] = []
+    targets: list[str] = []
+    for more_sources, more_targets in chunks:
+        sources += more_sources
+        targets += more_targets
+        while len(sources) >= size:
+            yield sources[:size], targets[:size]
+            del sources[:size], targets[:size]
+    if sources:
+        yield sources, targets
+
+
+def _chunks(pairs: Iterator[Chunk], skip: int) -> Iterator[tuple[int, list[str]]]:
+    """(index of the first pair, sources) per chunk of `pairs`, from pair `skip` on."""
     start = 0
-    for sources, _ in iter_parallel(src, tgt, size):
+    for sources, _ in pairs:
         if start >= skip:
             yield start, sources
         start += len(sources)
@@ -159,13 +186,11 @@ def _finish(cfg: Config, folder: Path, files: dict[tuple[str, str], CorpusFile],
     sources = folder / f"train.{langs[0]}"
     targets = folder / f"train.{langs[1]}"
     with open(sources, "w", encoding="utf-8") as out:
-        for _, chunk in _chunks(files[("train", langs[0])].path, files[("train", langs[1])].path, 0,
-                                cfg.distill.chunk_lines):
+        for _, chunk in _chunks(_training_pairs(cfg, files), 0):
             out.write("".join(f"{line}\n" for line in chunk))
     if cfg.distill.keep_original:
         with open(sources, "a", encoding="utf-8") as out_src, open(partial, "a", encoding="utf-8") as out_tgt:
-            for chunk_src, chunk_tgt in iter_parallel(files[("train", langs[0])].path,
-                                                      files[("train", langs[1])].path, cfg.distill.chunk_lines):
+            for chunk_src, chunk_tgt in _training_pairs(cfg, files):
                 out_src.write("".join(f"{line}\n" for line in chunk_src))
                 out_tgt.write("".join(f"{line}\n" for line in chunk_tgt))
     os.replace(partial, targets)

@@ -12,7 +12,9 @@ The parent gives the new run
   and other model.* keys of the config that differ are named in a warning and not used;
 - its tokenizers: preprocessing encodes the corpus with them (`GivenTokenizers`) instead of
   fitting new ones, so the parent and the new model give a text the same ids and the
-  promotion gate compares their validation losses.
+  promotion gate compares their validation losses. The run records the parent's tokenizer
+  settings (the config's tokenizer.sampling stays: it regularizes this run's training); other
+  tokenizer.* keys of the config that differ are named in a warning and not used.
 
 What starts afresh is everything the optimizer and the schedule carry: Adam's moments, the
 learning-rate schedule with its warmup, early stopping, the snapshots to average, the epoch
@@ -28,13 +30,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, CheckpointError
-from ..config import Config, ModelConfig
+from ..config import Config, ModelConfig, TokenizerConfig
 from ..config_checks import validate
 from ..config_values import ConfigError, build_section
 from ..data.preprocess import GivenTokenizers
@@ -50,6 +53,9 @@ log = logging.getLogger("tfm")
 PUBLISHED = "published"
 # Model settings a continued run may change: they shape no weight.
 REGULARIZATION_KEYS = ("dropout", "attention_dropout", "activation_dropout")
+# Tokenizer settings a continued run may change: they shape no id (subword sampling regularizes
+# the training split's segmentation, as dropout does the model).
+TOKENIZER_REGULARIZATION_KEYS = ("sampling",)
 
 
 @dataclass
@@ -65,13 +71,31 @@ class Parent:
         """What checkpoints and manifests record of it."""
         return {"from": self.spec, "path": str(self.path), "sha256": self.checkpoint.sha256}
 
-    def tokenizers(self) -> GivenTokenizers:
-        """The tokenizers preprocessing encodes the new corpus with."""
+    @functools.cached_property
+    def pair(self) -> TokenizerPair:
+        """Its tokenizers."""
         try:
-            pair = TokenizerPair.from_state(self.checkpoint.tokenizer)
+            return TokenizerPair.from_state(self.checkpoint.tokenizer)
         except ValueError as e:
             raise UsageError(f"train.init_from: {self.path}: its tokenizer cannot be used: {e}") from None
-        return GivenTokenizers(pair, self.record)
+
+    def tokenizers(self) -> GivenTokenizers:
+        """The tokenizers preprocessing encodes the new corpus with (and their settings)."""
+        return GivenTokenizers(self.pair, self.record, self.tokenizer_settings())
+
+    def tokenizer_settings(self) -> TokenizerConfig:
+        """The tokenizer settings its checkpoint records; for a model that records none of its
+        tokenizers' (one made elsewhere, such as a Hugging Face model), what they say of
+        themselves: kind, joint vocabulary, lowercasing."""
+        recorded = self.checkpoint.config.get("tokenizer")
+        kind = self.pair.src.kind
+        if not isinstance(recorded, dict) or recorded.get("kind") != kind:
+            recorded = {"kind": kind, "joint": self.pair.joint, "lowercase": self.pair.src.lowercase}
+        try:
+            return build_section(TokenizerConfig, recorded, "tokenizer")
+        except UsageError as e:
+            raise UsageError(f"train.init_from: {self.path}: its tokenizer settings do not fit this "
+                             f"version of tfm: {e}") from None
 
 
 def lineage(cfg: Config, tokenizer_digest: str, parent: Parent | None) -> dict[str, Any] | None:
@@ -127,23 +151,12 @@ def _read(spec: str | Path) -> tuple[Checkpoint, Path]:
 
 
 def continued_config(cfg: Config, parent: Parent) -> Config:
-    """`cfg` as a run from `parent` trains: the parent's model settings (with the config's
-    dropouts) and train.continued's values over train.*."""
+    """`cfg` as a run from `parent` trains (and records it): the parent's model settings (with
+    the config's dropouts), its tokenizer settings (with the config's tokenizer.sampling), and
+    train.continued's values over train.*."""
     out = copy.deepcopy(cfg)
-    try:
-        model = build_section(ModelConfig, parent.checkpoint.model_config, "model")
-    except UsageError as e:
-        raise UsageError(f"train.init_from: {parent.path}: its model settings do not fit this "
-                         f"version of tfm: {e}") from None
-    for key in REGULARIZATION_KEYS:
-        setattr(model, key, getattr(cfg.model, key))
-    differing = [f"model.{f.name} {getattr(cfg.model, f.name)!r} -> {getattr(model, f.name)!r}"
-                 for f in dataclasses.fields(ModelConfig)
-                 if getattr(cfg.model, f.name) != getattr(model, f.name)]
-    if differing:
-        log.warning("warning: train.init_from: the model is the parent's (%s), not the config's: "
-                    "%s", parent.path, ", ".join(differing))
-    out.model = model
+    out.model = _parent_model(cfg, parent)
+    out.tokenizer = _parent_tokenizer(cfg, parent)
     for f in dataclasses.fields(cfg.train.continued):
         value = getattr(cfg.train.continued, f.name)
         if value is not None:
@@ -151,5 +164,42 @@ def continued_config(cfg: Config, parent: Parent) -> Config:
     try:
         validate(out)
     except ConfigError as e:
-        raise UsageError(f"train.init_from: with the parent's model and train.continued: {e}") from None
+        raise UsageError(f"train.init_from: with the parent's model and tokenizers and "
+                         f"train.continued: {e}") from None
     return out
+
+
+def _parent_model(cfg: Config, parent: Parent) -> ModelConfig:
+    """The parent's model settings with the config's dropouts; the config's others that differ
+    are named in a warning."""
+    try:
+        model = build_section(ModelConfig, parent.checkpoint.model_config, "model")
+    except UsageError as e:
+        raise UsageError(f"train.init_from: {parent.path}: its model settings do not fit this "
+                         f"version of tfm: {e}") from None
+    for key in REGULARIZATION_KEYS:
+        setattr(model, key, getattr(cfg.model, key))
+    differing = _differing("model", cfg.model, model, dataclasses.fields(ModelConfig))
+    if differing:
+        log.warning("warning: train.init_from: the model is the parent's (%s), not the config's: "
+                    "%s", parent.path, ", ".join(differing))
+    return model
+
+
+def _parent_tokenizer(cfg: Config, parent: Parent) -> TokenizerConfig:
+    """The parent's tokenizer settings with the config's tokenizer.sampling; the config's
+    others that differ are named in a warning."""
+    tokenizer = parent.tokenizer_settings()
+    for key in TOKENIZER_REGULARIZATION_KEYS:
+        setattr(tokenizer, key, getattr(cfg.tokenizer, key))
+    differing = _differing("tokenizer", cfg.tokenizer, tokenizer, dataclasses.fields(TokenizerConfig))
+    if differing:
+        log.warning("warning: train.init_from: the tokenizers are the parent's (%s), not the "
+                    "config's: %s", parent.path, ", ".join(differing))
+    return tokenizer
+
+
+def _differing(section: str, ours: Any, theirs: Any, fields: tuple[dataclasses.Field, ...]) -> list[str]:
+    """`section.key ours -> theirs` for each of `fields` whose values differ."""
+    return [f"{section}.{f.name} {getattr(ours, f.name)!r} -> {getattr(theirs, f.name)!r}"
+            for f in fields if getattr(ours, f.name) != getattr(theirs, f.name)]

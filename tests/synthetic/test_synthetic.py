@@ -1,0 +1,142 @@
+"""Pairs from monolingual text (the synthetic: section): the reverse model is an ordinary run of
+the same config (`--reverse`), back- and forward translations are made resumably and kept by
+line, so a second night translates only its new lines; cleaning drops and counts lines equal to
+a val/test sentence; the tag of synthetic sources never reaches users."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import run_tfm, sentence_pairs, write_config, write_corpus
+
+import transformer_cli as tfm
+from transformer_cli.data.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
+
+pytestmark = pytest.mark.slow
+TFM = [sys.executable, "-m", "transformer_cli"]
+TRAIN = {"epochs": 2, "lr": 3e-3, "threads": 1, "batch_size": 32}
+
+
+def monolingual(folder, lang, n, seed, extra=()):
+    """n sentences of one language (pairs of another seed than the corpus's), then `extra`."""
+    side = 0 if lang == "de" else 1
+    lines = [p[side] for p in sentence_pairs(n, seed=seed)] + list(extra)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"captions.{lang}"
+    path.write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A corpus, a forward model trained on it, and English and German text."""
+    work = tmp_path_factory.mktemp("synthetic")
+    corpus = write_corpus(work / "corpus", {"train": 200, "val": 20, "test_2016_flickr": 10})
+    val_en = gzip.decompress((corpus / "val.en.gz").read_bytes()).decode().splitlines()
+    english = monolingual(work / "text", "en", 90, seed=7,
+                          extra=["", val_en[0].lower().rstrip("."), "a " * 60, "A dog runs."])
+    german = monolingual(work / "text", "de", 60, seed=8)
+    forward = write_config(work / "fwd.yaml", work, corpus, train=TRAIN)
+    r = run_tfm("train", "-c", str(forward), "--quiet")
+    assert r.returncode == 0, r.stderr
+    return {"work": work, "corpus": corpus, "english": english, "german": german,
+            "teacher": work / "checkpoints" / "fwd" / "best.pt"}
+
+
+def bt_config(world, where, forward=True, **back):
+    """Back-translation of the English text (its folder) by sampling (`back` changes it), and
+    forward translation of the German text by the forward model unless `forward` is off."""
+    section = {"back_translation": {"text": [str(world["english"].parent)], "search": "sample", **back},
+               "chunk_lines": 16, "real_upsample": 2, "cache_dir": str(where / "cache")}
+    if forward:
+        section["forward_translation"] = {"text": [str(world["german"])], "teachers": [str(world["teacher"])],
+                                          "beam_size": 2}
+    return write_config(where / "bt.yaml", where, world["corpus"], train=TRAIN, synthetic=section)
+
+
+def test_back_and_forward_translation_end_to_end(world, tmp_path):
+    cfg = bt_config(world, tmp_path)
+    r = run_tfm("train", "-c", str(cfg), "--quiet")  # no reverse model yet: one line, exit 2
+    assert r.returncode == 2 and "train it first with" in r.stderr and len(r.stderr.splitlines()) == 1
+    r = run_tfm("train", "-c", str(cfg), "--reverse", "--quiet")
+    assert r.returncode == 0, r.stderr
+    reverse = (tmp_path / "checkpoints" / "bt.reverse" / "config.yaml").read_text()
+    assert "src_lang: en" in reverse and "tgt_lang: de" in reverse and "text: []" in reverse
+    r = run_tfm("train", "-c", str(cfg))
+    assert r.returncode == 0, r.stderr
+    folder = tmp_path / "data" / "bt.synthetic"
+    state = json.loads((folder / "synthetic.json").read_text())
+    bt, ft = state["text"]["back_translation"], state["text"]["forward_translation"]
+    # English: 94 lines read; the empty one, the 60-word one, the lines equal to a val or test
+    # sentence (one planted lowercased, without its full stop; the toy grammar repeats others)
+    # and repeated lines dropped, and counted in the log.
+    assert (bt["read"], bt["empty"], bt["too_long"]) == (94, 1, 1) and bt["in_val_or_test"] >= 1
+    assert bt["kept"] == 94 - 2 - bt["in_val_or_test"] - bt["duplicates"]
+    assert (f"94 lines read, {bt['kept']} kept; dropped: 1 empty, 1 too long, {bt['in_val_or_test']} equal "
+            "to a val/test sentence") in r.stderr
+    sources = (folder / "train.de").read_text().splitlines()
+    targets = (folder / "train.en").read_text().splitlines()
+    assert len(sources) == len(targets) == 2 * 200 + bt["kept"] + ft["kept"]
+    tagged = [s for s in sources if s.startswith(BACK_TRANSLATION_TAG + " ")]
+    assert len(tagged) == bt["kept"] and not any(FORWARD_TRANSLATION_TAG in s for s in sources)
+    english = [x.strip() for x in world["english"].read_text().splitlines()]
+    assert set(targets[400:400 + bt["kept"]]) <= set(english)  # the text is the target side
+    assert english[91] not in targets  # the planted val sentence
+    # The model was trained on tagged sources; a tag in a user's input is no input.
+    model = tfm.load(tmp_path / "checkpoints" / "bt" / "best.pt")
+    line = "Ein Hund läuft im Park."
+    assert model.translate([BACK_TRANSLATION_TAG + " " + line]) == model.translate([line])
+
+
+def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_translated(world, tmp_path):
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    for where in (straight, killed):  # any model will do to back-translate here
+        bt_config(world, where, forward=False, model=str(world["teacher"]))
+    r = run_tfm("synthesize", "-c", str(straight / "bt.yaml"))
+    assert r.returncode == 0, r.stderr
+    cache = next((killed / "cache").glob("back-*"), None)
+    proc = subprocess.Popen([*TFM, "synthesize", "-c", str(killed / "bt.yaml")], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        cache = next((killed / "cache").glob("back-*"), None)
+        if cache is not None and (cache / "cache.json").is_file() and json.loads(
+                (cache / "cache.json").read_text())["rows"] >= 32:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    kept = json.loads((straight / "data" / "bt.synthetic" / "synthetic.json").read_text()
+                      )["text"]["back_translation"]["kept"]
+    assert cache is not None and json.loads((cache / "cache.json").read_text())["rows"] < kept
+    r = run_tfm("synthesize", "-c", str(killed / "bt.yaml"))
+    assert r.returncode == 0, r.stderr
+    a, b = (w / "data" / "bt.synthetic" for w in (straight, killed))
+    for name in ("train.de", "train.en"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+    # The next night: three new lines, three translations.
+    with open(world["english"], "a", encoding="utf-8") as f:
+        f.write("A cat sleeps on a red sofa.\nTwo children play in the snow.\nA man rides a horse.\n")
+    try:
+        r = run_tfm("synthesize", "-c", str(straight / "bt.yaml"))
+        assert r.returncode == 0, r.stderr
+        assert f"translating 3 of {kept + 3} lines ({kept} already translated)" in r.stderr
+        assert len((a / "train.en").read_text().splitlines()) == 2 * 200 + kept + 3
+    finally:
+        lines = world["english"].read_text().splitlines()[:-3]
+        world["english"].write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+
+
+def test_monolingual_text_that_is_not_utf8_is_one_line_and_nothing_is_made(world, tmp_path):
+    bad = tmp_path / "text" / "bad.en"
+    bad.parent.mkdir()
+    bad.write_bytes(b"A dog runs.\nA cat \xff sleeps.\n")
+    cfg = bt_config(world, tmp_path, forward=False, text=[str(bad)], model=str(world["teacher"]))
+    r = run_tfm("synthesize", "-c", str(cfg))
+    assert r.returncode == 2 and r.stderr.strip() == f"tfm: error: {bad}:2: not valid UTF-8 (byte 0xff at column 7)"
+    assert not (tmp_path / "data" / "bt.synthetic" / "train.en").exists()

@@ -1,0 +1,41 @@
+"""The reverse run of a config: the model that back-translates for it. It is an ordinary tfm
+run of the same recipe with the two languages swapped, named `<name>.reverse` (its data in
+`data/<name>.reverse/`, its checkpoints in `checkpoints/<name>.reverse/`), trained on the real
+pairs only: `tfm train -c CFG --reverse` (and `tfm evaluate -c CFG --reverse` scores it)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+from ..config import Config, DistillConfig
+from ..config_loading import command_for
+from ..config_synthetic import SyntheticConfig
+from ..errors import UsageError
+
+SUFFIX = ".reverse"
+REVERSE = "reverse"  # synthetic.back_translation.model: this config's reverse run
+
+
+def reverse_config(cfg: Config) -> Config:
+    """`cfg` with the languages swapped, for its real pairs alone, and no parent model."""
+    out = copy.deepcopy(cfg)
+    out.name = cfg.name + SUFFIX
+    out.data.src_lang, out.data.tgt_lang = cfg.data.tgt_lang, cfg.data.src_lang
+    out.synthetic, out.distill = SyntheticConfig(), DistillConfig()
+    out.decode.ensemble, out.decode.ensemble_weights = [], None
+    out.train.init_from = None
+    return out
+
+
+def back_translation_model(cfg: Config) -> Path:
+    """The checkpoint that back-translates for `cfg` (synthetic.back_translation.model)."""
+    named = cfg.synthetic.back_translation.model
+    if named != REVERSE:
+        return Path(named)
+    path = reverse_config(cfg).run_dir / "best.pt"
+    if not path.is_file():
+        raise UsageError(f"back-translation needs the reverse model {path}: train it first with "
+                         f"`{command_for(cfg, 'train', '--reverse')}` (or name a model in "
+                         "synthetic.back_translation.model)")
+    return path
