@@ -122,20 +122,21 @@ def untrained_checkpoint(path: Path, tokenizers: TokenizerPair | None = None,
     """A real tfm checkpoint of an untrained model (random weights, a joint SentencePiece
     vocabulary fitted on the synthetic corpus, unless `tokenizers` gives a TokenizerPair) in
     well under a second: for tests of loading, exporting and argument checks, which need a
-    model but not a good one. `model` updates the (small) ModelConfig."""
+    model but not a good one. `model` updates the (small) TransformerConfig."""
     import torch
 
     from transformer_cli.checkpoint import Checkpoint
-    from transformer_cli.config import Config, ModelConfig, TokenizerConfig
+    from transformer_cli.config import Config, TokenizerConfig
     from transformer_cli.data.tokenizers import SubwordTokenizer, TokenizerPair
     from transformer_cli.model.transformer import Seq2SeqTransformer
+    from transformer_cli.model.transformer_config import TransformerConfig
 
     if tokenizers is None:
         text = [side for pair in sentence_pairs(200) for side in pair]
         tokenizer = SubwordTokenizer.train(text, TokenizerConfig(vocab_size=60), threads=1)
         tokenizers = TokenizerPair(tokenizer, tokenizer, joint=True)
     cfg = Config(name=path.stem)
-    cfg.model = ModelConfig(**{"d_model": 32, "n_heads": 4, "n_encoder_layers": 1,
+    cfg.model = TransformerConfig(**{"d_model": 32, "n_heads": 4, "n_encoder_layers": 1,
                                "n_decoder_layers": 1, "d_ff": 64, "max_len": 64, **model})
     with torch.random.fork_rng():
         torch.manual_seed(0)

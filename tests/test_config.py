@@ -166,18 +166,19 @@ def test_a_missing_parent_names_the_extends_line_and_every_folder_searched(tmp_p
 
 
 def test_sections_made_in_python_are_checked_as_yaml_would_be():
-    from transformer_cli.config import DecodeConfig, ModelConfig, TrainConfig
+    from transformer_cli.config import DecodeConfig, TrainConfig
     from transformer_cli.config_values import ConfigError
+    from transformer_cli.model.transformer_config import TransformerConfig
 
     with pytest.raises(ConfigError, match=r"train.lr=-1.0 is out of range: must be > 0"):
         TrainConfig(lr=-1.0)
     with pytest.raises(ConfigError, match=r"decode.beam_size must be an integer \(got '5'\)"):
         DecodeConfig(beam_size="5")
     with pytest.raises(ConfigError, match=r"model.dropout must be a number"):
-        ModelConfig(dropout=None)
+        TransformerConfig(dropout=None)
     with pytest.raises(ConfigError, match="model.n_heads=5 must divide model.d_model=256"):
-        Config(model=ModelConfig(n_heads=5))  # the checks across keys too
-    with pytest.raises(ConfigError, match="tokenizer.kind='bpe' is not a tokenizer kind"):
+        Config(model=TransformerConfig(n_heads=5))  # the checks across keys too
+    with pytest.raises(ConfigError, match=r"tokenizer.kind: unknown tokenizer kind 'bpe' \(known: "):
         config_from_dict({"tokenizer": {"kind": "bpe"}})
     assert TrainConfig(lr=1).lr == 1  # an int where a float is expected is fine
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from helpers import sentence_pairs
 
-from transformer_cli.config import DecodeConfig, ModelConfig, TokenizerConfig
+from transformer_cli.config import DecodeConfig, TokenizerConfig
 from transformer_cli.data.batching import collate
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.tokenizers import fit_tokenizers
@@ -18,13 +18,14 @@ from transformer_cli.inference.teacher_forcing import corpus_nll
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.transformer import Seq2SeqTransformer
+from transformer_cli.model.transformer_config import TransformerConfig
 
 CPU = torch.device("cpu")
 
 
 def _model(vocab: int = 30) -> Seq2SeqTransformer:
     torch.manual_seed(0)
-    cfg = ModelConfig(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32,
+    cfg = TransformerConfig(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32,
                       max_len=32)
     return Seq2SeqTransformer(cfg, vocab, vocab)
 

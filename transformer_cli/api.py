@@ -15,6 +15,7 @@ model file becomes the engine that runs it; either backend of the interface
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,6 +26,7 @@ from .config import DEVICES, PRECISIONS, DecodeConfig
 from .config_loading import load_config, resolve_config_path
 from .errors import UsageError, check_choice
 from .inference.outputs import Output, Sources
+from .threads import AUTO, Setting, ThreadTuner, parse_setting
 
 if TYPE_CHECKING:  # imported when used: `import transformer_cli` does not import torch
     from .inference.translate import TranslationBackend
@@ -46,7 +48,7 @@ def model_paths(paths: ModelPaths) -> list[Path]:
 
 
 def open_backend(path: ModelPaths, device: str = "auto", precision: str = "fp32",
-                 decode: DecodeConfig | None = None, threads: int | None = None,
+                 decode: DecodeConfig | None = None, threads: Setting = None,
                  ensemble_weights: Sequence[float] | None = None,
                  ensemble_combine: str | None = None) -> TranslationBackend:
     """Open the model at `path` on `device` (`config.DEVICES`) in `precision`
@@ -62,34 +64,59 @@ def open_backend(path: ModelPaths, device: str = "auto", precision: str = "fp32"
     `threads`: CPU threads for decoding: torch's intra-op threads (`torch.set_num_threads`,
     process-wide) for a checkpoint, CTranslate2's intra-op threads (this model's) for an
     export. None: torch's current number (`torch.get_num_threads()`), so whatever the caller
-    set for torch holds for either engine.
+    set for torch holds for either engine. "auto" (`tfm translate` and `tfm evaluate`): torch's
+    threads start at the CPUs this process may use and are re-chosen from each batch's
+    measured speed (threads.ThreadTuner, process-wide; on the CPU), an export takes those CPUs;
+    where OMP_NUM_THREADS is set, "auto" is None (that number holds).
     """
     check_choice("precision", precision, PRECISIONS)
     check_choice("device", device, DEVICES)
-    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)
-                                or threads < 1):
-        raise UsageError(f"threads must be an integer >= 1 (got {threads!r})")
-    import torch
-
+    threads = parse_setting(threads, "threads")
+    if threads == AUTO and "OMP_NUM_THREADS" in os.environ:
+        threads = None  # fixed by the environment: torch's number, which OpenMP's variable set
     from .export.bundle import export_engine
+    from .seams import ENGINES
 
     paths = model_paths(path)
     if len(paths) > 1:
-        return _open_ensemble(paths, device, precision, decode, threads, ensemble_weights, ensemble_combine)
-    path = paths[0]
-    if export_engine(path) == "ctranslate2":
-        from .export.ct2_translator import Ct2Translator
+        return _tuned(_open_ensemble(paths, device, precision, decode, _fixed(threads), ensemble_weights,
+                                     ensemble_combine), threads)
+    engine = export_engine(paths[0]) or "torch"
+    opener = ENGINES.find(engine)
+    if opener is None:
+        raise UsageError(f"{paths[0]}: {ENGINES.unknown(engine)} (an export of a plugin's format: "
+                         "name the plugin in the config's plugins:, or install it)")
+    return opener(Path(paths[0]), device, precision, decode, threads)
 
-        return Ct2Translator(Path(path), device, decode, threads or torch.get_num_threads())
+
+def open_torch(path: Path, device: str, precision: str, decode: DecodeConfig | None, threads: Setting
+               ) -> TranslationBackend:
+    """seams.ENGINES' torch: a tfm checkpoint or a Hugging Face folder (model_io.read_model)
+    decoded by `TorchTranslator` (arguments: `open_backend`'s, `threads` parsed)."""
+    import torch
+
     from .device import autocast_dtype, resolve_device
     from .inference.translate import TorchTranslator
     from .model_io import read_model
 
-    if threads is not None:
+    if isinstance(threads, int):
         torch.set_num_threads(threads)
     dev = resolve_device(device)
     checkpoint, where = read_model(path)
-    return TorchTranslator.load(checkpoint, dev, decode, autocast_dtype(dev, precision), where)
+    return _tuned(TorchTranslator.load(checkpoint, dev, decode, autocast_dtype(dev, precision), where), threads)
+
+
+def _fixed(threads: Setting) -> int | None:
+    return threads if isinstance(threads, int) else None
+
+
+def _tuned(backend: TranslationBackend, threads: Setting) -> TranslationBackend:
+    """`backend` with its torch threads tuned per batch when `threads` is "auto" (on the CPU)."""
+    from .inference.translate import TorchTranslator
+
+    if threads == AUTO and isinstance(backend, TorchTranslator) and backend.device.type == "cpu":
+        backend.threads = ThreadTuner("decode threads", "tokens")
+    return backend
 
 
 def _open_ensemble(paths: list[Path], device: str, precision: str, decode: DecodeConfig | None,
@@ -107,8 +134,8 @@ def _open_ensemble(paths: list[Path], device: str, precision: str, decode: Decod
     from .inference.translate import EnsembleMember, TorchTranslator, model_from_checkpoint
     from .model_io import read_model
 
-    exports = [str(p) for p in paths if export_engine(p) == "ctranslate2"]
-    if exports:
+    exports = [str(p) for p in paths if export_engine(p) not in (None, "transformers")]
+    if exports:  # only models that read as checkpoints (model_io) decode together
         raise UsageError(f"CTranslate2 does not decode ensembles: give the checkpoints of "
                          f"{', '.join(exports)} instead")
     if threads is not None:
@@ -188,7 +215,7 @@ def resolve_models(source: str | Path) -> list[Path]:
 
 
 def load(path_or_config: str | Path | Sequence[str | Path], device: str = "auto",
-         precision: str = "fp32", threads: int | None = None,
+         precision: str = "fp32", threads: Setting = None,
          ensemble_weights: Sequence[float] | None = None, ensemble_combine: str | None = None
          ) -> Translator:
     """Load a model for translating: a checkpoint file, an export folder, a Hugging Face
@@ -205,7 +232,7 @@ def load(path_or_config: str | Path | Sequence[str | Path], device: str = "auto"
 
 
 def open_translator(path: ModelPaths, device: str = "auto", precision: str = "fp32",
-                    threads: int | None = None, ensemble_weights: Sequence[float] | None = None,
+                    threads: Setting = None, ensemble_weights: Sequence[float] | None = None,
                     ensemble_combine: str | None = None) -> Translator:
     """The model file(s) at `path` (see `open_backend`) as a `Translator`."""
     return Translator(open_backend(path, device, precision, threads=threads, ensemble_weights=ensemble_weights,

@@ -8,16 +8,13 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded, log, setup_logging
-from .export.engine import QUANTIZATIONS
+from .export.engine import QUANTIZATIONS, weight_type
 from .stop_signals import on_stop_signals
-
-if TYPE_CHECKING:
-    from .export.manifest import ExportManifest
 
 
 @app.command()
@@ -66,7 +63,7 @@ def evaluate(
         cfg.decode.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
     paths = chosen_models(cfg, config, checkpoint)  # before any preprocessing
     sources, references, label = _evaluation_texts(cfg, split, src, ref)
-    translator = open_backend(paths, device, precision, cfg.decode)
+    translator = open_backend(paths, device, precision, cfg.decode, threads="auto")
     hyps = paths[0].parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
     report = evaluate_texts(translator, sources, references, label, " + ".join(map(str, paths)), hyps)
     typer.echo(json.dumps(report.as_json()) if as_json else report.as_table())
@@ -143,7 +140,7 @@ def translate(
 
     setup_logging(quiet=False)
     cfg = load_config(config)
-    model = open_translator(chosen_models(cfg, config, checkpoint), device, precision,
+    model = open_translator(chosen_models(cfg, config, checkpoint), device, precision, threads="auto",
                             ensemble_weights=cfg.decode.ensemble_weights,
                             ensemble_combine=cfg.decode.ensemble_combine)
     options = model.options(beam_size, n_best, max_output_len, length_penalty, batch_size, recase)
@@ -232,12 +229,13 @@ def export(
                                               "checkpoint file or a Hugging Face MarianMT folder."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder to write (an earlier export "
                                 "there is replaced; any other existing folder must be empty)."),
-    fmt: str = typer.Option("ctranslate2", "--format", help="ctranslate2 (a CTranslate2 model that "
-                            "tfm runs) or hf (a MarianMT folder for transformers: "
-                            "MarianMTModel/MarianTokenizer.from_pretrained; needs 'tfm[hf]')."),
-    quantization: str = typer.Option("none", "--quantization", help="Weight type: "
-                                     f"{', '.join(QUANTIZATIONS)} (none: float32; the 16-bit float "
-                                     "types are for GPUs)."),
+    fmt: str | None = typer.Option(None, "--format", help="What to write (default: export.format, "
+                                   "ctranslate2): ctranslate2 (a CTranslate2 model that tfm runs), hf "
+                                   "(a MarianMT folder for transformers: MarianMTModel/MarianTokenizer."
+                                   "from_pretrained; needs 'tfm[hf]'), or a format a plugin registers."),
+    quantization: str | None = typer.Option(None, "--quantization", help="--format ctranslate2's weight "
+                                            f"type (export.options.quantization): {', '.join(QUANTIZATIONS)} "
+                                            "(none: float32; the 16-bit float types are for GPUs)."),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
 ) -> None:
     """Export a model: a self-contained folder (model, tokenizer, manifest with sha256s).
@@ -254,57 +252,44 @@ def export(
       tfm export -c base.yaml --format hf -o exports/base-hf
       tfm translate --checkpoint exports/base-int8 "Ein Hund rennt."
     """
-    from .errors import StoppedBySignal, UsageError, check_choice
-
-    check_choice("--format", fmt, ("ctranslate2", "hf"))
-    if fmt == "hf" and quantization != "none":
-        raise UsageError("--quantization is for --format ctranslate2; a Hugging Face export keeps "
-                         "float32 weights")
+    from .config_loading import load_config
+    from .errors import StoppedBySignal, UsageError
+    from .export.bundle import export_engine
     from .extras import import_extra
+    from .seams import EXPORTERS
 
-    if fmt == "hf":  # before anything else, as every command that needs an extra
-        import_extra("safetensors.torch", "tfm export --format hf")
-    else:
-        import_extra("ctranslate2", "tfm export")
+    cfg = load_config(config, overrides)  # export.format and its options, the plugins
+    fmt = fmt or cfg.export.format
+    EXPORTERS.check(fmt, "--format")
+    options = dict(cfg.export.options) if fmt == cfg.export.format else {}
+    if quantization is not None:
+        settings = EXPORTERS.settings_of(fmt)
+        if settings is None or "quantization" not in getattr(settings, "__dataclass_fields__", {}):
+            raise UsageError(f"--quantization is for --format ctranslate2 (export.options.quantization); "
+                             f"--format {fmt} has none")
+        weight_type(quantization)  # (a name it does not know: refused as --quantization)
+        options["quantization"] = quantization
+    settings = EXPORTERS.options(fmt, options)
+    exporter = EXPORTERS[fmt]
+    if exporter.extra is not None:  # before anything else, as every command that needs an extra
+        import_extra(exporter.extra, "tfm export" + ("" if fmt == "ctranslate2" else f" --format {fmt}"))
     if checkpoint is None:
         from .api import published_model
-        from .config_loading import load_config
 
-        checkpoint = published_model(load_config(config, overrides).run_dir, config)
-    from .export.bundle import export_checkpoint, export_engine
-
-    if export_engine(checkpoint) == "ctranslate2":
+        checkpoint = published_model(cfg.run_dir, config)
+    if export_engine(checkpoint) not in (None, "transformers"):  # no model tfm reads back
         raise UsageError(f"{checkpoint} is already an export; export its source checkpoint")
     try:
         with _stop_signals_raise():
-            if fmt == "hf":
-                manifest, seconds = _export_hf(checkpoint, output)
-            else:
-                manifest, seconds = export_checkpoint(checkpoint, output, quantization)
+            manifest, seconds = exporter.export(checkpoint, output, settings)
     except _Stopped as e:
         raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} during export; nothing was "
                                         f"written to {output}") from None
-    if fmt == "hf":
-        size = sum(p.stat().st_size for p in output.iterdir())
-        typer.echo(f"exported {checkpoint} -> {output} (Hugging Face MarianMT, {size / 1e6:.1f} MB, "
-                   f"{seconds:.1f} s)")
-        return
-    from .export.engine import INT8_WARNING, int8_loses_accuracy_here
-
-    weights = manifest.weights or ""
-    if weights.startswith("int8") and int8_loses_accuracy_here():
-        typer.echo(f"tfm: {INT8_WARNING}", err=True)
+    for warning in exporter.warnings(manifest):
+        typer.echo(f"tfm: {warning}", err=True)
     size = sum(p.stat().st_size for p in output.iterdir())
-    typer.echo(f"exported {checkpoint} -> {output} (ctranslate2, {weights} weights, "
-               f"{size / 1e6:.1f} MB, {seconds:.1f} s)")
-
-
-def _export_hf(source: Path, output: Path) -> tuple[ExportManifest, float]:
-    from .hf.export import export_hf
-    from .model_io import read_model
-
-    checkpoint, where = read_model(source)
-    return export_hf(checkpoint, where, output)
+    typer.echo(f"exported {checkpoint} -> {output} ({exporter.describe(manifest)}, {size / 1e6:.1f} MB, "
+               f"{seconds:.1f} s)")
 
 
 class _Stopped(BaseException):

@@ -127,6 +127,9 @@ def train(
         from .extras import import_extra
 
         import_extra("tensorboard", "train.tensorboard")
+    from .priority import apply as apply_priority
+
+    apply_priority(cfg.train.priority)  # before any thread or process starts: they inherit it
     run = RunDir(cfg.run_dir)
     if nproc_per_node and nproc_per_node > 1 and "RANK" not in os.environ:
         from .training.launch import launch

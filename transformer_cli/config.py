@@ -16,10 +16,10 @@ from typing import Any, ClassVar, Literal, get_args
 import yaml
 
 from .config_synthetic import SyntheticConfig
-from .config_values import Section, checks_are_deferred
+from .config_values import ConfigError, Section, checks_are_deferred
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
-from .registry import load_plugins
+from .seams import ARCHITECTURES
 
 # Choices named once, for the config's fields and every option that takes the same values.
 Device = Literal["auto", "cpu", "cuda", "mps"]
@@ -47,8 +47,10 @@ class DataConfig(Section):
 
     SECTION: ClassVar[str] = "data"
 
-    corpus: Literal["multi30k", "files"] = _f(
-        "multi30k", "multi30k: Multi30k task 1 with built-in checksums; files: your own corpus.")
+    corpus: str = _f("multi30k", "multi30k: Multi30k task 1 with built-in checksums; files: your own "
+                     "corpus; or one a plugin registers (seams.CORPORA).")
+    corpus_options: dict[str, Any] = _f({}, "The corpus's own settings, for a corpus that has them "
+                                        "(a plugin's).", added=True)
     source: str | None = _f(None, "Folder or URL holding the corpus files (else $TFM_DATA_SOURCE, "
                             "else the source the last preprocess recorded, else Multi30k's URL).")
     src_lang: str = _f("de", "Source language code (the file suffix).")
@@ -73,7 +75,9 @@ class TokenizerConfig(Section):
     SECTION: ClassVar[str] = "tokenizer"
 
     kind: str = _f("sentencepiece", "spacy: rule-based words (spacy.blank); sentencepiece: learned "
-                   "subwords; or a kind a plugin registers (data/tokenizer_base.TOKENIZERS).")
+                   "subwords; or a kind a plugin registers (seams.TOKENIZERS).")
+    options: dict[str, Any] = _f({}, "The kind's own settings, for a kind that has them (a "
+                                 "plugin's).", added=True)
     lowercase: bool = _f(False, "Lowercase all text (output is lowercase; BLEU is then "
                          "case-insensitive).")
     min_freq: int = _f(2, "spacy: words seen fewer times become <unk>.", ge=1)
@@ -99,54 +103,37 @@ class TokenizerConfig(Section):
 
 @dataclass
 class ModelConfig(Section):
-    """The encoder-decoder Transformer (Vaswani et al. 2017); names follow the paper. Another
-    architecture (model/builders.register_architecture) may extend this section with its own
-    keys: a config's `model:` is read with the class registered for its `architecture`."""
+    """The model: `model.architecture` names its family (seams.ARCHITECTURES), whose settings
+    class (this one extended: the Transformer's is model/transformer_config.py) reads the rest
+    of the section, so each family has its own keys and checks."""
 
     SECTION: ClassVar[str] = "model"
 
-    @classmethod
-    def section_class(cls, raw: Any) -> type:
-        """The dataclass a `model:` mapping is read with (config_values.build_section)."""
-        name = (raw.get("architecture") if isinstance(raw, dict) else None) or "transformer"
-        if name not in MODEL_SETTINGS and name != "transformer":
-            load_plugins("architectures")  # an installed package may register it
-        return MODEL_SETTINGS.get(name, cls)
-
-    d_model: int = _f(256, "Width of embeddings and every layer's output.", ge=8, le=16384)
-    n_heads: int = _f(8, "Attention heads (must divide d_model).", ge=1, le=256)
-    n_encoder_layers: int = _f(3, "Encoder layers (N in the paper).", ge=1, le=128)
-    n_decoder_layers: int = _f(3, "Decoder layers.", ge=1, le=128)
-    d_ff: int = _f(512, "Inner width of the position-wise feed-forward network.", ge=1, le=131072)
-    dropout: float = _f(0.1, "Dropout on embeddings and sub-layer outputs (P_drop).", ge=0.0, lt=1.0)
-    attention_dropout: float = _f(0.0, "Dropout on attention weights.", ge=0.0, lt=1.0)
-    activation_dropout: float = _f(0.0, "Dropout inside the feed-forward network.", ge=0.0, lt=1.0)
-    activation: Literal["relu", "gelu", "swish"] = _f(
-        "relu", "Feed-forward activation (gelu: the exact, erf-based one; swish: SiLU, as opus-mt "
-        "models use).")
-    positional: Literal["learned", "sinusoidal"] = _f(
-        "sinusoidal", "Positional encodings: the paper's sinusoids or a learned table.")
+    architecture: str = _f("transformer", "The model family: transformer, or one a plugin registers "
+                           "(seams.ARCHITECTURES); the other model.* keys are its settings.", added=True)
     max_len: int = _f(256, "Longest sequence in tokens (positions); longer inputs are truncated.",
                       ge=4, le=16384)
-    norm: Literal["post", "pre"] = _f("post", "LayerNorm after each residual (the paper) or before "
-                                      "each sub-layer (pre-LN, more stable at high rates).")
-    tie_output: bool = _f(False, "Output projection shares the target embedding matrix.")
-    share_embeddings: bool = _f(False, "Source and target share one embedding matrix (joint "
-                                "vocabulary).")
-    architecture: str = _f("transformer", "The model family: a name registered in "
-                           "model/builders.py (ARCHITECTURES), built with this section.", added=True)
-    scale_embeddings: bool = _f(True, "Multiply token embeddings by sqrt(d_model) (paper §3.4; "
-                                "transformers' scale_embedding).", added=True)
-    output_bias: bool = _f(False, "A bias on the output projection (Marian's final_logits_bias).",
-                           added=True)
-    sinusoid_layout: Literal["interleaved", "halves"] = _f(
-        "interleaved", "positional: sinusoidal: the sine and cosine of each frequency side by side "
-        "(dimensions 2i, 2i+1: tfm's) or all sines, then all cosines (transformers' Marian).",
-        added=True)
+
+    @classmethod
+    def section_class(cls, raw: Any) -> type:
+        """The dataclass a `model:` mapping is read with: its architecture's (config_values.
+        build_section); an unknown architecture is a ConfigError listing the known ones."""
+        name = raw.get("architecture", "transformer") if isinstance(raw, dict) else "transformer"
+        if not isinstance(name, str):
+            raise ConfigError(f"model.architecture must be a string (got {name!r})", "model.architecture")
+        settings = ARCHITECTURES.settings_of(name)
+        if not (isinstance(settings, type) and issubclass(settings, ModelConfig)):
+            raise ConfigError(f"model.architecture: {name!r} has no settings class extending "
+                              "config.ModelConfig", "model.architecture")
+        return settings
+
+    def check(self, cfg: Config) -> None:
+        """The architecture's checks across keys (a ConfigError holding the keys, the culprit
+        first), run with the config's others (config_checks.validate)."""
 
 
-# model.architecture -> the dataclass of its `model:` section (filled by model/builders.py).
-MODEL_SETTINGS: dict[str, type[ModelConfig]] = {}
+def _default_model() -> ModelConfig:
+    return ModelConfig.section_class({})()
 
 
 @dataclass
@@ -180,7 +167,7 @@ class TrainConfig(Section):
                                   "with batch_size).", ge=16, le=100_000_000)
     accumulate: int = _f(1, "Batches per optimizer step (gradient accumulation).", ge=1, le=100_000)
     optimizer: str = _f("adam", "adam, adamw (decoupled weight decay), or one a plugin registers "
-                        "(training/optim.py OPTIMIZERS).")
+                        "(seams.OPTIMIZERS).")
     lr: float = _f(5e-4, "Learning rate (the peak, after warmup, with inverse_sqrt).", gt=0.0)
     betas: list[float] = _f([0.9, 0.98], "Adam's beta1, beta2.")
     eps: float = _f(1e-9, "Adam's epsilon.", gt=0.0)
@@ -200,14 +187,14 @@ class TrainConfig(Section):
     source_unpunctuated: float = _f(0.0, "Share of training sources without their final "
                                     "punctuation, drawn per batch and epoch.", ge=0.0, le=1.0)
     transforms: list[str] = _f(["source_noise"], "Changes to the training pairs' text, drawn per "
-                               "batch, in this order, by name (data/augment.py TRANSFORMS; a plugin "
-                               "may add more); source_noise follows the source_* shares.", added=True)
-    criterion: str = _f("cross_entropy", "The training loss by name (training/step.py CRITERIA): "
-                        "cross_entropy (label smoothing, R-Drop), or one a plugin registers.",
-                        added=True)
+                               "batch, in this order, by name (seams.TRANSFORMS; a plugin may add "
+                               "more); source_noise follows the source_* shares.", added=True)
+    criterion: str = _f("cross_entropy", "The training loss by name (seams.CRITERIA): cross_entropy "
+                        "(label smoothing, R-Drop), or one a plugin registers.", added=True)
+    criterion_options: dict[str, Any] = _f({}, "The criterion's own settings, for one that has them "
+                                           "(a plugin's).", added=True)
     schedule: str = _f("constant", "Learning-rate schedule: constant, inverse_sqrt (the paper's "
-                       "warmup then 1/sqrt(step)), or one a plugin registers (training/optim.py "
-                       "SCHEDULES).")
+                       "warmup then 1/sqrt(step)), or one a plugin registers (seams.SCHEDULES).")
     warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
     seed: int = _f(1234, "Seed of weights, dropout and batch order (a run is reproducible).")
     device: Device = _f(
@@ -224,8 +211,17 @@ class TrainConfig(Section):
                                      "processes wait for each other to start, at MASTER_ADDR:"
                                      "MASTER_PORT, before each exits with one line.",
                                      resumable=True, ge=1.0, le=86400.0)
-    threads: int | None = _f(None, "Intra-op CPU threads (null: the CPUs this process may use).",
-                             resumable=True, ge=1, le=4096)
+    threads: int | Literal["auto"] | None = _f(
+        "auto", "Intra-op CPU threads. auto: start with the CPUs this process may use and re-choose "
+        "the count during the run from the measured step speed and CPU load (fewer beside busy "
+        "work; one line in the log per change; under torchrun: the CPUs / local processes, fixed; "
+        "on a GPU: fixed). A number fixes it (exact resume needs a fixed count). null: as auto.",
+        resumable=True, ge=1, le=4096)
+    priority: Literal["normal", "low", "idle"] = _f(
+        "normal", "Scheduling priority of `tfm train` against other work on the machine: normal "
+        "(as started); low (nice 10, SCHED_BATCH, lowest best-effort I/O: a `tfm serve` on the same "
+        "machine keeps precedence, an otherwise idle machine still trains at full speed); idle "
+        "(SCHED_IDLE: runs only on CPUs nothing else wants).", resumable=True)
     data_workers: int | None = _f(None, "Processes that read, augment and pad the training batches "
                                   "ahead of the step (0: the training process does it; null: one per "
                                   "CPU the training threads leave free, 1 to 4). The batches are the "
@@ -291,8 +287,10 @@ class DecodeConfig(Section):
                           ge=0.0, le=100.0)
     max_len_b: int = _f(10, "See max_len_a.", ge=1, le=16384)
     batch_size: int = _f(128, "Sentences decoded together.", ge=1, le=100_000)
-    strategy: str = _f("auto", "The search (inference/strategies.py): auto (greedy for beam_size 1, "
+    strategy: str = _f("auto", "The search (seams.SEARCH_STRATEGIES): auto (greedy for beam_size 1, "
                        "else beam), greedy, beam, sample, or one registered by a plugin.")
+    strategy_options: dict[str, Any] = _f({}, "The strategy's own settings, for one that has them "
+                                          "(a plugin's).")
     sampling_topk: int = _f(0, "strategy sample: draw from the k most likely tokens (0: all).",
                             ge=0, le=1_000_000)
     sampling_temperature: float = _f(1.0, "strategy sample: below 1 sharpens the distribution, "
@@ -349,13 +347,13 @@ class ServeConfig(Section):
     max_inputs: int = _f(64, "Sentences per request (more: 413).", ge=1, le=100_000)
     max_bytes: int = _f(65536, "Request body size in bytes (more: 413).", ge=64, le=1 << 30)
     max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)
-    max_pending_s: float | None = _f(1.0, "Load shedding: the requests admitted and not yet "
-                                     "answered (waiting or decoding) stay within this many "
-                                     "seconds of decoding, at the rate measured over the recent "
-                                     "batches (before the first: one batch, serve.batch_tokens); "
-                                     "a request past it is answered 503 with Retry-After at once "
-                                     "(counted in /metrics: tfm_requests_shed_total) instead of "
-                                     "waiting behind them. null: no bound.", ge=0.001, le=3600.0)
+    max_pending_s: float | None = _f(1.0, "Load shedding: the seconds an admitted request may "
+                                     "wait for its answer, predicted from the recent batches' "
+                                     "times (before the first: one batch, serve.batch_tokens); a "
+                                     "request that would wait longer, or make an earlier one "
+                                     "late, is answered 503 with Retry-After at once (counted in "
+                                     "/metrics: tfm_requests_shed_total). null: no bound.",
+                                     ge=0.001, le=3600.0)
     reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.",
                               ge=0.01, le=3600.0)
     body_timeout_s: float = _f(30.0, "Seconds a client has to send a whole request body, from "
@@ -368,17 +366,37 @@ class ServeConfig(Section):
 
 
 @dataclass
+class ExportConfig(Section):
+    """`tfm export`: the format it writes and that format's own settings."""
+
+    SECTION: ClassVar[str] = "export"
+
+    format: str = _f("ctranslate2", "What tfm export writes (also --format): ctranslate2 (a "
+                     "CTranslate2 model tfm runs), hf (a MarianMT folder for transformers), or a "
+                     "format a plugin registers (seams.EXPORTERS).")
+    options: dict[str, Any] = _f({}, "The format's own settings (ctranslate2: quantization, also "
+                                 "--quantization: none, int8, int8_float32, int16, float16, "
+                                 "int8_float16, bfloat16, int8_bfloat16).")
+
+
+@dataclass
 class Config:
     name: str = _f("run", "Run name: data/<name>/ and checkpoints/<name>/ (default: the file's "
                    "stem).")
+    plugins: list[str] = _f([], "Your modules, imported before the rest of the config is read, "
+                            "which register entries (architectures, tokenizers, criteria, search "
+                            "strategies, export formats, corpora, ...; registry.py): module names, "
+                            "or .py files (relative to the config file).")
     data: DataConfig = _section(DataConfig, "The corpus.")
     tokenizer: TokenizerConfig = _section(TokenizerConfig, "Tokenization.")
-    model: ModelConfig = _section(ModelConfig, "The Transformer.")
+    model: ModelConfig = _section(_default_model, "The model: its architecture and that "
+                                  "architecture's settings.")
     train: TrainConfig = _section(TrainConfig, "Training and publication.")
     decode: DecodeConfig = _section(DecodeConfig, "Translation.")
     distill: DistillConfig = _section(DistillConfig, "Distillation from teacher models.")
     synthetic: SyntheticConfig = _section(SyntheticConfig, "Pairs made from monolingual text.")
     serve: ServeConfig = _section(ServeConfig, "The HTTP server.")
+    export: ExportConfig = _section(ExportConfig, "tfm export.")
 
     def __post_init__(self) -> None:
         """The checks across keys, as for a config read from YAML (config_checks.validate),

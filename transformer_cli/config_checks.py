@@ -4,34 +4,23 @@ culprit first, so that the loader can say which file and line (or --set) gave ea
 from __future__ import annotations
 
 from .config import Config
-from .config_values import ConfigError
+from .config_values import ConfigError, lookup
+from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TOKENIZERS
 
 
 def validate(cfg: Config) -> None:
-    """Checks that involve more than one key (a ConfigError holding the keys, the culprit first)."""
-    m, t, tr, d = cfg.model, cfg.tokenizer, cfg.train, cfg.data
-    from .data.tokenizers import TOKENIZERS  # the kinds register themselves (no torch imported)
-
-    kind = TOKENIZERS.find(t.kind)
-    if kind is None:
-        raise ConfigError(f"tokenizer.kind={t.kind!r} is not a tokenizer kind (known: "
-                          f"{', '.join(TOKENIZERS.names())})", "tokenizer.kind")
-    if m.d_model % m.n_heads:
-        raise ConfigError(f"model.n_heads={m.n_heads} must divide model.d_model={m.d_model}",
-                          "model.n_heads", "model.d_model")
-    if m.positional == "sinusoidal" and m.d_model % 2:
-        raise ConfigError(f"model.d_model={m.d_model} must be even for sinusoidal positions",
-                          "model.d_model", "model.positional")
-    if t.sampling and not kind.samples:
+    """Checks that involve more than one key (a ConfigError holding the keys, the culprit first):
+    every name a registry gives is known (the config's plugins imported by whoever read it:
+    config_loading), with the chosen entry's options; the architecture's own checks; the rest."""
+    check_choices(cfg)
+    t, tr, d = cfg.tokenizer, cfg.train, cfg.data
+    if t.sampling and not TOKENIZERS[t.kind].samples:
         raise ConfigError(f"tokenizer.sampling needs a tokenizer that samples segmentations "
                           f"(sentencepiece; {t.kind} has one)", "tokenizer.sampling", "tokenizer.kind")
     if tr.source_lowercase + tr.source_uppercase > 1.0:
         raise ConfigError("train.source_lowercase + train.source_uppercase must be at most 1",
                           "train.source_lowercase", "train.source_uppercase")
-    if m.share_embeddings and (t.kind == "spacy" or (t.kind == "sentencepiece" and not t.joint)):
-        raise ConfigError("model.share_embeddings needs a joint vocabulary (tokenizer.kind: "
-                          "sentencepiece with tokenizer.joint: true)", "model.share_embeddings",
-                          "tokenizer.kind", "tokenizer.joint")
+    cfg.model.check(cfg)
     if tr.batch_size is None and tr.batch_tokens is None:
         raise ConfigError("set train.batch_size (sentences) or train.batch_tokens (token budget)",
                           "train.batch_size", "train.batch_tokens")
@@ -64,15 +53,30 @@ def validate(cfg: Config) -> None:
     if d.src_lang == d.tgt_lang:
         raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'",
                           "data.src_lang", "data.tgt_lang")
-    if m.positional == "learned" and m.max_len < d.train_max_len + 2:
-        raise ConfigError(f"model.max_len={m.max_len} must be >= data.train_max_len + 2 "
-                          f"= {d.train_max_len + 2} with learned positions", "model.max_len",
-                          "data.train_max_len", "model.positional")
     if tr.init_from is not None and not tr.init_from.strip():
         raise ConfigError("train.init_from must name a checkpoint file or be `published` (null: "
                           "start from random weights)", "train.init_from")
     if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
         raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
+
+
+def check_choices(cfg: Config) -> None:
+    """Every key that names a registry's entry names one (an unknown name: a ConfigError that
+    lists the known ones), and the entry's options are its settings (seams.CHOSEN_BY_CONFIG)."""
+    for registry in CHOSEN_BY_CONFIG:
+        value = lookup(cfg, registry.key)
+        names = value if isinstance(value, list) else [value]
+        for name in names:
+            registry.check(name)
+        given = lookup(cfg, registry.options_key) if registry.options_key else None
+        if given:  # (none given: nothing to check, and the entry is not imported to look)
+            registry.options(value, given)
+    settings = ARCHITECTURES.settings_of(cfg.model.architecture)
+    if type(cfg.model) is not settings:
+        raise ConfigError(f"model.architecture={cfg.model.architecture!r}: the model section was read as "
+                          f"{type(cfg.model).__name__}, not that architecture's "
+                          f"{getattr(settings, '__name__', settings)}: give model.architecture in the "
+                          "config file (not only with --set)", "model.architecture")
 
 
 def _check_synthetic(cfg: Config) -> None:

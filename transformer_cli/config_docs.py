@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Literal, get_args, get_origin, get_type_hints
+import types
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from .config import Config
-from .config_values import split_optional
+from .config_values import lookup, split_optional
 from .records import field_default
 
 MARKDOWN_BAR = " \\| "  # a | inside a Markdown table cell
@@ -21,6 +22,9 @@ def _type_text(tp: Any, bar: str = " | ") -> str:
     optional, inner = split_optional(tp)
     if optional:
         return f"{_type_text(inner, bar)} or null"
+    if get_origin(tp) in (Union, types.UnionType):
+        parts = [_type_text(a, bar) for a in get_args(tp) if a is not type(None)]
+        return " or ".join(parts) + (" or null" if type(None) in get_args(tp) else "")
     if get_origin(tp) is Literal:
         return bar.join(str(a) for a in get_args(tp))
     if get_origin(tp) is list:
@@ -40,30 +44,27 @@ def _value_text(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def _rows(cls: type, prefix: str = "") -> list[tuple[str, dataclasses.Field, Any]]:
-    """(dotted key, field, type) of every leaf field of a section, depth first."""
-    hints = get_type_hints(cls)
+def _rows(section: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field, Any]]:
+    """(dotted key, field, type) of every leaf field of a section, depth first: of the section
+    as it is (the `model:` section: its architecture's keys), or as it is by default (a class)."""
+    if isinstance(section, type):
+        section = section()
+    hints = get_type_hints(type(section))
     rows = []
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(hints[f.name]):
-            rows += _rows(hints[f.name], f"{prefix}{f.name}.")
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if dataclasses.is_dataclass(value):
+            rows += _rows(value, f"{prefix}{f.name}.")
         else:
             rows.append((prefix + f.name, f, hints[f.name]))
     return rows
 
 
-def _lookup(cfg: Config, key: str) -> Any:
-    value: Any = cfg
-    for part in key.split("."):
-        value = getattr(value, part)
-    return value
-
-
 def describe(cfg: Config) -> str:
     """A resolved config, key by key, with each key's help, type, bounds and default."""
     lines = []
-    for key, f, tp in _rows(Config):
-        value, default = _lookup(cfg, key), field_default(f)
+    for key, f, tp in _rows(cfg):
+        value, default = lookup(cfg, key), field_default(f)
         notes = [_type_text(tp)]
         if _bounds_text(f.metadata):
             notes.append(_bounds_text(f.metadata))
@@ -78,22 +79,23 @@ def describe(cfg: Config) -> str:
 def schema_markdown() -> str:
     """docs/config.md: one table per section."""
     out = ["# Config reference", "",
-           "Generated from the schema in `transformer_cli/config.py` by "
+           "Generated from the schema in `transformer_cli/config.py` (the `model:` section: the "
+           "default architecture's settings, `transformer_cli/model/transformer_config.py`) by "
            "`tfm config --markdown > docs/config.md` (a test checks that it is current). "
            "`tfm config -c CFG [--set ...]` prints a config resolved, with these notes beside "
            "each value. *Resumable* train keys may change between sessions of a run without "
            "starting it over.", ""]
-    hints = get_type_hints(Config)
-    top = [f for f in dataclasses.fields(Config) if not dataclasses.is_dataclass(hints[f.name])]
+    hints, defaults = get_type_hints(Config), Config()
+    top = [f for f in dataclasses.fields(Config) if not dataclasses.is_dataclass(getattr(defaults, f.name))]
     for f in top:
-        out.append(f"`{f.name}` ({_type_text(hints[f.name])}, default `{field_default(f)}`): "
+        out.append(f"`{f.name}` ({_type_text(hints[f.name])}, default `{_value_text(field_default(f))}`): "
                    f"{f.metadata.get('help', '')}")
     for f in dataclasses.fields(Config):
-        section = hints[f.name]
-        if not (isinstance(section, type) and dataclasses.is_dataclass(section)):
+        section = getattr(defaults, f.name)
+        if not dataclasses.is_dataclass(section):
             continue
         out += ["", f"## `{f.name}`: {f.metadata.get('help', '')}", "",
-                (section.__doc__ or "").strip().replace("\n    ", " "), "",
+                (type(section).__doc__ or "").strip().replace("\n    ", " "), "",
                 "| key | type | default | bounds | help |", "|---|---|---|---|---|"]
         for key, field_, tp in _rows(section, f"{f.name}."):
             help_text = field_.metadata.get("help", "")

@@ -17,6 +17,7 @@ from .config import Config
 from .config_checks import validate
 from .config_values import ConfigError, apply_override, build_section, checks_deferred
 from .errors import UsageError
+from .registry import import_plugins
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -115,6 +116,7 @@ def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[st
     file first, then like any config name), and where each key was set: the file and line that
     gave its value, a child's over its parent's."""
     raw, origins = _read_mapping(path)
+    _plugins_beside(raw, path.parent)
     parent = raw.pop("extends", None)
     if parent is None:
         return raw, origins
@@ -142,10 +144,12 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     raw, origins = _resolved_mapping(path)
     raw.setdefault("name", Path(path).stem)
     try:
+        _import_plugins_of(raw)  # first: they may add the keys read below
         with checks_deferred():  # validated once the overrides are in
             cfg = build_section(Config, raw, "")
         for assignment in overrides or []:  # their own errors name the --set
             origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
+        import_plugins(cfg.plugins)  # (those a --set adds)
         validate(cfg)
     except ConfigError as e:
         raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
@@ -173,5 +177,24 @@ def _blame(keys: tuple[str, ...], origins: Origins) -> str:
 
 
 def config_from_dict(raw: dict[str, Any]) -> Config:
-    """Rebuild a Config saved in a checkpoint or run directory (checked as it is built)."""
+    """Rebuild a Config saved in a checkpoint or run directory (checked as it is built). The
+    plugins it names are not imported: reading a file runs no code it names (a config that is
+    loaded, or the Python API's caller, imports them)."""
     return build_section(Config, raw, "")
+
+
+def _import_plugins_of(raw: dict[str, Any]) -> None:
+    """Import the plugins a config's mapping names (a value of another type is left for the
+    schema's check to refuse)."""
+    plugins = raw.get("plugins")
+    if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):
+        import_plugins(plugins)
+
+
+def _plugins_beside(raw: dict[str, Any], folder: Path) -> None:
+    """A config's plugin files made absolute, relative to the file that names them (module
+    names, and values that are no list of strings, are left for the schema's checks)."""
+    plugins = raw.get("plugins")
+    if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):
+        raw["plugins"] = [str((folder / p).resolve()) if p.endswith(".py") or "/" in p else p
+                          for p in plugins]

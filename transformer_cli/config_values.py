@@ -14,13 +14,13 @@ import difflib
 import math
 import operator
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Literal, Union, get_args, get_origin
 
 import yaml
 
 from .errors import UsageError
-from .records import type_hints
+from .records import field_default, type_hints
 
 
 class ConfigError(UsageError):
@@ -35,8 +35,12 @@ class ConfigError(UsageError):
 # --------------------------------------------------------------------------- coercion
 
 def _type_name(tp: Any) -> str:
+    if get_origin(tp) in (Union, types.UnionType):
+        names = [_type_name(a) for a in get_args(tp) if a is not type(None)]
+        return " or ".join(names) + (" or null" if type(None) in get_args(tp) else "")
     if get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+        args = get_args(tp)
+        return repr(args[0]) if len(args) == 1 else "one of " + ", ".join(repr(a) for a in args)
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
         tp, getattr(tp, "__name__", str(tp)))
 
@@ -52,11 +56,22 @@ def split_optional(tp: Any) -> tuple[bool, Any]:
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Return `value` converted to type `tp`, or raise ConfigError naming `key`."""
+    if tp is Any:  # a mapping of settings checked later, by the entry they belong to
+        return value
     optional, inner = split_optional(tp)
     if optional:
         if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
             return None
         return _coerce(value, inner, key)
+    if get_origin(tp) in (Union, types.UnionType):  # several types: the first that takes it
+        for arg in get_args(tp):
+            with contextlib.suppress(ConfigError):
+                return _coerce(value, arg, key)
+        raise ConfigError(f"{key} must be {_type_name(tp)} (got {value!r})", key)
+    if tp is type(None):
+        if value is None or (isinstance(value, str) and value.lower() in ("null", "none", "~")):
+            return None
+        raise ConfigError(f"{key} must be null (got {value!r})", key)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return build_section(tp, value, key)
     origin = get_origin(tp)
@@ -72,7 +87,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{key} must be a mapping (got {value!r})", key)
-        return {str(k): _coerce(v, str, f"{key}.{k}") for k, v in value.items()}
+        item = get_args(tp)[1]
+        return {str(k): _coerce(v, item, f"{key}.{k}") for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -167,8 +183,8 @@ def schema_field(default: Any, help: str, resumable: bool = False, added: bool =
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def schema_section(cls: type, help: str) -> Any:
-    """A nested section (a dataclass) as a field."""
+def schema_section(cls: Callable[[], Any], help: str) -> Any:
+    """A nested section (a dataclass; or a function making its default) as a field."""
     return dataclasses.field(default_factory=cls, metadata={"help": help})
 
 
@@ -181,6 +197,27 @@ class Section:
 
     def __post_init__(self) -> None:
         check_fields(self, self.SECTION)
+
+
+def lookup(cfg: Any, key: str) -> Any:
+    """The value of a dotted key (train.lr) in a config or section."""
+    value = cfg
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def as_before(section: Any) -> dict[str, Any]:
+    """A config section as plain data without the keys added to it later that keep their
+    default (schema_field's `added`): what the section was before they existed, for the
+    digests that must not change when tfm adds a key (run identities, data fingerprints)."""
+    out = {}
+    for f in dataclasses.fields(section):
+        value = getattr(section, f.name)
+        if not (f.metadata.get("added") and value == field_default(f)):
+            nested = dataclasses.is_dataclass(value) and not isinstance(value, type)
+            out[f.name] = dataclasses.asdict(value) if nested else value
+    return out
 
 
 def checks_are_deferred() -> bool:
@@ -226,19 +263,26 @@ def apply_override(cfg: Any, assignment: str) -> str:
     for i, part in enumerate(parts):
         prefix = ".".join(parts[:i])
         prefix = f"{prefix}." if prefix else ""
+        if isinstance(obj, dict) and i == len(parts) - 1:  # a key of an entry's options mapping
+            obj[part] = value  # checked with the config, by the entry's settings
+            break
         if not dataclasses.is_dataclass(obj):
             raise UsageError(f"--set {path}: '{prefix.rstrip('.')}' has no sub-keys")
         known = {f.name: f for f in dataclasses.fields(obj)}
         if part not in known:
             raise UsageError(f"--set {path}: " + str(_unknown_key(part, list(known), prefix)))
+        tp = type_hints(type(obj))[part]
         if i == len(parts) - 1:
-            tp = type_hints(type(obj))[part]
             try:
                 new = _coerce(value, tp, path)
                 _check_bounds(new, known[part].metadata, path)
             except UsageError as e:
                 raise UsageError(f"--set {e}") from None
             setattr(obj, part, new)
-        else:
+        elif get_origin(tp) is dict and get_args(tp)[1] is Any:  # options: one key of them
             obj = getattr(obj, part)
+        elif dataclasses.is_dataclass(getattr(obj, part)):
+            obj = getattr(obj, part)
+        else:
+            raise UsageError(f"--set {path}: '{prefix}{part}' has no sub-keys")
     return ".".join(parts)

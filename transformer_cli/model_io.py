@@ -28,9 +28,13 @@ def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
 
     path = locate(str(spec)) or Path(spec)
     if path.is_dir():
-        if export_engine(path) == "ctranslate2":
+        engine = export_engine(path)
+        if engine == "ctranslate2":
             raise UsageError(f"{path} is a CTranslate2 export, which holds no trainable weights: "
                              "give the checkpoint it was exported from")
+        if engine not in (None, "transformers"):  # a plugin's format
+            raise UsageError(f"{path} is an export for the {engine} engine, not a model tfm reads as "
+                             "a checkpoint: give the checkpoint it was exported from")
         if is_ct2_model_folder(path):  # config.json too, but CTranslate2's, not transformers'
             raise CheckpointError(f"{path} is a CTranslate2 export folder whose {MANIFEST} is "
                                   "missing: tfm runs an export only with its manifest (export the "

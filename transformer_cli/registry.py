@@ -1,62 +1,162 @@
-"""Named entries of one kind: the open seams of tfm (model architectures, tokenizers, training
-criteria, optimizers, schedules, augmentation transforms, search strategies).
+"""Named entries of one kind: the open seams of tfm (seams.py lists them and tfm's own entries).
 
-A `Registry` maps a name, as configs spell it, to an entry. tfm registers its own entries
-where they are defined; a user's module adds one with `register` (after importing tfm), and
-an installed package announces its entries as Python entry points in the group `tfm.<kind>`
-(`[project.entry-points."tfm.architectures"] mine = "my_pkg.models"`), imported the first
-time a name is not found. An unknown name is a UsageError listing the known ones.
+A `Registry` maps a name, as configs spell it, to an entry. An entry may be given as the
+dotted path of an object (`"pkg.module:object"`), imported the first time it is used, so
+that the names a config may give are known without importing what implements them (torch).
+Entries come from:
+
+- `register(name, entry)`: tfm's own (seams.py), or a user's module (the config's `plugins:`
+  imports it: `import_plugins`); a name already registered is refused unless `replace=True`;
+- installed packages: entry points in the group `tfm.<kind>`, looked at the first time a name
+  is not found: `name = "pkg.module:object"` registers that object lazily, `name = "pkg.module"`
+  imports a module that registers its own entries;
+- a config value written as a dotted path (`train.criterion: my_pkg.losses:focal`), imported
+  when it is looked up.
+
+An entry may have settings: a dataclass (config_values.Section) of its own keys, given with
+`register(..., settings=)` (a class or a dotted path: known without importing the entry) or
+as the entry's `settings` attribute. A config gives them in the mapping named by the registry's
+`options_key` (e.g. train.criterion_options; the model section itself for architectures).
+An unknown name, or a plugin that cannot be imported, is one ConfigError line naming the key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
-from typing import Generic, TypeVar
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-from .errors import UsageError
+from .config_values import ConfigError, build_section
 
 T = TypeVar("T")
-_LOADED: set[str] = set()  # the kinds whose entry points were imported
+_NO_SETTINGS = object()  # registered without settings: the entry's `settings` attribute, if any
+_REGISTRIES: list[Registry[Any]] = []  # every registry, restored when a plugin fails half-way
 
 
-def load_plugins(kind: str) -> None:
-    """Import the modules installed packages announce for `kind` (group `tfm.<kind>`), once."""
-    if kind in _LOADED:
-        return
-    _LOADED.add(kind)
-    for point in metadata.entry_points(group=f"tfm.{kind}"):
-        point.load()
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def resolve(path: str, key: str = "") -> Any:
+    """The object a dotted path `package.module:name.attribute` names (the module imported);
+    a ConfigError naming `key` when it cannot be."""
+    module_name, _, attribute = path.partition(":")
+    where = f"{key}: " if key else ""
+    try:
+        with _all_or_nothing():
+            obj: Any = importlib.import_module(module_name)
+    except Exception as e:  # a plugin's own error, whatever it is, is reported in one line
+        raise ConfigError(f"{where}cannot import {module_name!r} (for {path!r}): {_first_line(e)}", key
+                          ) from None
+    for part in filter(None, attribute.split(".")):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(f"{where}{path!r}: {module_name} has no {attribute!r}", key) from None
+    return obj
 
 
 class Registry(Generic[T]):
-    """Entries of one `kind` (e.g. "architectures") by name; `what` names one in errors, and
-    `key` the config key that chooses one (errors start with it)."""
+    """Entries of one `kind` (e.g. "architectures") by name; `what` names one in errors, `key`
+    is the config key that chooses one (errors start with it), `options_key` the config key of
+    the chosen entry's own settings, and `keywords` the values of `key` that are no entry (a
+    choice made elsewhere: decode.strategy's `auto`)."""
 
-    def __init__(self, kind: str, what: str, key: str = ""):
-        self.kind, self.what, self.key = kind, what, key
-        self._entries: dict[str, T] = {}
+    def __init__(self, kind: str, what: str, key: str = "", options_key: str = "",
+                 keywords: tuple[str, ...] = ()):
+        self.kind, self.what, self.key, self.options_key = kind, what, key, options_key
+        self.keywords = keywords
+        self._entries: dict[str, Any] = {}  # name -> entry, or the dotted path of one
+        self._settings: dict[str, Any] = {}  # name -> a dataclass or its dotted path, or _NO_SETTINGS
+        _REGISTRIES.append(self)
 
-    def register(self, name: str, entry: T) -> T:
-        """Add (or replace) the entry `name`; returns `entry`."""
+    def register(self, name: str, entry: T | str, settings: type | str | None = None,
+                 replace: bool = False) -> T | str:
+        """Add the entry `name` (an object, or the dotted path `module:object` of one, imported
+        when first used) with its `settings` dataclass (or its dotted path); returns `entry`.
+        A name already registered to another entry is refused unless `replace`."""
         if not name or not isinstance(name, str):
             raise ValueError(f"a {self.what} needs a name (got {name!r})")
+        known = self._entries.get(name)
+        if known is not None and known is not entry and known != entry and not replace:
+            raise ConfigError(f"{self._where()}{self.what} {name!r} is already registered ({_label(known)}): "
+                              "register it with replace=True to replace it", self.key)
         self._entries[name] = entry
+        self._settings[name] = _NO_SETTINGS if settings is None else settings
         return entry
 
     def unregister(self, name: str) -> None:
         """Remove the entry `name` (a test's, or a plugin's being replaced)."""
         self._entries.pop(name, None)
+        self._settings.pop(name, None)
 
     def __getitem__(self, name: str) -> T:
+        found = self.find(name)
+        if found is None:
+            raise self.unknown(name)
+        return found
+
+    def find(self, name: str) -> T | None:
+        """The entry `name` (imported if it was given by its path), or None: installed packages'
+        entry points are looked at first, and a dotted path is imported (a ConfigError if it
+        cannot be)."""
         if name not in self._entries:
-            load_plugins(self.kind)
-        try:
-            return self._entries[name]
-        except KeyError:
-            where = f"{self.key}: " if self.key else ""
-            raise UsageError(f"{where}unknown {self.what} {name!r} (known: {', '.join(self.names())})"
-                             ) from None
+            load_plugins(self.kind, self)
+        if name not in self._entries and ":" in name:
+            self.register(name, name)  # a dotted path given as the name: its own entry
+        entry = self._entries.get(name)
+        if isinstance(entry, str):
+            try:
+                entry = resolve(entry, self.key)
+            except ConfigError:
+                if entry == name:  # a dotted path given as a name: not an entry after all
+                    self.unregister(name)
+                raise
+            self._entries[name] = entry
+        return entry
+
+    def check(self, name: str, key: str = "") -> None:
+        """Refuse (ConfigError naming `key`, else the registry's key) a name that is neither an
+        entry nor a keyword, without importing a lazily registered entry."""
+        if name in self.keywords or name in self._entries:
+            return
+        load_plugins(self.kind, self)
+        if name not in self._entries and self.find(name) is None:
+            raise self.unknown(name, key)
+
+    def unknown(self, name: str, key: str = "") -> ConfigError:
+        failures = load_plugins(self.kind, self)
+        known = ", ".join([*self.names(), *self.keywords])
+        broken = "".join(f"; {failure}" for failure in failures)
+        return ConfigError(f"{self._where(key)}unknown {self.what} {name!r} (known: {known}){broken}",
+                           key or self.key)
+
+    def settings_of(self, name: str) -> type | None:
+        """The dataclass of the entry's own settings (None: it has none)."""
+        self.check(name)
+        settings = self._settings.get(name, _NO_SETTINGS)
+        if settings is _NO_SETTINGS:
+            return getattr(self[name], "settings", None)
+        return resolve(settings, self.key) if isinstance(settings, str) else settings
+
+    def options(self, name: str, given: Mapping[str, Any] | None, key: str = "") -> Any:
+        """The entry's settings read from the mapping `given` (the config's options_key: its
+        types, bounds and unknown keys checked as any section's, errors naming `key`); None for
+        an entry without settings, which takes no options."""
+        key = key or self.options_key
+        settings = None if name in self.keywords else self.settings_of(name)
+        if settings is None:
+            if given:
+                raise ConfigError(f"{key}: the {self.what} {name!r} takes no options (got "
+                                  f"{', '.join(map(str, given))})", key)
+            return None
+        return build_section(settings, dict(given or {}), key)
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
@@ -64,11 +164,101 @@ class Registry(Generic[T]):
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
-    def find(self, name: str) -> T | None:
-        """The entry `name`, or None (installed packages' entries are looked at first)."""
-        if name not in self._entries:
-            load_plugins(self.kind)
-        return self._entries.get(name)
-
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+    def _where(self, key: str = "") -> str:
+        key = key or self.key
+        return f"{key}: " if key else ""
+
+
+def _label(entry: Any) -> str:
+    if isinstance(entry, str):
+        return entry
+    return f"{getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', type(entry).__qualname__)}"
+
+
+_LOADED: set[tuple[str, str, str]] = set()  # (kind, entry point name, value) imported
+
+
+def load_plugins(kind: str, registry: Registry[Any] | None = None) -> list[str]:
+    """Take up the entry points installed packages declare in the group `tfm.<kind>`: one
+    naming an object (`module:object`) is registered in `registry` by its path, imported when
+    used; one naming a module is imported (it registers its entries). Returns a line per entry
+    point that failed, each time (a failure is not remembered, so it is reported every time)."""
+    failures = []
+    for point in metadata.entry_points(group=f"tfm.{kind}"):
+        done = (kind, point.name, point.value)
+        if done in _LOADED:
+            continue
+        package = f", package {point.dist.name}" if point.dist is not None else ""
+        try:
+            if point.attr and registry is not None:
+                registry.register(point.name, point.value)  # a name tfm or a plugin has: refused
+            else:
+                with _all_or_nothing():
+                    importlib.import_module(point.module)
+        except Exception as e:  # a plugin's own error, whatever it is, in one line
+            failures.append(f"the plugin {point.name} = {point.value} (tfm.{kind}{package}) failed to "
+                            f"load: {_first_line(e)}")
+            continue
+        _LOADED.add(done)
+    return failures
+
+
+def import_plugins(specs: Iterable[str], key: str = "plugins", beside: Path | None = None) -> list[str]:
+    """Import the user's modules a config names in `plugins:` (each registers its entries): a
+    module name (`my_pkg.plugins`), or a .py file (relative to `beside`: the config's folder;
+    else the working directory), imported under its stem. Returns the specs as resolved (files
+    absolute). A module that cannot be imported is one ConfigError line naming `key`."""
+    resolved = []
+    for spec in specs:
+        if spec.endswith(".py") or "/" in spec or "\\" in spec:
+            path = Path(spec).expanduser()
+            path = (beside / path if beside is not None and not path.is_absolute() else path).resolve()
+            _import_file(path, key)
+            resolved.append(str(path))
+        else:
+            try:
+                with _all_or_nothing():
+                    importlib.import_module(spec)
+            except Exception as e:  # the plugin's own error, whatever it is, in one line
+                raise ConfigError(f"{key}: cannot import {spec!r}: {_first_line(e)}", key) from None
+            resolved.append(spec)
+    return resolved
+
+
+@contextlib.contextmanager
+def _all_or_nothing() -> Iterator[None]:
+    """A plugin that fails while it is imported leaves no entry of its own behind (it is
+    imported again, whole, the next time)."""
+    saved = [(r, dict(r._entries), dict(r._settings)) for r in _REGISTRIES]
+    try:
+        yield
+    except BaseException:
+        for registry, entries, settings in saved:
+            registry._entries, registry._settings = entries, settings
+        raise
+
+
+def _import_file(path: Path, key: str) -> None:
+    """Import the module file `path` once, as a module named by its stem."""
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None:
+        if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
+            return
+        raise ConfigError(f"{key}: {path} would be imported as {name!r}, which is already the module "
+                          f"{getattr(loaded, '__file__', None) or name}: rename the file", key)
+    if not path.is_file():
+        raise ConfigError(f"{key}: no such plugin file: {path}", key)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py file
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look their module up by name
+    try:
+        with _all_or_nothing():
+            spec.loader.exec_module(module)
+    except Exception as e:  # the plugin's own error, whatever it is, in one line
+        del sys.modules[name]
+        raise ConfigError(f"{key}: {path} failed to import: {_first_line(e)}", key) from None

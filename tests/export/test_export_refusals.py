@@ -13,7 +13,6 @@ import pytest
 from helpers import untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
-from transformer_cli.config import ModelConfig
 from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.data.vocab import SPECIALS, Vocab
 from transformer_cli.errors import TfmError, UsageError
@@ -21,11 +20,12 @@ from transformer_cli.export.bundle import MANIFEST, export_checkpoint
 from transformer_cli.export.ct2_spec import build_spec, refusals, vocabulary
 from transformer_cli.export.ct2_translator import Ct2Translator
 from transformer_cli.inference.translate import model_from_checkpoint
+from transformer_cli.model.transformer_config import TransformerConfig
 
 
 def schema_choices() -> dict[str, tuple]:
-    """Every ModelConfig field with a closed set of values (Literal or bool) and its values."""
-    hints = get_type_hints(ModelConfig)
+    """Every TransformerConfig field with a closed set of values (Literal or bool) and its values."""
+    hints = get_type_hints(TransformerConfig)
     return {name: (get_args(tp) if get_origin(tp) is Literal else (False, True))
             for name, tp in hints.items() if get_origin(tp) is Literal or tp is bool}
 
@@ -38,24 +38,24 @@ def test_every_architecture_of_the_schema_exports(models):
     assert {"activation", "positional", "norm", "tie_output", "share_embeddings", "scale_embeddings",
             "output_bias", "sinusoid_layout"} <= set(choices)
     for values in itertools.product(*choices.values()):
-        cfg = ModelConfig(**dict(zip(choices, values)), d_model=16, n_heads=2, d_ff=32,
+        cfg = TransformerConfig(**dict(zip(choices, values)), d_model=16, n_heads=2, d_ff=32,
                           n_encoder_layers=1, n_decoder_layers=2, max_len=16)
         assert refusals("transformer", cfg) == [], cfg
         model = Seq2SeqTransformer(cfg, joint.src.vocab_size, joint.tgt.vocab_size)
         build_spec(model, joint)  # raises if CTranslate2's spec does not validate
 
 
-def _unchecked(**values) -> ModelConfig:
+def _unchecked(**values) -> TransformerConfig:
     """A model section holding values this schema refuses (as a family registered from outside
     may hold its own)."""
-    cfg = ModelConfig()
+    cfg = TransformerConfig()
     for key, value in values.items():
         setattr(cfg, key, value)
     return cfg
 
 
 def test_what_ctranslate2_cannot_express_is_refused_in_one_line():
-    cfg = ModelConfig()
+    cfg = TransformerConfig()
     assert refusals("transformer", _unchecked(activation="swiglu")) == \
         ["model.activation='swiglu' has no CTranslate2 equivalent"]
     both = refusals("transformer", _unchecked(positional="rotary", norm="rms"))
@@ -65,7 +65,7 @@ def test_what_ctranslate2_cannot_express_is_refused_in_one_line():
                                       "exporter converts (transformer)"]
 
     @dataclasses.dataclass
-    class Later(ModelConfig):  # an option a later tfm adds: refused until the exporter knows it,
+    class Later(TransformerConfig):  # an option a later tfm adds: refused until the exporter knows it,
         qk_norm: bool = False  # unless it keeps its default (the behaviour before it existed)
 
     assert refusals("transformer", Later()) == []

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from transformer_cli.config import ModelConfig
 from transformer_cli.data.vocab import EOS, PAD, SOS, TFM_IDS
 from transformer_cli.inference.search import beam_search, greedy_search, greedy_search_uncached, output_limits
 from transformer_cli.model.transformer import Seq2SeqTransformer
+from transformer_cli.model.transformer_config import TransformerConfig
 
 
 class TableState:
@@ -77,7 +77,7 @@ def test_output_limits():
 @pytest.fixture(scope="module")
 def transformer():
     torch.manual_seed(1)
-    cfg = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
+    cfg = TransformerConfig(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
                       dropout=0.0, max_len=64)
     model = Seq2SeqTransformer(cfg, 30, 30).eval()
     with torch.no_grad():  # a peaked output layer gives long, varied outputs

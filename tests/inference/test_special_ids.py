@@ -9,12 +9,13 @@ import pytest
 import torch
 from helpers import sentence_pairs
 
-from transformer_cli.config import DecodeConfig, ModelConfig
+from transformer_cli.config import DecodeConfig
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.tokenizers import TokenizerPair, WordTokenizer
 from transformer_cli.data.vocab import SPECIALS, TFM_IDS, SpecialIds, Vocab
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.model.transformer import Seq2SeqTransformer
+from transformer_cli.model.transformer_config import TransformerConfig
 
 CPU = torch.device("cpu")
 
@@ -26,7 +27,7 @@ def _translators() -> tuple[TorchTranslator, TorchTranslator]:
     ours = Vocab([*SPECIALS, *words])
     theirs = Vocab(list(reversed(ours.itos)))  # id i here is id V-1-i there
     assert ours.ids == TFM_IDS and theirs.ids == SpecialIds(*(len(ours) - 1 - i for i in astuple(TFM_IDS)))
-    cfg = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64,
+    cfg = TransformerConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64,
                       dropout=0.0, share_embeddings=True, tie_output=True)
     torch.manual_seed(0)
     model = Seq2SeqTransformer(cfg, len(ours), len(ours), ours.ids, ours.ids)

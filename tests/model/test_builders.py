@@ -7,17 +7,17 @@ import torch
 from helpers import untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
-from transformer_cli.config import ModelConfig
 from transformer_cli.data.vocab import TFM_IDS
 from transformer_cli.errors import UsageError
 from transformer_cli.inference.translate import model_from_checkpoint
 from transformer_cli.model.builders import ARCHITECTURES, build_model
 from transformer_cli.model.transformer import Seq2SeqTransformer
+from transformer_cli.model.transformer_config import TransformerConfig
 
 
 def test_a_model_is_rebuilt_by_its_name():
     torch.manual_seed(0)
-    model = build_model("transformer", ModelConfig(d_model=16, n_heads=2, d_ff=32), 30, 40, TFM_IDS, TFM_IDS)
+    model = build_model("transformer", TransformerConfig(d_model=16, n_heads=2, d_ff=32), 30, 40, TFM_IDS, TFM_IDS)
     assert isinstance(model, Seq2SeqTransformer) and model.ARCHITECTURE in ARCHITECTURES
     again = build_model(model.ARCHITECTURE, model.config, model.src_vocab_size, model.tgt_vocab_size,
                         model.src_ids, model.tgt_ids)
@@ -28,7 +28,7 @@ def test_a_model_is_rebuilt_by_its_name():
 
 def test_unknown_names_are_refused_in_one_line(tmp_path):
     with pytest.raises(UsageError, match=r"unknown model architecture 'mamba' \(known: transformer\)"):
-        build_model("mamba", ModelConfig(), 30, 40, TFM_IDS, TFM_IDS)
+        build_model("mamba", TransformerConfig(), 30, 40, TFM_IDS, TFM_IDS)
     checkpoint = dataclasses.replace(Checkpoint.read(untrained_checkpoint(tmp_path / "m.pt")), architecture="mamba")
     with pytest.raises(CheckpointError, match=r"m\.pt: checkpoint does not fit this version of tfm: "
                                               r"model.architecture: unknown model architecture 'mamba'"):
@@ -36,8 +36,9 @@ def test_unknown_names_are_refused_in_one_line(tmp_path):
 
 
 @dataclasses.dataclass
-class WideOutputConfig(ModelConfig):
-    """A family from outside the package: its own key beside the Transformer's."""
+class WideOutputConfig(TransformerConfig):
+    """A family from outside the package: its own key beside the Transformer's (it extends
+    the Transformer's settings; tests/test_plugins.py has a family with none of them)."""
 
     output_scale: float = 1.0
 
@@ -76,8 +77,4 @@ def test_an_architecture_registered_from_outside_has_its_own_settings_and_round_
             write_config(tmp_path / "t.yaml", tmp_path, tmp_path, model={"output_scale": 2.0})
             load_config(str(tmp_path / "t.yaml"))  # the Transformer has no such key
     finally:
-        from transformer_cli.config import MODEL_SETTINGS
-        from transformer_cli.model.builders import ARCHITECTURES
-
         ARCHITECTURES.unregister("wide-output")
-        MODEL_SETTINGS.pop("wide-output", None)

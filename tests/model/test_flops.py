@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_cli.config import ModelConfig
 from transformer_cli.model.flops import forward_flops, training_flops
 from transformer_cli.model.transformer import Seq2SeqTransformer
+from transformer_cli.model.transformer_config import TransformerConfig
 
 
 @pytest.mark.parametrize("shape", [
@@ -18,7 +18,7 @@ from transformer_cli.model.transformer import Seq2SeqTransformer
 ])
 def test_counted_flops_are_torchs_count_of_a_training_step(shape):
     torch.manual_seed(0)
-    cfg = ModelConfig(**{"d_model": 32, "n_heads": 4, "dropout": 0.0, "max_len": 64, **shape})
+    cfg = TransformerConfig(**{"d_model": 32, "n_heads": 4, "dropout": 0.0, "max_len": 64, **shape})
     model = Seq2SeqTransformer(cfg, 50, 40).train()
     batch, src_len, tgt_len = 3, 9, 6
     src, tgt = torch.randint(4, 40, (batch, src_len)), torch.randint(4, 40, (batch, tgt_len))

@@ -1,14 +1,18 @@
 """The try-it page in a real browser (headless Chromium driven by Playwright): type a sentence,
 translate, see the translation and the attention heatmap, with no console errors and no
-failed requests; the beam box starts at the server's default.
+failed requests; the beam box starts at the server's default; a server that cannot be reached
+is said in the page, and the translation of another text is no longer shown.
 
 Needs Playwright (the browser test extra) and a Chromium: Debian's, which scripts/setup.sh
 installs where it can, or $TFM_CHROMIUM. Skipped with the reason otherwise."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from serve_helpers import SENTENCES
@@ -22,11 +26,13 @@ def chromium() -> str:
     return found
 
 
-def test_the_page_translates_and_draws_the_attention(served, model):
+@contextlib.contextmanager
+def browser_page(problems: list[str]) -> Iterator[Any]:
+    """A page of headless Chromium; its console errors and warnings, uncaught errors and failed
+    requests are appended to `problems`."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed "
                                    "(pip install -e '.[browser]')")
     executable = chromium()
-    problems: list[str] = []
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -36,6 +42,16 @@ def test_the_page_translates_and_draws_the_attention(served, model):
                 if m.type in ("error", "warning") else None)
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
         page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+        page.on("requestfailed", lambda r: problems.append(f"failed {r.url}"))
+        try:
+            yield page
+        finally:
+            browser.close()
+
+
+def test_the_page_translates_and_draws_the_attention(served, model):
+    problems: list[str] = []
+    with browser_page(problems) as page:
         page.goto(served.url + "/")
         page.wait_for_function("document.querySelector('#translation').textContent.length > 0")
         page.wait_for_function("document.querySelector('#model').textContent.includes('sha256')")
@@ -51,5 +67,23 @@ def test_the_page_translates_and_draws_the_attention(served, model):
         attention = model.attention(SENTENCES[2], model.options(beam_size=1))
         assert cells == len(attention.source_tokens) * len(attention.target_tokens)
         assert "sha256" in page.text_content("#model")
-        browser.close()
     assert problems == []
+
+
+def test_the_page_says_when_the_server_cannot_be_reached(trained, start_server):
+    """It once showed nothing (an uncaught "Failed to fetch", #error empty) and kept the
+    translation of the text before on screen."""
+    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
+                          "--set", "serve.threads=1")
+    problems: list[str] = []
+    with browser_page(problems) as page:
+        page.goto(server.url + "/")
+        page.wait_for_function("document.querySelector('#heatmap table.heat') !== null")
+        assert problems == []
+        assert server.stop() == 0
+        page.fill("#text", SENTENCES[3])
+        page.click("button[type=submit]")
+        page.wait_for_function("document.querySelector('#error').textContent.length > 0")
+        assert page.text_content("#error").startswith("cannot reach the server (")
+        assert page.text_content("#translation") == "" and page.locator("#heatmap *").count() == 0
+    assert not [p for p in problems if p.startswith("page error")], problems  # nothing uncaught

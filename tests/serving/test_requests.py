@@ -53,6 +53,24 @@ def test_refusals_name_the_problem(body, status, words):
     assert e.value.status == status and words in str(e.value) and "\n" not in str(e.value)
 
 
+def test_every_hugging_face_parameter_problem_is_named_in_one_400():
+    """A language pair other than the model's was left out of the 400 when other parameters
+    were refused too."""
+    body = {"inputs": "a", "parameters": {"src_lang": "fr", "truncation": "do_not_truncate",
+                                          "generate_parameters": {"do_sample": True}}}
+    with pytest.raises(ClientError) as e:
+        parse_translate(body, LIMITS, ("de", "en"))
+    assert e.value.status == 400
+    assert str(e.value) == ('not supported by tfm: truncation="do_not_truncate" (tfm cuts an input to '
+                            "the model's limit: longest_first or only_first), generate_parameters.do_sample=true; "
+                            "this model translates de to en, not fr to en (parameters.src_lang, tgt_lang)")
+    with pytest.raises(ClientError, match="^this model translates de to en, not de to fr "):
+        parse_attention({"inputs": "a", "parameters": {"tgt_lang": "fr"}}, LIMITS, ("de", "en"))
+    asked = {"inputs": "a", "parameters": {"src_lang": "de", "tgt_lang": "en"}}
+    assert parse_translate(asked, LIMITS, ("de", "en")) == TranslateRequest(["a"], {})
+    assert parse_translate(asked, LIMITS, None) == TranslateRequest(["a"], {})  # a model that does not say
+
+
 def test_attention_takes_one_sentence():
     assert parse_attention({"inputs": "Ein Hund."}, LIMITS).lines == ["Ein Hund."]
     for inputs in (["a", "b"], " "):

@@ -123,7 +123,7 @@ def test_health_and_metrics(served, model):
 def test_page_loads_and_its_endpoint_works(served, model):
     page = served.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
-    assert 'fetch("attention"' in page.text and 'fetch("health")' in page.text
+    assert 'call("attention"' in page.text and 'call("health")' in page.text
     assert '<textarea id="text"' in page.text and 'id="beam"' in page.text
     # what the page's script sends
     r = served.post("/attention", json={"inputs": "Ein mann sieht einen ball.", "parameters": {"beam_size": 2}})

@@ -196,14 +196,15 @@ def spacy_parent(path: Path) -> Path:
     """A real tfm checkpoint of an untrained model with spaCy word vocabularies (one per side)
     fitted on the synthetic corpus, recording the tokenizer settings it was made with."""
 
-    from transformer_cli.config import Config, ModelConfig, TokenizerConfig
+    from transformer_cli.config import Config, TokenizerConfig
     from transformer_cli.data.tokenizers import fit_tokenizers
     from transformer_cli.model.transformer import Seq2SeqTransformer
+    from transformer_cli.model.transformer_config import TransformerConfig
 
     pairs = sentence_pairs(300)
     cfg = Config(name=path.stem)
     cfg.tokenizer = TokenizerConfig(kind="spacy", min_freq=1)
-    cfg.model = ModelConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64)
+    cfg.model = TransformerConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64)
     pair = fit_tokenizers(cfg.tokenizer, "de", "en", [p[0] for p in pairs], [p[1] for p in pairs])
     net = Seq2SeqTransformer(cfg.model, pair.src.vocab_size, pair.tgt.vocab_size)
     Checkpoint(net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(), pair.state(),

@@ -101,8 +101,10 @@ def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_ba
     normalised by the step's total, so 2 ranks x 1 batch equal 1 process x 2 batches."""
     import torch
 
+    # One thread in every process: the same arithmetic (Adam turns the rounding noise of the
+    # key biases' zero gradients into full-size steps, so another thread count would differ).
     cfg = write_config(tmp_path / "norm.yaml", tmp_path, corpus_dir,
-                       train={"batch_size": None, "batch_tokens": 160, "clip_norm": None})
+                       train={"batch_size": None, "batch_tokens": 160, "clip_norm": None, "threads": 1})
     preprocess(cfg)
     worker, steps = str(Path(__file__).with_name("step_worker.py")), "10"
     two = subprocess.run([*TORCHRUN, worker, str(cfg), steps, str(tmp_path / "two.pt")],

@@ -66,11 +66,11 @@ def test_lr_schedules():
 
 
 def test_weight_decay_skips_biases_and_layer_norms():
-    from transformer_cli.config import ModelConfig
     from transformer_cli.model.transformer import Seq2SeqTransformer
+    from transformer_cli.model.transformer_config import TransformerConfig
     from transformer_cli.training.optim import build_optimizer
 
-    model = Seq2SeqTransformer(ModelConfig(d_model=16, n_heads=2, d_ff=32), 50, 50)
+    model = Seq2SeqTransformer(TransformerConfig(d_model=16, n_heads=2, d_ff=32), 50, 50)
     decayed, plain = build_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu")).param_groups
     assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
     assert all(p.dim() >= 2 for p in decayed["params"]) and all(p.dim() == 1 for p in plain["params"])

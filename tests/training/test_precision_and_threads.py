@@ -1,5 +1,5 @@
-"""The fp16 + GradScaler path (run on the CPU), default threads, and what validation decoding
-reports. The precision choice itself: tests/test_device.py."""
+"""The fp16 + GradScaler path (run on the CPU), default threads (`auto`: tests/test_threads.py),
+and what validation decoding reports. The precision choice itself: tests/test_device.py."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 from test_train import make_trainer, small_config
 
 from transformer_cli.machine import available_cpus
+from transformer_cli.threads import FixedThreads, ThreadTuner
 from transformer_cli.training.session import run_training
 
 
@@ -47,13 +48,16 @@ def test_fp16_run_end_to_end_saves_and_resumes_the_scaler(tmp_path):
     assert state["grad_scaler"]["scale"] > 0
 
 
-def test_threads_default_to_the_cpus_this_process_may_use(tmp_path):
+def test_threads_default_to_auto_starting_with_the_cpus_this_process_may_use(tmp_path):
     cfg = small_config(tmp_path, epochs=1)
-    assert cfg.train.threads is None
+    assert cfg.train.threads == "auto"
     previous = torch.get_num_threads()
     try:
-        make_trainer(cfg)
+        trainer = make_trainer(cfg)
         assert torch.get_num_threads() == available_cpus() == len(os.sched_getaffinity(0))
+        assert isinstance(trainer.threads, ThreadTuner if available_cpus() > 1 else FixedThreads)
+        cfg.train.threads = 1  # a number fixes them
+        assert isinstance(make_trainer(cfg).threads, FixedThreads) and torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(previous)
 

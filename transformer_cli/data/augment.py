@@ -9,8 +9,8 @@ Two small-data regularizers change the training text from epoch to epoch:
   (BPE-dropout, Provilkov et al. 2020; unigram sampling, Kudo 2018).
 
 The text changes are transforms (OpenNMT's idea): `train.transforms` lists them by name, in
-order, from `TRANSFORMS`, where a user's module or a package's `tfm.transforms` entry point
-adds more (tests/data/test_augment.py adds one from outside); each is made from the config,
+order, from `TRANSFORMS` (seams.py), where a user's module or a package's `tfm.transforms`
+entry point adds more (tests/data/test_augment.py adds one from outside); each is made from the config,
 and one whose settings do nothing is left out.
 
 Both are applied to one batch at a time, from the raw lines the prepared folder keeps beside
@@ -26,14 +26,14 @@ are used as they are.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from ..config import Config
-from ..registry import Registry
+from ..seams import TRANSFORMS  # train.transforms name -> config -> a Transform or None
 from .shards import ShardedSplit
 from .tokenizer_base import Tokenizer
 from .tokenizers import TokenizerPair
@@ -99,15 +99,11 @@ class NoisySources:
         return self.noise.apply(source, rng), target
 
 
-def _source_noise(cfg: Config) -> Transform | None:
+def source_noise(cfg: Config) -> Transform | None:
+    """train.transforms' source_noise: the train.source_* shares (None: all 0)."""
     tc = cfg.train
     noise = SourceNoise(tc.source_lowercase, tc.source_uppercase, tc.source_unpunctuated)
     return NoisySources(noise) if noise.active else None
-
-
-# train.transforms name -> a transform made from the config (None: its settings do nothing)
-TRANSFORMS: Registry[Callable[[Config], Transform | None]] = Registry("transforms", "transform", "train.transforms")
-TRANSFORMS.register("source_noise", _source_noise)
 
 
 class Augmentation:

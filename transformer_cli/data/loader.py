@@ -21,6 +21,7 @@ import torch
 from ..config import Config
 from ..errors import TfmError, first_line
 from ..machine import available_cpus
+from ..threads import start_count
 from .augment import Augmentation
 from .batching import Batch, batch_seed, collate, collate_pairs, epoch_seed, plan_batches, within_budget
 from .parallel import as_helper_process, stop_signals_held
@@ -90,7 +91,7 @@ class TrainingData:
         self.rank, self.world_size, self.pin_memory = rank, world_size, pin_memory
         tc = cfg.train
         self.workers = (tc.data_workers if tc.data_workers is not None
-                        else default_workers(tc.threads or available_cpus()))
+                        else default_workers(start_count(tc.threads)))
         self._plan: tuple[int, list[np.ndarray], list[int]] | None = None  # the last epoch planned
         self._ahead: tuple[int, threading.Thread, list] | None = None  # the next, being planned
 

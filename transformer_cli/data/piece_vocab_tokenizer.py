@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .tokenizer_base import TOKENIZERS, ProgressCallback, Tokenizer, strip_specials
+from .tokenizer_base import ProgressCallback, Tokenizer, strip_specials
 from .vocab import SpecialIds
 
 # The special tokens of Marian's vocabularies, by role (tokenizer_config.json may rename them).
@@ -76,6 +76,3 @@ class PieceVocabTokenizer(Tokenizer):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> PieceVocabTokenizer:
         return cls(state["model"], state["itos"], state["specials"], state["lowercase"])
-
-
-TOKENIZERS.register(PieceVocabTokenizer.kind, PieceVocabTokenizer)

@@ -42,6 +42,7 @@ from typing import Any
 
 from ..allocator import release_freed_memory
 from ..config import Config, TokenizerConfig
+from ..config_values import as_before
 from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
 from ..machine import available_cpus
@@ -72,11 +73,12 @@ log = logging.getLogger("tfm")
 
 
 def _settings(cfg: Config) -> dict[str, Any]:
-    """The config values that shape the preprocessed data (paths excluded)."""
-    data = cfg.to_dict()["data"]
+    """The config values that shape the preprocessed data (paths excluded; keys added since
+    folders were prepared, at their defaults, too: config_values.as_before)."""
+    data = as_before(cfg.data)
     for key in ("source", "dir", "cache_dir", "min_train_pairs"):
         data.pop(key)
-    return {"format": FORMAT_VERSION, "data": data, "tokenizer": cfg.to_dict()["tokenizer"]}
+    return {"format": FORMAT_VERSION, "data": data, "tokenizer": as_before(cfg.tokenizer)}
 
 
 def data_fingerprint(cfg: Config, files: list[CorpusFile]) -> str:

@@ -3,7 +3,9 @@
 A source is a URL (http, https, file) or a local folder holding one file per split and
 language, named `<stem>.<lang>` or `<stem>.<lang>.gz`. Downloads stream into a cache with
 their SHA-256 computed on the way, and are kept only when the size and checksum are right.
-Multi30k (task 1, raw) is one named corpus with known checksums; `files` is any other.
+data.corpus names a `ParallelCorpus` (seams.CORPORA): Multi30k (task 1, raw), a public corpus
+with known checksums, or `files`, any other; a plugin adds more (its own keys:
+data.corpus_options).
 """
 
 from __future__ import annotations
@@ -24,24 +26,64 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..config import DataConfig
 from ..errors import TfmError, UsageError
 from ..fsutil import file_sha256, recorded_sha256
+from ..seams import CORPORA
 
 SOURCE_ENV = "TFM_DATA_SOURCE"
 log = logging.getLogger("tfm")
 
-MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
-MULTI30K_SHA256 = {
+
+class ParallelCorpus:
+    """A parallel corpus by name (data.corpus): where its files are when no source is given,
+    the checksums they must have, the names they may have. Its own keys (data.corpus_options)
+    are read with its `settings` and given to each method as `options` (None: it has none)."""
+
+    settings: ClassVar[type | None] = None
+
+    def default_source(self, options: Any) -> str | None:
+        """The folder or URL read when data.source and $TFM_DATA_SOURCE are not set (None:
+        one of them is required)."""
+        return None
+
+    def checksums(self, options: Any) -> Mapping[str, str]:
+        """The sha256 each file must have, by file name (data.sha256 adds to them)."""
+        return {}
+
+    def file_names(self, stem: str, lang: str, options: Any) -> list[str]:
+        """The names the file of split `stem` in `lang` may have, the first found taken."""
+        return [f"{stem}.{lang}.gz", f"{stem}.{lang}"]
+
+
+@dataclass(frozen=True)
+class PublicCorpus(ParallelCorpus):
+    """A public corpus of gzipped files at `url` whose checksums tfm knows."""
+
+    url: str
+    sha256: Mapping[str, str]
+
+    def default_source(self, options: Any) -> str | None:
+        return self.url
+
+    def checksums(self, options: Any) -> Mapping[str, str]:
+        return self.sha256
+
+    def file_names(self, stem: str, lang: str, options: Any) -> list[str]:
+        return [f"{stem}.{lang}.gz"]
+
+
+MULTI30K = PublicCorpus("https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/", {
     "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
     "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
     "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
     "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
     "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-}
+})
+FILES = ParallelCorpus()  # your own files: data.source names them, data.sha256 their checksums
 
 SPLITS = ("train", "val", "test")
 
@@ -79,28 +121,33 @@ def explicit_source(data: DataConfig) -> str | None:
     return data.source or os.environ.get(SOURCE_ENV) or None
 
 
+def _corpus(data: DataConfig) -> tuple[ParallelCorpus, Any]:
+    """data.corpus's entry and its options (data.corpus_options, read by its settings)."""
+    return CORPORA[data.corpus], CORPORA.options(data.corpus, data.corpus_options)
+
+
 def resolve_source(data: DataConfig) -> str:
-    """The source to use: data.source, else $TFM_DATA_SOURCE, else the corpus's public URL."""
+    """The source to use: data.source, else $TFM_DATA_SOURCE, else the corpus's own (for
+    Multi30k, its public URL)."""
     given = explicit_source(data)
     if given is not None:
         return given
-    if data.corpus == "multi30k":
-        return MULTI30K_URL
-    raise UsageError("data.source is required for data.corpus: files "
-                     f"(a folder or URL; or set {SOURCE_ENV})")
+    corpus, options = _corpus(data)
+    default = corpus.default_source(options)
+    if default is None:
+        raise UsageError(f"data.source is required for data.corpus: {data.corpus} "
+                         f"(a folder or URL; or set {SOURCE_ENV})")
+    return default
 
 
 def known_checksums(data: DataConfig) -> dict[str, str]:
-    sums = dict(MULTI30K_SHA256) if data.corpus == "multi30k" else {}
-    sums.update(data.sha256)
-    return sums
+    corpus, options = _corpus(data)
+    return {**corpus.checksums(options), **data.sha256}
 
 
 def _candidate_names(data: DataConfig, split: str, lang: str) -> list[str]:
-    stem = getattr(data.splits, split)
-    if data.corpus == "multi30k":
-        return [f"{stem}.{lang}.gz"]
-    return [f"{stem}.{lang}.gz", f"{stem}.{lang}"]
+    corpus, options = _corpus(data)
+    return corpus.file_names(getattr(data.splits, split), lang, options)
 
 
 def _is_url(source: str) -> bool:

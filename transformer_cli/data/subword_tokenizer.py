@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import UsageError, first_line
-from .tokenizer_base import TOKENIZERS, ProgressCallback, Tokenizer, TrainingText, strip_specials
+from .tokenizer_base import ProgressCallback, Tokenizer, TrainingText, strip_specials
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, SpecialIds
 
 _SPM_TOO_BIG = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
@@ -100,6 +100,3 @@ class SubwordTokenizer(Tokenizer):
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> SubwordTokenizer:
         return cls(state["model"], state["lowercase"])
-
-
-TOKENIZERS.register(SubwordTokenizer.kind, SubwordTokenizer)

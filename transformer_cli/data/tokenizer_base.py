@@ -12,10 +12,10 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..errors import UsageError
-from ..registry import Registry
+from ..seams import TOKENIZERS
 from .vocab import SpecialIds
 
 if TYPE_CHECKING:
@@ -88,6 +88,9 @@ class Tokenizer(ABC):
     lowercase: bool  # the text is lowercased before encoding
     ids: SpecialIds  # where the vocabulary keeps `<unk>`, `<pad>`, `<sos>` and `<eos>`
     samples = False  # whether encode_sampled draws other segmentations than encode_batch
+    # A kind's own keys: the dataclass tokenizer.options is read with (None: it takes none);
+    # `fit` gets them as TOKENIZERS.options(cfg.kind, cfg.options).
+    settings: ClassVar[type | None] = None
 
     @property
     @abstractmethod
@@ -136,8 +139,6 @@ class Tokenizer(ABC):
 
 
 
-# "kind" in a tokenizer's state -> its class (each kind module registers itself).
-TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind")
 
 
 def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:

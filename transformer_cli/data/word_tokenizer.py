@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import UsageError
-from .tokenizer_base import TOKENIZERS, Chunk, ProgressCallback, Tokenizer, TrainingText, strip_specials
+from .tokenizer_base import Chunk, ProgressCallback, Tokenizer, TrainingText, strip_specials
 from .vocab import SPECIALS, Vocab
 
 
@@ -169,6 +169,3 @@ def _count(chunk: Chunk) -> tuple[WordCounts, WordCounts]:
     """What the source and target word tokenizers learn from this chunk."""
     assert _counters is not None, "_count_setup() first"
     return _counters[0].count(chunk[0]), _counters[1].count(chunk[1])
-
-
-TOKENIZERS.register(WordTokenizer.kind, WordTokenizer)

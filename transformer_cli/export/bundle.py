@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
-from ..checkpoint import CheckpointError
+from ..checkpoint import Checkpoint, CheckpointError
+from ..config import ModelConfig
+from ..config_values import build_section
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_sha256, remove_dead_work_folders
-from .engine import import_ctranslate2, weight_type
+from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here, weight_type
+from .exporter import Exporter
 from .manifest import MANIFEST, ExportManifest, stated_engine
 
 
@@ -40,8 +44,8 @@ def is_ct2_model_folder(path: Path) -> bool:
 
 
 def export_engine(path: Path) -> str | None:
-    """What runs a tfm export folder: "ctranslate2" or "transformers" (hf/export.py); None
-    when `path` is no export."""
+    """What runs a tfm export folder, the seams.ENGINES entry its manifest names: "ctranslate2",
+    "transformers" (hf/export.py) or a plugin's; None when `path` is no export."""
     return stated_engine(path) if is_export(path) else None
 
 
@@ -63,7 +67,10 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
 
     def build(folder: Path) -> None:
         read, _ = read_model(checkpoint)
-        model, tokenizers = model_from_checkpoint(read, checkpoint)
+        model, tokenizers = model_from_checkpoint(read, checkpoint)  # (what does not fit: CheckpointError)
+        refusals = CT2_EXPORTER.refusals(read)
+        if refusals:
+            raise UsageError(f"cannot export: {'; '.join(refusals)}")
         spec = build_spec(model, tokenizers)
         spec.optimize(quantization=weights)
         spec.save(str(folder))
@@ -76,6 +83,31 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
 
     atomic_write_folder(output, build)
     return written[0], round(time.perf_counter() - started, 3)
+
+
+class Ct2Exporter(Exporter):
+    """`tfm export --format ctranslate2`: the folder above, run by CTranslate2."""
+
+    engine = "ctranslate2"
+    extra = "ctranslate2"
+
+    def refusals(self, checkpoint: Checkpoint) -> list[str]:
+        from .ct2_spec import refusals
+
+        return refusals(checkpoint.architecture, build_section(ModelConfig, checkpoint.model_config, "model"))
+
+    def export(self, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
+        return export_checkpoint(source, output, options.quantization)
+
+    def describe(self, manifest: ExportManifest) -> str:
+        return f"ctranslate2, {manifest.details.get('weights')} weights"
+
+    def warnings(self, manifest: ExportManifest) -> list[str]:
+        int8 = str(manifest.details.get("weights", "")).startswith("int8")
+        return [INT8_WARNING] if int8 and int8_loses_accuracy_here() else []
+
+
+CT2_EXPORTER = Ct2Exporter()
 
 
 def check_output(output: Path) -> None:

@@ -28,7 +28,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..config import ModelConfig
 from ..data.tokenizer_base import Tokenizer
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
@@ -36,6 +35,7 @@ from ..model.attention import MultiHeadAttention
 from ..model.contract import TranslationModel
 from ..model.layers import PositionwiseFeedForward
 from ..model.transformer import Decoder, Encoder, Seq2SeqTransformer
+from ..model.transformer_config import TransformerConfig
 from ..records import field_default
 
 # CTranslate2's activation for each tfm one (tfm's gelu is the exact, erf-based GELU).
@@ -43,7 +43,7 @@ _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
 _NORMS = ("pre", "post")
 _POSITIONALS = ("sinusoidal", "learned")  # absolute tables: both are written out row by row
 ARCHITECTURES = (Seq2SeqTransformer.ARCHITECTURE,)  # what this converter converts
-# ModelConfig fields that only matter in training, and those the spec expresses. A field
+# TransformerConfig fields that only matter in training, and those the spec expresses. A field
 # outside both (a model option added later) is refused unless it has its default value, so
 # an option the exporter does not know is never silently dropped.
 _TRAINING_ONLY = {"dropout", "attention_dropout", "activation_dropout"}
@@ -52,7 +52,7 @@ _EXPRESSED = {"d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_f
               "scale_embeddings", "output_bias", "sinusoid_layout"}
 
 
-def refusals(architecture: str, cfg: ModelConfig) -> list[str]:
+def refusals(architecture: str, cfg: TransformerConfig) -> list[str]:
     """Every reason a model of `architecture` with these settings cannot be exported to
     CTranslate2 (none: it can)."""
     if architecture not in ARCHITECTURES:

@@ -31,11 +31,21 @@ from ..fsutil import file_sha256
 from ..inference.search import Hypothesis, output_limits
 from ..inference.strategies import strategy_for
 from ..inference.translate import ModelMetadata, Translation, TranslationBackend
+from ..threads import AUTO, Setting, start_count
 from .bundle import MANIFEST, read_export
 from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
 
 log = logging.getLogger("tfm")
 DEVICES = ("auto", "cpu", "cuda")  # CTranslate2's
+
+
+def open_ct2(path: Path, device: str, precision: str, decode: DecodeConfig | None, threads: Setting
+             ) -> Ct2Translator:
+    """seams.ENGINES' ctranslate2 (api.open_backend's arguments; the precision is the export's):
+    `threads` CTranslate2's intra-op threads (auto: the CPUs; None: torch's current number)."""
+    count = (threads if isinstance(threads, int) else
+             start_count(threads) if threads == AUTO else torch.get_num_threads())
+    return Ct2Translator(path, device, decode, count)
 
 
 class Ct2Translator(TranslationBackend):
@@ -64,7 +74,7 @@ class Ct2Translator(TranslationBackend):
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_token_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
-        if (manifest.weights or "").startswith("int8") and self.engine_device(ct2, device) == "cpu" \
+        if str(manifest.details.get("weights", "")).startswith("int8") and self.engine_device(ct2, device) == "cpu" \
                 and int8_loses_accuracy_here():
             log.warning(INT8_WARNING)
         try:

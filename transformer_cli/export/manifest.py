@@ -1,7 +1,8 @@
 """The manifest of a tfm export (`tfm-export.json`), typed: which engine runs the folder, the
 checkpoint it was made from (content sha256, architecture, run config, metrics), and the
-sha256 of every other file. A CTranslate2 export (export/bundle.py) and a Hugging Face one
-(hf/export.py) share it; each adds its own fields.
+sha256 of every other file. A CTranslate2 export (export/bundle.py), a Hugging Face one
+(hf/export.py) and a plugin's format share it; each adds its own fields (`details`), written
+beside the common ones.
 
 `ExportManifest.read` is the one reader: it checks every field's type and every listed file's
 sha256, so a folder that loads is the folder that was exported.
@@ -9,8 +10,9 @@ sha256, so a folder that loads is the folder that was exported.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,27 +38,27 @@ class ExportManifest:
     config: dict[str, Any]  # the run config (its model, decode and data sections matter here)
     metrics: dict[str, Any]
     files: dict[str, str]  # every other file of the folder -> sha256
-    # CTranslate2's
-    engine_version: str | None = None
-    quantization: str | None = None  # as asked (tfm export --quantization)
-    weights: str | None = None  # the weight type CTranslate2 stores
-    checkpoint_file_sha256: str | None = None
-    # Hugging Face's
-    features: str | None = None  # "interleaved": feature order permuted for Marian's halves
-    tokenizer: str | None = None  # the file holding tfm's own tokenizers
-    pad_moved_last: dict[str, int] | None = None  # per side: the <pad> id moved to the end
+    # The format's own fields, beside the others in the file: CTranslate2's engine_version,
+    # quantization (as asked), weights (the type it stores), checkpoint_file_sha256; Hugging
+    # Face's features ("interleaved": permuted for Marian's halves), tokenizer (the file of
+    # tfm's own), pad_moved_last (per side, the <pad> id moved to the end); a plugin's own.
+    details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def new(cls, engine: str, source: Path, checkpoint: Checkpoint, folder: Path, **fields: Any
+    def new(cls, engine: str, source: Path, checkpoint: Checkpoint, folder: Path, **details: Any
             ) -> ExportManifest:
         """The manifest of an export of `checkpoint` (read from `source`) just written to
-        `folder`: the sums of every file there."""
+        `folder`: the sums of every file there, and the format's own `details`."""
+        clash = set(details) & {f.name for f in dataclasses.fields(cls)}
+        if clash:
+            raise ValueError(f"an export's own fields cannot be named {', '.join(sorted(clash))}")
         return cls(format=FORMAT, engine=engine, tfm_version=__version__,
                    created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                    checkpoint=str(source), checkpoint_sha256=checkpoint.digest,
                    model=checkpoint.model_description(), config=checkpoint.config,
                    metrics=checkpoint.metrics,
-                   files={p.name: file_sha256(p) for p in sorted(folder.iterdir())}, **fields)
+                   files={p.name: file_sha256(p) for p in sorted(folder.iterdir())},
+                   details={k: v for k, v in details.items() if v is not None})
 
     @classmethod
     def read(cls, folder: Path) -> ExportManifest:
@@ -69,8 +71,9 @@ class ExportManifest:
             raise CheckpointError(f"export {folder}: cannot read {MANIFEST}: {e}") from None
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise CheckpointError(f"{folder} is not a tfm export (format {FORMAT} expected in {MANIFEST})")
+        common = {f.name for f in dataclasses.fields(cls)} - {"details"}
         try:
-            manifest = from_json(cls, raw, MANIFEST)
+            manifest = from_json(cls, {k: v for k, v in raw.items() if k in common}, MANIFEST)
         except ValueError as e:
             raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
         for name, digest in manifest.files.items():
@@ -80,10 +83,12 @@ class ExportManifest:
             if file_sha256(path) != digest:
                 raise CheckpointError(f"export {folder} is damaged: {name} does not match its sha256 "
                                       f"in {MANIFEST}")
-        return manifest
+        return dataclasses.replace(manifest, details={k: v for k, v in raw.items() if k not in common})
 
     def write(self, folder: Path) -> None:
-        (folder / MANIFEST).write_text(json.dumps(to_json(self), indent=2, ensure_ascii=False) + "\n",
+        record = to_json(self)
+        record.update(record.pop("details"))  # the format's own fields, beside the common ones
+        (folder / MANIFEST).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n",
                                        encoding="utf-8")
 
 

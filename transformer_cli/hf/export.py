@@ -42,6 +42,7 @@ from ..data.tokenizer_base import Tokenizer
 from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..export.bundle import check_output
+from ..export.exporter import Exporter
 from ..export.manifest import ExportManifest
 from ..extras import import_extra
 from ..fsutil import atomic_write_folder
@@ -83,7 +84,7 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
     started = time.perf_counter()
     cfg = build_section(ModelConfig, checkpoint.model_config, "model")
     tokenizers = TokenizerPair.from_state(checkpoint.tokenizer)
-    refusals = export_refusals(cfg, checkpoint.architecture) + _tokenizer_refusals(tokenizers)
+    refusals = HF_EXPORTER.refusals(checkpoint)
     if refusals:
         raise UsageError(f"cannot export {source} to the Hugging Face format: {'; '.join(refusals)}")
     output = Path(output)
@@ -134,3 +135,28 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
 
     atomic_write_folder(output, write)
     return written[0], round(time.perf_counter() - started, 3)
+
+
+class HfExporter(Exporter):
+    """`tfm export --format hf`: a MarianMT folder, run by torch (tfm reads it back as the
+    model it came from)."""
+
+    engine = "transformers"
+    extra = "safetensors.torch"
+
+    def refusals(self, checkpoint: Checkpoint) -> list[str]:
+        cfg = build_section(ModelConfig, checkpoint.model_config, "model")
+        tokenizers = TokenizerPair.from_state(checkpoint.tokenizer)
+        return export_refusals(cfg, checkpoint.architecture) + _tokenizer_refusals(tokenizers)
+
+    def export(self, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
+        from ..model_io import read_model
+
+        checkpoint, where = read_model(source)
+        return export_hf(checkpoint, where, output)
+
+    def describe(self, manifest: ExportManifest) -> str:
+        return "Hugging Face MarianMT"
+
+
+HF_EXPORTER = HfExporter()

@@ -91,9 +91,10 @@ def read_folder(folder: Path) -> Checkpoint:
         raise UsageError(f"{folder}: tfm cannot express this model: {'; '.join(refusals)}")
     state = _weights(folder)
     run = Config(name=folder.name).to_dict()
-    if manifest is not None and manifest.tokenizer:  # exported by tfm: its tokenizers, ids, settings
-        tokenizers = _tfm_tokenizers(folder, manifest.tokenizer)
-        moved = manifest.pad_moved_last or {}
+    own = manifest.details if manifest is not None else {}  # hf/export.py's fields
+    if manifest is not None and isinstance(own.get("tokenizer"), str):  # exported by tfm: its tokenizers, ...
+        tokenizers = _tfm_tokenizers(folder, own["tokenizer"])
+        moved = own["pad_moved_last"] if isinstance(own.get("pad_moved_last"), dict) else {}
         orders = [vocab_order(t.vocab_size, int(moved.get(side, t.vocab_size - 1)))
                   for side, t in (("src", tokenizers.src), ("tgt", tokenizers.tgt))]
         state = reorder_vocab(state, *(torch.tensor(order).argsort().tolist() for order in orders))
@@ -107,7 +108,7 @@ def read_folder(folder: Path) -> Checkpoint:
         settings["output_bias"] = bias is not None and bool(bias.any())  # a zero bias is none
     try:
         cfg = build_section(ModelConfig, settings, "model")
-        if manifest is not None and manifest.features == "interleaved":  # from interleaved sinusoids
+        if own.get("features") == "interleaved":  # from interleaved sinusoids
             state = permute_features(state, feature_order(cfg.d_model).argsort())
         weights = to_tfm(state, cfg)
     except (UsageError, KeyError) as e:

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import ModelConfig
+from ..model.transformer_config import TransformerConfig
 
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}  # HF -> tfm
 _HF_ACTIVATION = {"swish": "swish", "relu": "relu", "gelu": "gelu"}  # tfm -> HF
@@ -85,11 +85,11 @@ def model_settings(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return settings, refusals
 
 
-def export_refusals(cfg: ModelConfig, architecture: str) -> list[str]:
+def export_refusals(cfg: TransformerConfig, architecture: str) -> list[str]:
     """Every reason a tfm model of these settings has no MarianMT equivalent."""
-    out = []
     if architecture != "transformer":
-        out.append(f"model.architecture={architecture!r} (the Hugging Face exporter converts transformer)")
+        return [f"model.architecture={architecture!r} (the Hugging Face exporter converts transformer)"]
+    out = []
     if cfg.norm != "post":
         out.append(f"model.norm={cfg.norm!r} (Marian is post-norm)")
     if cfg.positional != "sinusoidal":
@@ -99,7 +99,7 @@ def export_refusals(cfg: ModelConfig, architecture: str) -> list[str]:
     return out
 
 
-def hf_config(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad: int, eos: int,
+def hf_config(cfg: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int, pad: int, eos: int,
               start: int) -> dict[str, Any]:
     """config.json of a MarianMT model with tfm's settings (ids in the exported order)."""
     return {
@@ -127,7 +127,7 @@ def _layers(side: str, n: int, table: list[tuple[str, str]]) -> Iterator[tuple[s
                 yield f"{side}.layers.{i}.{tfm}.{kind}", f"model.{side}.layers.{i}.{hf}.{kind}"
 
 
-def to_tfm(hf: dict[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
+def to_tfm(hf: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor]:
     """A MarianMT state dict (tied weights stored once, as transformers saves them) as tfm's."""
     out: dict[str, Tensor] = {}
     for side, n, table in (("encoder", cfg.n_encoder_layers, _ENCODER), ("decoder", cfg.n_decoder_layers, _DECODER)):
@@ -154,7 +154,7 @@ def to_tfm(hf: dict[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
     return out
 
 
-def to_hf(tfm: dict[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
+def to_hf(tfm: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor]:
     """tfm's state dict as a MarianMT one, tied weights stored once (as transformers saves them)."""
     out: dict[str, Tensor] = {}
     for side, n, table in (("encoder", cfg.n_encoder_layers, _ENCODER), ("decoder", cfg.n_decoder_layers, _DECODER)):

@@ -8,14 +8,15 @@ every place that names the decoding (validation records, evaluation reports).
              flattened by decode.sampling_temperature; decode.sampling_seed repeats a draw
 
 `decode.strategy: auto` picks greedy or beam by the beam size. Another strategy is a subclass
-of `SearchStrategy` registered in `SEARCH_STRATEGIES` (or through the `tfm.search_strategies`
-entry point); tests/inference/test_strategies.py adds one from outside the package.
+of `SearchStrategy` registered in `SEARCH_STRATEGIES` (seams.py; from a config's `plugins:` or
+the `tfm.search_strategies` entry point), with its own keys (decode.strategy_options) as its
+`settings`; tests/inference/test_strategies.py and tests/test_plugins.py add one from outside.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -23,7 +24,7 @@ from torch import Tensor
 from ..config import DecodeConfig
 from ..errors import UsageError
 from ..model.contract import IncrementalDecoder
-from ..registry import Registry
+from ..seams import SEARCH_STRATEGIES
 from .search import Hypothesis, beam_search, greedy_search, sample_search
 
 
@@ -31,6 +32,9 @@ class SearchStrategy(ABC):
     """One way of decoding."""
 
     name: str
+    # Its own keys: the dataclass decode.strategy_options is read with (None: it takes none);
+    # `search` gets them as SEARCH_STRATEGIES.options(d.strategy, d.strategy_options).
+    settings: ClassVar[type | None] = None
 
     def describe(self, d: DecodeConfig) -> str:
         """How records and logs name the decoding, e.g. "greedy", "beam 5"."""
@@ -91,9 +95,7 @@ class Sampling(SearchStrategy):
                 "sampling_temperature": d.sampling_temperature}
 
 
-SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry("search_strategies", "search strategy", "decode.strategy")
-for _strategy in (Greedy(), Beam(), Sampling()):
-    SEARCH_STRATEGIES.register(_strategy.name, _strategy)
+GREEDY, BEAM, SAMPLING = Greedy(), Beam(), Sampling()  # seams.py names them
 
 
 def strategy_for(d: DecodeConfig) -> SearchStrategy:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from ..device import autocast
 from ..errors import UsageError
 from ..model.builders import build_model
 from ..model.contract import TranslationModel
+from ..threads import Threads
 from .outputs import Output, Sources, Translation
 from .search import Hypothesis, output_limits
 from .strategies import strategy_for
@@ -86,6 +88,9 @@ class TranslationBackend(ABC):
         # Sources are tokenized one call at a time, whichever thread asks (a server tokenizes
         # requests on a thread of its own while a translation or /attention runs).
         self._tokenizing = threading.Lock()
+        # Told each batch's tokens (source + output) and time when the threads are tuned
+        # (api.open_backend with threads="auto"); None: they are left as they are.
+        self.threads: Threads | None = None
 
     def encode_sources(self, lines: list[str], recase: bool | None = None
                        ) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:
@@ -129,7 +134,12 @@ class TranslationBackend(ABC):
             if check_stop is not None:
                 check_stop()
             chunk = order[start : start + d.batch_size]
-            for j, hyps in zip(chunk, self._search([ids[j] for j in chunk], d)):
+            started = time.perf_counter()
+            found = self._search([ids[j] for j in chunk], d)
+            if self.threads is not None:
+                work = sum(len(ids[j]) for j in chunk) + sum(len(h[0].tokens) for h in found if h)
+                self.threads.record(work, time.perf_counter() - started)
+            for j, hyps in zip(chunk, found):
                 results[sources.positions[j]] = [Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens,
                                                         h.score) for h in hyps]
         return Output(results, list(sources.truncated))

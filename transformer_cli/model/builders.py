@@ -1,9 +1,9 @@
 """Model families by architecture name (`model.architecture`), each a builder and the
 dataclass of its `model:` settings. A checkpoint records the name its model was built under
-(`Checkpoint.architecture`, the model's ARCHITECTURE) and `build_model` rebuilds it from the
-same name, so another family is one `register_architecture` call (in tfm, a user's module, or
-a package's `tfm.architectures` entry point); tests/model/test_builders.py adds one from
-outside the package.
+(`Checkpoint.architecture`) and `build_model` rebuilds it from the same name, so another
+family is one `register_architecture` call (in a user's module named by the config's
+`plugins:`, or a package's `tfm.architectures` entry point); tests/test_plugins.py adds one
+from outside the package.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import MODEL_SETTINGS, ModelConfig
+from ..config import ModelConfig
 from ..data.vocab import SpecialIds
-from ..registry import Registry
+from ..seams import ARCHITECTURES
 from .contract import TranslationModel
 from .transformer import Seq2SeqTransformer
+from .transformer_config import TransformerConfig
 
 # builder(its model settings, source and target vocabulary sizes, their special ids) -> model
 Builder = Callable[[Any, int, int, SpecialIds, SpecialIds], TranslationModel]
@@ -30,17 +31,19 @@ class Architecture:
     settings: type[ModelConfig]  # the dataclass a config's `model:` section becomes
 
 
-ARCHITECTURES: Registry[Architecture] = Registry("architectures", "model architecture", "model.architecture")
+TRANSFORMER = Architecture(Seq2SeqTransformer, TransformerConfig)  # seams.py names it
 
 
-def register_architecture(name: str, build: Builder, settings: type[ModelConfig] = ModelConfig) -> None:
+def register_architecture(name: str, build: Builder, settings: type[ModelConfig], replace: bool = False
+                          ) -> Architecture:
     """Make `name` a value of model.architecture: `build` makes its models from `settings`
-    (ModelConfig or a subclass adding the family's own keys, which configs may then give)."""
-    ARCHITECTURES.register(name, Architecture(build, settings))
-    MODEL_SETTINGS[name] = settings
-
-
-register_architecture(Seq2SeqTransformer.ARCHITECTURE, Seq2SeqTransformer)
+    (config.ModelConfig extended with the family's own keys and checks, which configs then
+    give in `model:`). A name already registered is refused unless `replace`."""
+    if not (isinstance(settings, type) and issubclass(settings, ModelConfig)):
+        raise TypeError(f"the settings of architecture {name!r} must extend config.ModelConfig")
+    architecture = Architecture(build, settings)
+    ARCHITECTURES.register(name, architecture, settings=settings, replace=replace)
+    return architecture
 
 
 def build_model(architecture: str, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,

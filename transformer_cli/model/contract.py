@@ -2,8 +2,10 @@
 a translation model, whatever its architecture.
 
 A model is a torch module that also has
-- `ARCHITECTURE`: the name it is registered under (model/builders.py), which checkpoints record;
-- `config`: its `model:` settings (a config.ModelConfig, or its architecture's subclass);
+- `ARCHITECTURE`: the name it is registered under (model/builders.py; checkpoints record the
+  name the config gave, model.architecture, which may also be a dotted path);
+- `config`: its settings (its architecture's `model:` class, a config.ModelConfig, or what its
+  builder made of it: `config.max_len` is the positions backends truncate to);
 - `src_vocab_size`, `tgt_vocab_size`, and `src_ids`, `tgt_ids`: where the vocabularies keep
   their special tokens (from the tokenizers; the source's `<pad>` is masked, search starts
   from the target's `<sos>` and ends at its `<eos>`);

@@ -10,7 +10,7 @@ gradient for each operand of every product.
 
 from __future__ import annotations
 
-from ..config import ModelConfig
+from .transformer_config import TransformerConfig
 
 
 def _attention(d_model: int, batch: int, q_len: int, k_len: int, projected_kv_len: int) -> int:
@@ -21,11 +21,11 @@ def _attention(d_model: int, batch: int, q_len: int, k_len: int, projected_kv_le
     return projections + scores_and_sum
 
 
-def _feed_forward(cfg: ModelConfig, positions: int) -> int:
+def _feed_forward(cfg: TransformerConfig, positions: int) -> int:
     return 2 * 2 * positions * cfg.d_model * cfg.d_ff
 
 
-def forward_flops(cfg: ModelConfig, tgt_vocab_size: int, batch: int, src_len: int, tgt_len: int) -> int:
+def forward_flops(cfg: TransformerConfig, tgt_vocab_size: int, batch: int, src_len: int, tgt_len: int) -> int:
     """FLOPs of one teacher-forced forward pass over src [batch, src_len] and
     tgt_in [batch, tgt_len], to logits [batch, tgt_len, tgt_vocab_size]."""
     d = cfg.d_model
@@ -38,6 +38,6 @@ def forward_flops(cfg: ModelConfig, tgt_vocab_size: int, batch: int, src_len: in
     return cfg.n_encoder_layers * encoder_layer + cfg.n_decoder_layers * decoder_layer + generator
 
 
-def training_flops(cfg: ModelConfig, tgt_vocab_size: int, batch: int, src_len: int, tgt_len: int) -> int:
+def training_flops(cfg: TransformerConfig, tgt_vocab_size: int, batch: int, src_len: int, tgt_len: int) -> int:
     """FLOPs of a forward and backward pass over one batch (3 × the forward pass)."""
     return 3 * forward_flops(cfg, tgt_vocab_size, batch, src_len, tgt_len)

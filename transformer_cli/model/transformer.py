@@ -9,7 +9,6 @@ from typing import ClassVar, cast
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
 from ..data.vocab import TFM_IDS, SpecialIds
 from .attention import padding_mask
 from .layers import (
@@ -21,15 +20,16 @@ from .layers import (
     SinusoidalPositionalEncoding,
     TokenEmbedding,
 )
+from .transformer_config import TransformerConfig
 
 
-def _positions(cfg: ModelConfig) -> nn.Module:
+def _positions(cfg: TransformerConfig) -> nn.Module:
     if cfg.positional == "learned":
         return LearnedPositionalEmbedding(cfg.d_model, cfg.max_len)
     return SinusoidalPositionalEncoding(cfg.d_model, cfg.max_len, cfg.sinusoid_layout)
 
 
-def _layer_args(cfg: ModelConfig) -> dict:
+def _layer_args(cfg: TransformerConfig) -> dict:
     return dict(d_model=cfg.d_model, n_heads=cfg.n_heads, d_ff=cfg.d_ff, dropout=cfg.dropout,
                 attention_dropout=cfg.attention_dropout, activation=cfg.activation,
                 activation_dropout=cfg.activation_dropout, pre_norm=cfg.norm == "pre")
@@ -52,7 +52,7 @@ class DecoderState:
 class Encoder(nn.Module):
     """Embedding + positions, then N EncoderLayers (+ a final LayerNorm with pre-norm)."""
 
-    def __init__(self, cfg: ModelConfig, embed: TokenEmbedding):
+    def __init__(self, cfg: TransformerConfig, embed: TokenEmbedding):
         super().__init__()
         self.embed = embed
         self.positions = _positions(cfg)
@@ -76,7 +76,7 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """Embedding + positions, then N DecoderLayers (+ a final LayerNorm with pre-norm)."""
 
-    def __init__(self, cfg: ModelConfig, embed: TokenEmbedding):
+    def __init__(self, cfg: TransformerConfig, embed: TokenEmbedding):
         super().__init__()
         self.embed = embed
         self.positions = _positions(cfg)
@@ -118,7 +118,7 @@ class Seq2SeqTransformer(nn.Module):
 
     ARCHITECTURE: ClassVar[str] = "transformer"  # the name checkpoints record (model/builders.py)
 
-    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,
+    def __init__(self, cfg: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int,
                  src_ids: SpecialIds = TFM_IDS, tgt_ids: SpecialIds = TFM_IDS):
         """`src_ids`/`tgt_ids`: the vocabularies' special ids (the tokenizers' `ids`): the
         source's `<pad>` is masked, the search starts from the target's `<sos>` and ends at

@@ -2,15 +2,17 @@
 
     POST /translate   {"inputs": ..., "parameters": {...}} -> [{"translation_text": ...}, ...]
     POST /            the same (where Hugging Face's InferenceClient(base_url=...) posts)
-    POST /attention   one sentence -> its translation and cross-attention weights (the page uses it)
+    POST /attention   one sentence -> its translation and cross-attention weights (the page uses
+                      it); admitted and queued as a translation is
     GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config", "file"},
                        "defaults": {"beam_size", "max_beam_size"}}
     GET  /metrics     Prometheus text format
     GET  /            a page to try the model in a browser
 
 Every answer but a 2xx is {"error": "one line"}: client mistakes are 4xx (unknown paths and
-methods included); nothing a client sends produces a 500 or a traceback. A request that finds
-the admitted work at serve.max_pending_s is answered 503 at once, with Retry-After.
+methods included); nothing a client sends produces a 500 or a traceback. A translation or
+attention request that would wait past serve.max_pending_s is answered 503 at once, with
+Retry-After.
 """
 
 from __future__ import annotations
@@ -31,13 +33,13 @@ from starlette.exceptions import HTTPException
 from ..api import Output, Translator
 from ..config import ServeConfig
 from .batcher import Batcher, Overloaded
-from .guard import SHED_PACE_S, Guard
+from .guard import Guard, ShedPace
 from .metrics import Metrics
 from .reloader import ModelWatcher
 from .requests import (
     ClientError,
+    Languages,
     TranslateRequest,
-    check_languages,
     parse_attention,
     parse_json,
     parse_translate,
@@ -93,8 +95,9 @@ def create_app(server: Server) -> FastAPI:
             server.tokenize_thread.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    pace = ShedPace()  # of the 503s the guard answers and of those the batcher raises
     app.add_middleware(Guard, metrics=server.metrics, token=server.token,
-                       cut_off=server.count_cut_off, busy=server.batcher.busy)
+                       cut_off=server.count_cut_off, busy=server.batcher.busy, pace=pace)
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
     @app.exception_handler(ClientError)
@@ -104,7 +107,7 @@ def create_app(server: Server) -> FastAPI:
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, e: Overloaded) -> JSONResponse:
-        await asyncio.sleep(SHED_PACE_S)  # as the guard paces the 503s it answers itself
+        await pace.pause()  # as the guard paces the 503s it answers itself
         return _error(503, str(e), {"Retry-After": str(e.retry_after_s)})
 
     @app.exception_handler(HTTPException)
@@ -117,16 +120,12 @@ def create_app(server: Server) -> FastAPI:
         """A bug: one line to the client; uvicorn logs the traceback."""
         return _error(500, f"internal error ({type(e).__name__}); see the server log")
 
-    async def parsed(request: Request, parse: Callable[[Any, ServeConfig], TranslateRequest]
+    async def parsed(request: Request, parse: Callable[[Any, ServeConfig, Languages | None], TranslateRequest]
                      ) -> tuple[TranslateRequest, Translator]:
         body = await read_body(request.headers.get("content-length"), request.stream(),
                                server.limits.max_bytes, server.limits.body_timeout_s)
-        req = parse(parse_json(body), server.limits)
         model = server.watcher.current
-        langs = model.languages
-        if langs is not None:
-            check_languages(req, langs)
-        return req, model
+        return parse(parse_json(body), server.limits, model.languages), model
 
     @app.post("/")
     @app.post("/translate")
@@ -139,9 +138,7 @@ def create_app(server: Server) -> FastAPI:
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:
         req, model = await parsed(request, parse_attention)
-        options = model.options(**req.parameters)
-        loop = asyncio.get_running_loop()
-        att = await loop.run_in_executor(server.decode_thread, model.attention, req.lines[0], options)
+        att = await server.batcher.attention(req.lines[0], model.options(**req.parameters), model)
         return JSONResponse({"translation_text": att.translation, "source_tokens": att.source_tokens,
                              "target_tokens": att.target_tokens, "weights": att.weights},
                             headers={"X-Model-Sha256": model.sha256})

@@ -15,16 +15,34 @@ Each request is decoded by the model it was accepted with (its options and token
 from that model's defaults): after a hot reload, requests already queued finish on the old
 model and new ones go to the new model.
 
-Admission control: the requests admitted and not yet answered (waiting or decoding) stay
-within `max_pending_s` seconds of decoding (serve.max_pending_s): their source tokens, at the
-decoding capacity measured in tokens/s, which follows the backend, its threads and the beam.
-The capacity is that of the fastest recent batches (it decays by 1% a batch), not their mean:
-batches kept small by the bound decode fewer tokens a second, and a mean would shrink the
-bound with them, down to one request. Before the first batch the bound is one batch
-(`batch_tokens`). A request that would go past it is answered at once with `Overloaded`
-(HTTP 503 and Retry-After, counted in /metrics), rather than queued behind work it would
-wait seconds for; when the admitted work alone is at the bound it is answered before it is
-tokenized. A request alone is always admitted. What is admitted is answered, once.
+POST /attention (one sentence, its translation and cross-attention) goes through the same
+queue, token budget and admission control as a translation, and is decoded alone in the batch
+that takes it (`Translator.attention`).
+
+Admission control bounds the time an admitted request waits, from the moment the batcher gets
+it (read and parsed) to its answer, by `max_pending_s` seconds (serve.max_pending_s). The wait
+is predicted from the batches' measured times: what is left of the batch in flight (its
+predicted time less what it has taken so far), then the batches that the requests ahead of it
+(queued, or being tokenized: those hold their likely share, the recent tokens per line, so that
+a burst does not pass the check together) and the request itself fill. A batch's time is fitted
+to the recent batches as a fixed part plus a part per source token (`BatchTimes`), in wall time
+from when the batch begins to form (the previous batch's end, or its first request's arrival
+after an idle spell) to its answers: the wait for company, the event loop's other work (shed
+requests, tokenizing, answering) and whatever else takes the CPU count, so the times are what a
+queued client sees, and they grow when a flood of shed requests slows decoding. A request is
+also charged the time it has already waited to be tokenized, and it is admitted only if the
+requests queued before it still finish within their own bound (it may join their batch and
+make it longer). Before the first batch is timed, the bound is one batch (`batch_tokens`),
+which a slow model may take longer than `max_pending_s` to decode.
+
+A request that would wait past the bound is answered at once with `Overloaded` (HTTP 503 and
+Retry-After, counted in /metrics), rather than queued behind work it would wait seconds for;
+when the admitted work alone is at the bound it is answered before it is tokenized
+(serving/guard.py). A request alone is always admitted, however long it takes. What is
+admitted is answered, once. The bound is a prediction, not a deadline: a request admitted just
+before decoding slows down (longer sentences than the recent ones, a reload to a slower model,
+another process taking the CPU) can wait longer, until the measured times catch up
+(`TIME_WEIGHT`).
 
 Requests are tokenized on a thread of their own (`tokenize`), never on the event loop, while
 the decode thread may be translating (api.Translator: encoding may run beside a translation).
@@ -39,15 +57,16 @@ import time
 from collections import deque
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Any
 
 from ..allocator import release_freed_memory
-from ..api import Output, Sources, Translator
+from ..api import Attention, Output, Sources, Translator
 from ..config import DecodeConfig
 from .metrics import Metrics
 
 log = logging.getLogger("tfm")
 IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes back to the OS
-CAPACITY_DECAY = 0.99  # per batch: the capacity estimate forgets a fast batch within ~100 batches
+TIME_WEIGHT = 0.25  # the latest batch's weight in the fitted batch times: a change shows within a few batches
 
 
 class Overloaded(Exception):
@@ -63,11 +82,46 @@ class Job:
     sources: Sources  # the request's lines, tokenized once, by `model`, with `options`
     options: DecodeConfig
     model: Translator  # the one the request was accepted with, which decodes it
-    done: asyncio.Future  # -> Output: the lines' translations
+    done: asyncio.Future  # -> Output: the lines' translations (Attention for an attention job)
+    arrived: float  # time.monotonic() when the batcher got the request
+    attention_of: str | None = None  # POST /attention: the one line whose cross-attention is asked
 
     @property
     def tokens(self) -> int:
         return self.sources.tokens
+
+
+class BatchTimes:
+    """The wall time of batches, predicted as `fixed + per_token * tokens` a batch, fitted by
+    least squares to the recent batches (smoothed moments, the latest batch weighing
+    TIME_WEIGHT). Batches all of one size, or a fit that makes no sense (no time per token),
+    give time proportional to tokens; a fit below zero at zero tokens is lifted to zero there:
+    both over-, not underestimate."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self._tokens = self._seconds = self._tokens_sq = self._tokens_seconds = 0.0
+
+    def add(self, tokens: int, seconds: float) -> None:
+        weight = max(TIME_WEIGHT, 1 / (self.batches + 1))  # the first batches: plain means
+        self._tokens += weight * (tokens - self._tokens)
+        self._seconds += weight * (seconds - self._seconds)
+        self._tokens_sq += weight * (tokens * tokens - self._tokens_sq)
+        self._tokens_seconds += weight * (tokens * seconds - self._tokens_seconds)
+        self.batches += 1
+
+    def predict(self, tokens: int, batches: int = 1) -> float | None:
+        """Seconds that `batches` batches of `tokens` source tokens in all take; None before a
+        batch of tokens has been timed."""
+        if self._tokens <= 0:
+            return None
+        spread = self._tokens_sq - self._tokens ** 2
+        per_token, fixed = self._seconds / self._tokens, 0.0  # proportional, unless a slope fits
+        if spread > 0.01 * self._tokens ** 2:  # batches of more than about one size
+            slope = (self._tokens_seconds - self._tokens * self._seconds) / spread
+            if slope > 0:
+                per_token, fixed = slope, max(0.0, self._seconds - slope * self._tokens)
+        return batches * fixed + per_token * tokens
 
 
 class Batcher:
@@ -82,8 +136,10 @@ class Batcher:
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
         self._decoded_since_idle = False
         self.pending_tokens = 0  # of the requests admitted and not yet answered
-        self._tokens_per_s = 0.0  # decoded, smoothed over batches: for Retry-After
-        self._capacity = 0.0  # tokens/s of the fastest recent batches: for the bound
+        self.batch_times = BatchTimes()  # for the bound and Retry-After
+        self._tokenizing = 0  # source tokens the requests being tokenized are likely to have
+        self._in_flight = 0  # source tokens of the batch being formed or decoded (0: none)
+        self._in_flight_began = 0.0  # time.monotonic() when it began to form
         self._tokens_per_line = 16.0  # source tokens of a request's line, smoothed
 
     @property
@@ -96,23 +152,39 @@ class Batcher:
         decoded by `model` with `options` (built from that model's defaults); returns their
         Output, or raises Overloaded when the work admitted is at its bound. The lines are
         tokenized once, off the event loop: for the bound, the token budget and decoding."""
+        output: Output = await self._submit(lines, options, model, None)
+        return output
+
+    async def attention(self, line: str, options: DecodeConfig, model: Translator) -> Attention:
+        """`model.attention(line, options)`, admitted, queued and decoded as a translation of
+        `line` is (Overloaded when the work admitted is at its bound)."""
+        attention: Attention = await self._submit([line], options, model, line)
+        return attention
+
+    async def _submit(self, lines: list[str], options: DecodeConfig, model: Translator,
+                      attention_of: str | None) -> Any:
+        """Tokenize, admit (or raise Overloaded), queue, and wait for the job's answer."""
         if (why := self.busy()) is not None:  # the admitted work alone is at the bound
             raise Overloaded(*why)
+        arrived = time.monotonic()
         loop = asyncio.get_running_loop()
         # While it is tokenized, the request holds its likely share of the bound, so that the
         # requests arriving meanwhile see it (else a burst passes `busy` together).
         guess = max(1, round(self._tokens_per_line * len(lines)))
         self.pending_tokens += guess
+        self._tokenizing += guess
         try:
             sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options, True)
         finally:
             self.pending_tokens -= guess
+            self._tokenizing -= guess
         tokens = sources.tokens
         self._tokens_per_line += 0.1 * (tokens / max(1, len(lines)) - self._tokens_per_line)
-        self._admit(tokens)
+        if (why := self._refusal(tokens, arrived)) is not None:
+            raise Overloaded(*why)
         self.pending_tokens += tokens
         try:
-            job = Job(sources, options, model, loop.create_future())
+            job = Job(sources, options, model, loop.create_future(), arrived, attention_of)
             self._queue.append(job)
             self._owed = max(0, self._owed - 1)
             self._arrived.set()
@@ -124,29 +196,43 @@ class Batcher:
         """None while a request may still be admitted; else the message and Retry-After seconds
         of its 503 (counted as shed): the admitted work alone is at the bound, so the request
         need not even be read (serving/guard.py answers it)."""
-        return self._refusal(0)
+        return self._refusal(0, time.monotonic())
 
-    def _admit(self, tokens: int) -> None:
-        """Raise Overloaded if `tokens` more would pass the bound."""
-        if (why := self._refusal(tokens)) is not None:
-            raise Overloaded(*why)
-
-    def _refusal(self, tokens: int) -> tuple[str, int] | None:
+    def _refusal(self, tokens: int, arrived: float) -> tuple[str, int] | None:
+        """None if a request of `tokens` source tokens that the batcher got at `arrived` would
+        be answered within the bound, and so would the requests queued before it (it joins
+        their batch, or a later one); else why not (counted as shed)."""
         if self.max_pending_s is None or not self.pending_tokens:  # a request alone is admitted
             return None
-        bound = self.max_pending_s * self._capacity if self._capacity else self.batch_tokens
-        if self.pending_tokens + tokens <= bound:
+        wait_s = self._wait_s(tokens)
+        if wait_s is None:  # no batch timed yet: one batch
+            fits = self.pending_tokens + tokens <= self.batch_tokens
+        else:
+            oldest = min(arrived, self._queue[0].arrived) if self._queue else arrived
+            fits = time.monotonic() - oldest + wait_s <= self.max_pending_s
+        if fits:
             return None
         self._metrics.shed.inc()
-        retry_after_s = self._retry_after_s()
+        retry_after_s = 1 if wait_s is None else min(60, max(1, math.ceil(wait_s)))
         return (f"the server is busy: {self.pending_tokens} source tokens are waiting or being translated "
                 f"(serve.max_pending_s={self.max_pending_s:g}); retry in {retry_after_s} s", retry_after_s)
 
-    def _retry_after_s(self) -> int:
-        """Seconds until the work admitted now is likely done (1 to 60)."""
-        if self._tokens_per_s <= 0:
-            return 1
-        return min(60, max(1, math.ceil(self.pending_tokens / self._tokens_per_s)))
+    def _wait_s(self, tokens: int) -> float | None:
+        """Predicted seconds from now until a request of `tokens` source tokens queued now is
+        answered: what is left of the batch in flight (its predicted time less what it has
+        taken), then the batches that the requests ahead of it and it fill. A batch in flight
+        that has run past its prediction says the machine is slower now than the recent batches
+        were: the batches after it are predicted as much slower. None before a batch has been
+        timed."""
+        ahead = self._tokenizing + sum(job.tokens for job in self._queue) + tokens
+        wait_s = self.batch_times.predict(ahead, max(1, math.ceil(ahead / self.batch_tokens)))
+        if wait_s is None or not self._in_flight:
+            return wait_s
+        in_flight_s = self.batch_times.predict(self._in_flight) or 0.0
+        taken = time.monotonic() - self._in_flight_began
+        if taken <= in_flight_s:
+            return wait_s + in_flight_s - taken
+        return wait_s * taken / max(in_flight_s, 1e-3)
 
     def _take(self, batch: list[Job], tokens: int) -> tuple[int, bool]:
         """Move queued jobs into `batch` while they fit; returns (tokens, whether it is full)."""
@@ -172,31 +258,39 @@ class Batcher:
                 except asyncio.TimeoutError:  # idle: glibc keeps what decoding freed until told
                     await loop.run_in_executor(self._executor, release_freed_memory)
                     self._decoded_since_idle = False
+            self._in_flight_began = time.monotonic()  # the previous batch's end, or this one's first arrival
             batch: list[Job] = []
             deadline = loop.time() + self.max_wait_s
-            tokens, full = self._take(batch, 0)
+            self._in_flight, full = self._take(batch, 0)
             while not full and self._owed and (left := deadline - loop.time()) > 0:
                 self._arrived.clear()
                 try:
                     await asyncio.wait_for(self._arrived.wait(), left)
                 except asyncio.TimeoutError:
                     break
-                tokens, full = self._take(batch, tokens)
+                self._in_flight, full = self._take(batch, self._in_flight)
             if batch:
-                try:
-                    await self._decode(batch)
-                except Exception as e:  # a bug outside decoding: 500s, and the server keeps serving
-                    log.exception("handling a batch failed")
-                    for job in batch:
-                        if not job.done.done():
-                            job.done.set_exception(e)
+                await self._answer(batch)
+                self.batch_times.add(self._in_flight, time.monotonic() - self._in_flight_began)
                 self._owed = len(batch)
                 self._decoded_since_idle = True
+            self._in_flight = 0
+
+    async def _answer(self, batch: list[Job]) -> None:
+        try:
+            await self._decode(batch)
+        except Exception as e:  # a bug outside decoding: 500s, and the server keeps serving
+            log.exception("handling a batch failed")
+            for job in batch:
+                if not job.done.done():
+                    job.done.set_exception(e)
 
     async def _decode(self, batch: list[Job]) -> None:
-        groups: dict[tuple[int, str], list[Job]] = {}  # one decoding call per (model, options)
+        # one decoding call per (model, options), and one per attention job
+        groups: dict[tuple[int, str, int], list[Job]] = {}
         for job in batch:  # (the options' repr: some of their fields are lists)
-            groups.setdefault((id(job.model), repr(job.options)), []).append(job)
+            alone = id(job) if job.attention_of is not None else 0
+            groups.setdefault((id(job.model), repr(job.options), alone), []).append(job)
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
         for jobs in groups.values():
@@ -212,19 +306,18 @@ class Batcher:
                 if not job.done.done():
                     job.done.set_result(out)
         n = sum(job.sources.n_lines for job in batch)
-        seconds = time.perf_counter() - started
         self._metrics.batch_sentences.observe(n)
-        self._metrics.batch_seconds.observe(seconds)
+        self._metrics.batch_seconds.observe(time.perf_counter() - started)
         self._metrics.sentences.inc(n)
-        rate = sum(job.tokens for job in batch) / max(seconds, 1e-6)
-        self._tokens_per_s = rate if not self._tokens_per_s else 0.8 * self._tokens_per_s + 0.2 * rate
-        self._capacity = max(rate, CAPACITY_DECAY * self._capacity)
 
 
-def _decode_group(jobs: list[Job]) -> list[Output]:
+def _decode_group(jobs: list[Job]) -> list[Output] | list[Attention]:
     """Runs on the decode thread: all lines of `jobs` (same model and options) in one call,
-    split back."""
-    out = jobs[0].model.translate_encoded(Sources.concat([job.sources for job in jobs]), jobs[0].options)
+    split back; an attention job's one line alone."""
+    first = jobs[0]
+    if first.attention_of is not None:
+        return [first.model.attention(first.attention_of, first.options)]
+    out = first.model.translate_encoded(Sources.concat([job.sources for job in jobs]), first.options)
     outputs, start = [], 0
     for job in jobs:
         end = start + job.sources.n_lines

@@ -1,12 +1,17 @@
 """ASGI middleware around every request: the bearer-token check, the per-request metrics, the
 503 of a request that uvicorn cancels when serve.shutdown_grace_s runs out, and the 503 of a
-translation request that arrives while the admitted work is at its bound (load shedding).
+translation or attention request that arrives while the admitted work is at its bound (load
+shedding).
 
-A shed request is answered here, before routing, parsing or tokenizing, and after a short pause
-(SHED_PACE_S; app.py pauses the 503s the batcher raises as long). Clients that send again as
-soon as they are answered (load generators, naive retry loops) would otherwise turn the
+A shed request is answered here, before routing, parsing or tokenizing, and after a pause
+(`ShedPace`; app.py pauses the 503s the batcher raises the same way). Clients that send again
+as soon as they are answered (load generators, naive retry loops) would otherwise turn the
 rejections into the server's whole work: measured with wrk at 64 connections, immediate 503s
-(about 800 a second) cut torch decoding on the other core to a quarter.
+(about 800 a second) cut torch decoding on the other core to a quarter. A fixed pause is not
+enough: 64 connections paced at 30 ms still sent about 900 a second, which halved what the
+toy model of tests/serving admitted and made its batch times erratic, so the pause grows with
+the number of requests being shed at once, to keep the 503s under MAX_SHED_PER_S a second
+however many connections send again.
 
 A plain ASGI wrapper (not Starlette's BaseHTTPMiddleware, which runs each request in an extra
 task and costs measurably per request).
@@ -28,8 +33,9 @@ Message = MutableMapping[str, Any]  # an ASGI message, as Starlette types it
 ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
                    Awaitable[None]]
 OPEN_PATHS = ("/health",)  # answered without the bearer token
-SHED_PATHS = ("/", "/translate")  # POSTs to these are shed when the server is at its bound
-SHED_PACE_S = 0.03  # a shed request's answer waits this long (without the GIL): see above
+SHED_PATHS = ("/", "/translate", "/attention")  # POSTs to these are shed when the server is at its bound
+SHED_PACE_S = 0.03  # a shed request's answer waits at least this long (without the GIL): see above
+MAX_SHED_PER_S = 200  # 503s of the bound a second, at most: the pause grows to keep them under it
 Busy = Callable[[], "tuple[str, int] | None"]  # the message and Retry-After seconds of a shed request
 
 
@@ -39,12 +45,28 @@ def authorized(headers: list[tuple[bytes, bytes]], token: str) -> bool:
     return scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), token.encode())
 
 
+class ShedPace:
+    """The pause before a shed request's 503: SHED_PACE_S, or, while many are shed at once, as
+    long as answering them all at MAX_SHED_PER_S a second takes."""
+
+    def __init__(self) -> None:
+        self.pausing = 0  # shed requests waiting for their 503 now
+
+    async def pause(self) -> None:
+        self.pausing += 1
+        try:
+            await asyncio.sleep(max(SHED_PACE_S, self.pausing / MAX_SHED_PER_S))
+        finally:
+            self.pausing -= 1
+
+
 class Guard:
     def __init__(self, app: ASGIApp, metrics: Metrics, token: str | None,
-                 cut_off: Callable[[], None], busy: Busy | None = None):
-        """`busy`: None when a translation request may be admitted now; else why not (it is
-        answered 503 here, counted by `busy`)."""
+                 cut_off: Callable[[], None], busy: Busy | None = None, pace: ShedPace | None = None):
+        """`busy`: None when a translation or attention request may be admitted now; else why
+        not (it is answered 503 here, counted by `busy`, after `pace`)."""
         self.app, self.metrics, self.token, self.cut_off, self.busy = app, metrics, token, cut_off, busy
+        self.pace = pace or ShedPace()
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Message]],
                        send: Callable[[Message], Awaitable[None]]) -> None:
@@ -67,7 +89,7 @@ class Guard:
                 return await refused(scope, receive, send_noting_status)
             if self.busy is not None and scope["method"] == "POST" and path in SHED_PATHS \
                     and (why := self.busy()) is not None:
-                return await _shed(why, scope, receive, send_noting_status)
+                return await _shed(why, self.pace, scope, receive, send_noting_status)
             self.metrics.in_flight.inc()
             try:
                 await self.app(scope, receive, send_noting_status)
@@ -87,14 +109,14 @@ class Guard:
             self.metrics.answered(path, status or 500, time.perf_counter() - started)
 
 
-async def _shed(why: tuple[str, int], scope: dict[str, Any], receive: Callable[[], Awaitable[Message]],
-                send: Callable[[Message], Awaitable[None]]) -> None:
-    """503 with Retry-After after SHED_PACE_S; the request's body is read and dropped, so the
+async def _shed(why: tuple[str, int], pace: ShedPace, scope: dict[str, Any],
+                receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]]) -> None:
+    """503 with Retry-After after `pace`; the request's body is read and dropped, so the
     connection stays usable."""
     message = await receive()
     while message["type"] == "http.request" and message.get("more_body"):
         message = await receive()
-    await asyncio.sleep(SHED_PACE_S)
+    await pace.pause()
     text, retry_after_s = why
     busy = JSONResponse({"error": text}, status_code=503, headers={"Retry-After": str(retry_after_s)})
     await busy(scope, receive, send)

@@ -53,20 +53,26 @@ class ClientError(Exception):
         self.status = status
 
 
+Languages = tuple[str, str]  # (source, target) codes: the model's, when it says
+
+
 @dataclass
 class TranslateRequest:
     lines: list[str]
     parameters: dict[str, Any]  # keyword arguments of `Translator.options`
-    langs: tuple[str | None, str | None] = (None, None)  # src_lang, tgt_lang asked for (checked
-    # against the model's by `check_languages`)
 
 
-def check_languages(request: TranslateRequest, langs: tuple[str, str]) -> None:
-    """A 400 unless the languages a request asks for are the model's."""
-    asked = tuple(a if a is not None else m for a, m in zip(request.langs, langs))
-    if asked != langs:
-        raise ClientError(400, f"this model translates {langs[0]} to {langs[1]}, not "
-                               f"{asked[0]} to {asked[1]} (parameters.src_lang, tgt_lang)")
+def _other_languages(raw: dict[str, Any], languages: Languages | None) -> str | None:
+    """Why the languages a request asks for (src_lang, tgt_lang) are not the model's; None
+    when they are, or when the model does not say which it translates."""
+    if languages is None:
+        return None
+    asked = tuple(a if isinstance(a, str) else m for a, m in
+                  zip((raw.get("src_lang"), raw.get("tgt_lang")), languages))
+    if asked == languages:
+        return None
+    return (f"this model translates {languages[0]} to {languages[1]}, not {asked[0]} to {asked[1]} "
+            "(parameters.src_lang, tgt_lang)")
 
 
 async def read_body(content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int,
@@ -132,9 +138,9 @@ def _integer(name: str, value: Any, low: int, high: int, why: str = "") -> int:
     return value
 
 
-def _hf_parameters(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str | None, str | None]]:
-    """The Hugging Face Inference API's parameters as tfm's, and the languages asked for; a
-    400 naming every one tfm cannot follow."""
+def _hf_parameters(raw: dict[str, Any], languages: Languages | None) -> dict[str, Any]:
+    """The Hugging Face Inference API's parameters as tfm's; a 400 naming every one tfm cannot
+    follow, languages other than the model's (`languages`) included."""
     refused, params = [], {}
     truncation = raw.get("truncation")
     if truncation is not None and truncation not in TRUNCATIONS:
@@ -157,15 +163,17 @@ def _hf_parameters(raw: dict[str, Any]) -> tuple[dict[str, Any], tuple[str | Non
             params["max_output_len"] = value - 1
         elif not any(type(value) is type(ok) and value == ok for ok in GENERATE_ACCEPTED.get(name, ())):
             refused.append(f"generate_parameters.{name}={_shown(value)}")
-    if refused:
-        raise ClientError(400, f"not supported by tfm: {', '.join(refused)}")
-    langs = tuple(raw.get(k) if isinstance(raw.get(k), str) else None for k in ("src_lang", "tgt_lang"))
-    return params, langs  # type: ignore[return-value]
+    problems = [f"not supported by tfm: {', '.join(refused)}"] if refused else []
+    if (other := _other_languages(raw, languages)) is not None:
+        problems.append(other)
+    if problems:
+        raise ClientError(400, "; ".join(problems))
+    return params
 
 
-def _parameters(raw: Any, limits: ServeConfig) -> tuple[dict[str, Any], tuple[str | None, str | None]]:
+def _parameters(raw: Any, limits: ServeConfig, languages: Languages | None) -> dict[str, Any]:
     if raw is None:
-        return {}, (None, None)
+        return {}
     if not isinstance(raw, dict):
         raise ClientError(422, f'"parameters" must be an object (got {_shown(raw)})')
     unknown = sorted(k for k in raw if k not in PARAMETERS + HF_PARAMETERS)
@@ -173,7 +181,7 @@ def _parameters(raw: Any, limits: ServeConfig) -> tuple[dict[str, Any], tuple[st
         raise ClientError(422, f"unknown parameter(s): {', '.join(unknown)} "
                                f"(known: {', '.join(PARAMETERS + HF_PARAMETERS)})")
     params = {k: v for k, v in raw.items() if v is not None and k in PARAMETERS}
-    hf, langs = _hf_parameters({k: v for k, v in raw.items() if k in HF_PARAMETERS})
+    hf = _hf_parameters({k: v for k, v in raw.items() if k in HF_PARAMETERS}, languages)
     twice = sorted(set(hf) & set(params))
     if twice:
         raise ClientError(422, f"{', '.join(twice)} given twice (as a tfm parameter and in "
@@ -191,11 +199,12 @@ def _parameters(raw: Any, limits: ServeConfig) -> tuple[dict[str, Any], tuple[st
         if not isinstance(lp, (int, float)) or isinstance(lp, bool) or not 0 <= lp <= MAX_LENGTH_PENALTY:
             raise ClientError(422, f"parameters.length_penalty must be a number from 0 to "
                                    f"{MAX_LENGTH_PENALTY:g} (got {_shown(lp)})")
-    return params, langs
+    return params
 
 
-def parse_translate(obj: Any, limits: ServeConfig) -> TranslateRequest:
-    """Check a decoded JSON body against the translate shape and the server's limits."""
+def parse_translate(obj: Any, limits: ServeConfig, languages: Languages | None = None) -> TranslateRequest:
+    """Check a decoded JSON body against the translate shape, the server's limits and the
+    languages of the model (`languages`; None: it does not say)."""
     if not isinstance(obj, dict) or "inputs" not in obj:
         raise ClientError(422, 'the body must be a JSON object with "inputs" (a string or a list of strings)')
     extra = sorted(k for k in obj if k not in ("inputs", "parameters"))
@@ -212,13 +221,12 @@ def parse_translate(obj: Any, limits: ServeConfig) -> TranslateRequest:
                                "(serve.max_inputs)")
     for i, line in enumerate(lines):
         _check_text(line, f"inputs[{i}]")
-    parameters, langs = _parameters(obj.get("parameters"), limits)
-    return TranslateRequest(lines, parameters, langs)
+    return TranslateRequest(lines, _parameters(obj.get("parameters"), limits, languages))
 
 
-def parse_attention(obj: Any, limits: ServeConfig) -> TranslateRequest:
+def parse_attention(obj: Any, limits: ServeConfig, languages: Languages | None = None) -> TranslateRequest:
     """Like `parse_translate`, for exactly one non-empty sentence."""
-    request = parse_translate(obj, limits)
+    request = parse_translate(obj, limits, languages)
     if len(request.lines) != 1 or not request.lines[0].strip():
         raise ClientError(422, '"inputs" must be one non-empty sentence')
     return request

@@ -29,8 +29,8 @@ from ..config import Config, DecodeConfig
 from ..data.sources import CorpusFile, explicit_source, fetch_corpus, iter_line_blocks, read_lines, resolve_source
 from ..data.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG, tagged
 from ..fsutil import atomic_write, atomic_write_json, file_record, file_sha256, recorded_sha256
-from ..machine import available_cpus
 from ..model_io import read_model
+from ..threads import start_count
 from .cache import TranslationCache, cache_folder
 from .corpora import text_files
 from .generate import Generation, PostProcess, translate_missing
@@ -207,7 +207,8 @@ def _generate(cfg: Config, part: Part, models: list[Path], weights: list[float] 
         return
     from ..api import open_backend
 
-    backend = open_backend(models, cfg.train.device, "fp32", threads=cfg.train.threads or available_cpus(),
+    # A fixed thread count: a chunk translated again after a kill must round as it did.
+    backend = open_backend(models, cfg.train.device, "fp32", threads=start_count(cfg.train.threads),
                            ensemble_weights=weights, ensemble_combine=combine)
     part.generation = translate_missing(part.text, part.cache, backend, decode(backend.decode),
                                         cfg.synthetic.chunk_lines, cfg.synthetic.seed,

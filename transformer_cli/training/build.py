@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import cast
 
 import torch
@@ -22,6 +23,7 @@ from ..device import autocast_dtype
 from ..errors import UsageError
 from ..machine import available_cpus
 from ..model.builders import build_model
+from ..threads import FixedThreads, Setting, Threads, ThreadTuner
 from .cadence import Cadence
 from .distributed import DistContext
 from .loop import Trainer
@@ -34,14 +36,15 @@ from .step import criterion
 def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.device,
                   dist: DistContext, stop: GracefulStop, show_progress: bool,
                   identity: str | None = None) -> Trainer:
-    """Sets torch's threads (train.threads) and seeds its RNG with train.seed + rank first:
-    the model's initial weights and the dropout stream are the run's. `identity`: the run's
-    (run_dir.run_identity; by default that of `cfg` on `prepared` without a parent)."""
+    """Sets torch's threads (train.threads: see `training_threads`) and seeds its RNG with
+    train.seed + rank first: the model's initial weights and the dropout stream are the run's.
+    `identity`: the run's (run_dir.run_identity; by default that of `cfg` on `prepared` without
+    a parent)."""
     tc = cfg.train
-    torch.set_num_threads(tc.threads or available_cpus())
+    threads = training_threads(tc.threads, device, dist)
     torch.manual_seed(tc.seed + dist.rank)
     tokenizers = prepared.tokenizers
-    if cfg.model.share_embeddings and not tokenizers.same_vocabulary():
+    if getattr(cfg.model, "share_embeddings", False) and not tokenizers.same_vocabulary():  # a Transformer's
         raise UsageError(f"model.share_embeddings needs one vocabulary for both sides; the "
                          f"{tokenizers.src.kind} tokenizers of {prepared.folder} have two")
     model = build_model(cfg.model.architecture, cfg.model, tokenizers.src.vocab_size,
@@ -52,7 +55,24 @@ def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.de
     data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, tokenizers),
                         dist.rank, dist.world_size, pin_memory=device.type == "cuda")
     return Trainer(cfg, prepared, run, model, data, optimization, Cadence(tc, stop, dist, device),
-                   identity or run_identity(cfg, prepared.fingerprint), show_progress)
+                   identity or run_identity(cfg, prepared.fingerprint), show_progress, threads)
+
+
+def training_threads(setting: Setting, device: torch.device, dist: DistContext) -> Threads:
+    """torch's threads for training, set now: a number fixes them; `auto` (or null) tunes them
+    from the step times in one process on the CPU (threads.ThreadTuner), and elsewhere fixes
+    them at the CPUs this process may use, shared among the processes of this machine under
+    torchrun (each rank's step waits for the others, so its own times do not measure its
+    threads; on a GPU the CPU threads only feed it)."""
+    if isinstance(setting, int):
+        return FixedThreads(setting, what="train.threads")
+    cpus = available_cpus()
+    if dist.enabled:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", dist.world_size))
+        return FixedThreads(max(1, cpus // max(1, local)), what="train.threads auto", why="under torchrun")
+    if device.type != "cpu" or cpus == 1:
+        return FixedThreads(cpus, what="train.threads auto", why=f"on {device.type}" if cpus > 1 else "one CPU")
+    return ThreadTuner("train.threads", "tokens", cpus)
 
 
 def training_module(model: nn.Module, dist: DistContext, device: torch.device, compile: bool) -> nn.Module:

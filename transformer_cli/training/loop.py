@@ -31,6 +31,7 @@ from ..errors import StoppedBySignal
 from ..evaluate import LossResult, loss_result
 from ..inference.teacher_forcing import corpus_nll, scoring_batches
 from ..model.contract import TranslationModel
+from ..threads import FixedThreads, Threads
 from .averaging import Snapshots, trying_weights
 from .cadence import Cadence
 from .console import epoch_bar, show_loss
@@ -50,8 +51,11 @@ class Trainer:
 
     def __init__(self, cfg: Config, prepared: Prepared, run: RunDir, model: TranslationModel,
                  data: TrainingData, optimization: Optimization, cadence: Cadence,
-                 identity: str, show_progress: bool):
+                 identity: str, show_progress: bool, threads: Threads | None = None):
         self.cfg, self.prepared, self.run_dir, self.model, self.data = cfg, prepared, run, model, data
+        # torch's threads: told every step's tokens and time (a tuner may change them between
+        # steps; validation decodes with the count in use)
+        self.threads: Threads = threads or FixedThreads(torch.get_num_threads(), apply=lambda n: None)
         self.optimization, self.cadence, self.identity = optimization, cadence, identity
         self.device, self.dist, self.dtype = optimization.device, optimization.dist, optimization.dtype
         self.show_progress = show_progress
@@ -72,8 +76,8 @@ class Trainer:
     def checkpoint(self, record: ValidationRecord | None) -> Checkpoint:
         """The current weights with what translates them, where they came from, and `record`,
         the validation that describes them (None: no validation yet)."""
-        m = self.model
-        return Checkpoint(m.ARCHITECTURE, m.src_vocab_size, m.tgt_vocab_size, m.state_dict(),
+        m = self.model  # its architecture as the config names it (a dotted path too: registry.py)
+        return Checkpoint(self.cfg.model.architecture, m.src_vocab_size, m.tgt_vocab_size, m.state_dict(),
                           self.prepared.tokenizers.state(), self.cfg.to_dict(),
                           record.to_json() if record else {},
                           self.prepared.fingerprint, self.identity,
@@ -169,7 +173,9 @@ class Trainer:
                 tokens, nll = self.optimization.step(batches)
                 self._epoch_nll += nll
                 p.epoch_tokens += tokens
-                p.epoch_train_s += time.perf_counter() - started
+                step_s = time.perf_counter() - started
+                p.epoch_train_s += step_s
+                self.threads.record(tokens, step_s)
                 p.step, p.batch_in_epoch = p.step + 1, g + 1
                 self._log_first_step(steps)
                 bar.update()

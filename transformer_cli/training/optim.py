@@ -15,16 +15,12 @@ from torch.nn.parallel import DistributedDataParallel
 from ..checkpoint import TrainState
 from ..config import TrainConfig
 from ..data.batching import Batch
-from ..registry import Registry
+from ..seams import OPTIMIZERS, SCHEDULES
 from .distributed import DistContext
 from .step import Criterion
 
-# train.optimizer -> builder(parameter groups, train settings, device)
-OPTIMIZERS: Registry[Callable[[list[dict], TrainConfig, torch.device], torch.optim.Optimizer]] = Registry(
-    "optimizers", "optimizer", "train.optimizer")
-# train.schedule -> the multiplier of train.lr before optimizer step `step` (0-based)
-SCHEDULES: Registry[Callable[[TrainConfig, int], float]] = Registry(
-    "schedules", "learning-rate schedule", "train.schedule")
+# OPTIMIZERS (seams.py): train.optimizer -> builder(parameter groups, train settings, device);
+# SCHEDULES: train.schedule -> the multiplier of train.lr before optimizer step `step` (0-based).
 
 
 def _adam(cls: Callable[..., torch.optim.Optimizer]) -> Callable[[list[dict], TrainConfig, torch.device],
@@ -38,8 +34,8 @@ def _adam(cls: Callable[..., torch.optim.Optimizer]) -> Callable[[list[dict], Tr
     return build
 
 
-OPTIMIZERS.register("adam", _adam(torch.optim.Adam))
-OPTIMIZERS.register("adamw", _adam(torch.optim.AdamW))
+ADAM = _adam(torch.optim.Adam)
+ADAMW = _adam(torch.optim.AdamW)
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
@@ -64,8 +60,9 @@ def inverse_sqrt(cfg: TrainConfig, step: int) -> float:
     return min(s / cfg.warmup_steps, math.sqrt(cfg.warmup_steps / s))
 
 
-SCHEDULES.register("constant", lambda cfg, step: 1.0)
-SCHEDULES.register("inverse_sqrt", inverse_sqrt)
+def constant(cfg: TrainConfig, step: int) -> float:
+    """train.lr at every step."""
+    return 1.0
 
 
 def lr_factor(cfg: TrainConfig, step: int) -> float:

@@ -179,7 +179,7 @@ def _parent_model(cfg: Config, parent: Parent) -> ModelConfig:
                          f"version of tfm: {e}") from None
     for key in REGULARIZATION_KEYS:
         setattr(model, key, getattr(cfg.model, key))
-    differing = _differing("model", cfg.model, model, dataclasses.fields(ModelConfig))
+    differing = _differing("model", cfg.model, model, dataclasses.fields(model))
     if differing:
         log.warning("warning: train.init_from: the model is the parent's (%s), not the config's: "
                     "%s", parent.path, ", ".join(differing))

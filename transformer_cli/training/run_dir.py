@@ -23,14 +23,14 @@ import json
 import logging
 import os
 import sys
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from ..config import Config, TrainConfig
+from ..config_values import as_before
 from ..errors import BusyError, TfmError
 from ..fsutil import atomic_write_text, close_lock, remove_stale_temp_files, track_lock
-from ..records import field_default
 from .metrics import ValidationRecord, read_jsonl, write_jsonl
 
 log = logging.getLogger("tfm")
@@ -51,25 +51,12 @@ def run_identity(cfg: Config, data_fingerprint: str, lineage: dict[str, Any] | N
     A run with train.init_from adds its `lineage` (training/parent.py: the parent as named, the
     tokenizers' digest and train.continued); a run without has the identity it had before
     train.init_from existed, so runs of earlier versions still resume."""
-    d = cfg.to_dict()
-    train = {k: v for k, v in _as_before(cfg.train).items() if k not in RESUMABLE_CHANGES | LINEAGE_KEYS}
-    payload = {"data": data_fingerprint, "tokenizer": d["tokenizer"], "model": _as_before(cfg.model),
+    train = {k: v for k, v in as_before(cfg.train).items() if k not in RESUMABLE_CHANGES | LINEAGE_KEYS}
+    payload = {"data": data_fingerprint, "tokenizer": as_before(cfg.tokenizer), "model": as_before(cfg.model),
                "train": train}
     if lineage is not None:
         payload["lineage"] = lineage
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-
-def _as_before(section: Any) -> dict[str, Any]:
-    """A config section as plain data without the keys added to it later that keep their
-    default (config._f's `added`): what the section was before they existed."""
-    out = {}
-    for f in fields(section):
-        value = getattr(section, f.name)
-        if not (f.metadata.get("added") and value == field_default(f)):
-            out[f.name] = asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
-    return out
 
 
 class _RunLogHandler(logging.FileHandler):

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .. import allocator
+from .. import allocator, priority
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
 from ..data import folder_lock
@@ -181,6 +181,7 @@ def _train(trainer: Trainer, resumed: bool) -> None:
         log.info("%s: %s on %s (%s, %s), %.2fM parameters, %d train pairs", run.path, what,
                  trainer.device, trainer.dtype or "fp32", allocator.describe(),
                  trainer.model.num_parameters() / 1e6, len(trainer.data.split))
+        log.info("%s; priority: %s", trainer.threads.describe(), priority.describe())
     trainer.run()
     if main:
         from ..plots import plot_curves

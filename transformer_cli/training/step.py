@@ -15,7 +15,7 @@ from ..config import TrainConfig
 from ..data.batching import Batch
 from ..device import autocast
 from ..loss import sequence_loss, symmetric_kl
-from ..registry import Registry
+from ..seams import CRITERIA
 
 Criterion = Callable[[nn.Module, Batch, "torch.dtype | None"], tuple[Tensor, Tensor]]
 
@@ -50,13 +50,9 @@ class BatchLoss:
         return loss / 2 + self.rdrop_alpha * consistency / 2, nll / 2
 
 
-# train.criterion -> a criterion from the train settings and the target <pad> id: called with
-# (net, batch, dtype), it returns the batch's summed training loss and summed NLL.
-CRITERIA: Registry[Callable[[TrainConfig, int], Criterion]] = Registry(
-    "criteria", "training criterion", "train.criterion")
-CRITERIA.register("cross_entropy", BatchLoss.from_config)
-
-
 def criterion(tc: TrainConfig, pad_id: int) -> Criterion:
-    """train.criterion's loss (a UsageError names the known ones)."""
+    """train.criterion's loss (a UsageError names the known ones). A CRITERIA entry (seams.py)
+    makes a criterion from the train settings and the target <pad> id (its own settings:
+    CRITERIA.options(tc.criterion, tc.criterion_options)); called with (net, batch, dtype), it
+    returns the batch's summed training loss and summed NLL."""
     return CRITERIA[tc.criterion](tc, pad_id)

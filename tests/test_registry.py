@@ -1,0 +1,158 @@
+"""registry.py: how entries come in (register, a dotted path as the value, a user's module,
+an installed distribution's entry points), and how they are refused (a name taken, a plugin
+that fails: one line, every time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import write_config, write_corpus
+
+from transformer_cli import registry
+from transformer_cli.config_loading import load_config
+from transformer_cli.config_values import ConfigError
+from transformer_cli.errors import UsageError
+from transformer_cli.registry import Registry
+from transformer_cli.seams import SCHEDULES
+
+
+@pytest.fixture
+def isolated():
+    saved = [(r, dict(r._entries), dict(r._settings)) for r in registry._REGISTRIES]
+    yield
+    for r, entries, settings in saved:
+        r._entries, r._settings = entries, settings
+
+
+def _half(cfg, step):
+    return 0.5
+
+
+def _third(cfg, step):
+    return 1 / 3
+
+
+def test_a_taken_name_is_replaced_only_when_asked():
+    things: Registry = Registry("things_of_a_test", "thing", "x.thing")
+    things.register("a", _half)
+    things.register("a", _half)  # the same entry again (a module imported twice): nothing changes
+    with pytest.raises(ConfigError) as taken:
+        things.register("a", _third)
+    assert str(taken.value) == (f"x.thing: thing 'a' is already registered ({__name__}:_half): "
+                                "register it with replace=True to replace it")
+    things.register("a", _third, replace=True)
+    assert things["a"] is _third
+    with pytest.raises(ConfigError, match=r"already registered \(transformer_cli.training.optim:constant\)"):
+        SCHEDULES.register("constant", _half)  # tfm's own: by its path, not imported to refuse
+
+
+def test_a_dotted_path_is_an_entry_without_registering(tmp_path, monkeypatch, isolated):
+    (tmp_path / "my_schedules.py").write_text("def halving(cfg, step):\n    return 0.5 ** step\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    corpus = write_corpus(tmp_path / "corpus")
+    cfg = load_config(str(write_config(tmp_path / "c.yaml", tmp_path, corpus,
+                                       train={"schedule": "my_schedules:halving"})))
+    assert SCHEDULES[cfg.train.schedule](cfg.train, 3) == 0.125
+    for value, error in [("my_schedules:nope", "'my_schedules:nope': my_schedules has no 'nope'"),
+                         ("no_such_module:f", "cannot import 'no_such_module' (for 'no_such_module:f'): "
+                                              "ModuleNotFoundError: No module named 'no_such_module'")]:
+        path = write_config(tmp_path / "c.yaml", tmp_path, corpus, train={"schedule": value})
+        with pytest.raises(UsageError) as refused:
+            load_config(str(path))
+        assert str(refused.value).endswith(f": train.schedule: {error}")
+        assert value not in SCHEDULES.names()  # not left behind as a known name
+
+
+def test_a_plugin_that_fails_half_way_is_reported_every_time_and_leaves_nothing(tmp_path, isolated):
+    (tmp_path / "half.py").write_text(textwrap.dedent("""\
+        from transformer_cli.seams import SCHEDULES
+
+        SCHEDULES.register("flat", lambda cfg, step: 1.0)
+        raise RuntimeError("no GPU here")
+        """))
+    path = write_config(tmp_path / "c.yaml", tmp_path, write_corpus(tmp_path / "corpus"), plugins=["half.py"])
+    for _ in range(2):  # the second load imports it again and says so again
+        with pytest.raises(UsageError) as refused:
+            load_config(str(path))
+        assert str(refused.value) == (f"{path}:{_line(path, 'plugins')}: plugins: {tmp_path / 'half.py'} "
+                                      "failed to import: RuntimeError: no GPU here")
+        assert "flat" not in SCHEDULES and "half" not in sys.modules
+
+
+DIST_INFO = {
+    "METADATA": "Metadata-Version: 2.1\nName: toy-extension\nVersion: 1.0\n",
+    "entry_points.txt": textwrap.dedent("""\
+        [tfm.criteria]
+        ep_loss = toy_extension.losses:make_loss
+
+        [tfm.schedules]
+        ep_halving = toy_extension.schedules
+
+        [tfm.optimizers]
+        broken = toy_extension.broken
+        """),
+}
+PACKAGE = {
+    "__init__.py": "",
+    "losses.py": "def make_loss(tc, pad_id):\n    return 'the loss of an installed package'\n",
+    "schedules.py": "from transformer_cli.seams import SCHEDULES\n\n"
+                    "SCHEDULES.register('ep_halving', lambda cfg, step: 0.5 ** step)\n",
+    "broken.py": "raise RuntimeError('broken on purpose')\n",
+}
+SCRIPT = textwrap.dedent("""\
+    import json, sys
+    from transformer_cli.config_loading import load_config
+    from transformer_cli.errors import UsageError
+    from transformer_cli.seams import CRITERIA, SCHEDULES
+
+    cfg = load_config(sys.argv[1])
+    out = {"imported_at_load": "toy_extension.losses" in sys.modules,
+           "loss": CRITERIA[cfg.train.criterion](cfg.train, 0),
+           "schedule": SCHEDULES[cfg.train.schedule](cfg.train, 2), "errors": []}
+    for _ in range(2):
+        try:
+            load_config(sys.argv[2])
+        except UsageError as e:
+            out["errors"].append(str(e))
+    print(json.dumps(out))
+    """)
+
+
+def test_entry_points_of_an_installed_distribution_register_and_a_broken_one_is_named(tmp_path):
+    """A distribution installed as pip would leave it (a *.dist-info folder beside the package on
+    sys.path), in a fresh process: its `module:object` entry point is known by name without
+    being imported, its module entry point registers what it holds, and its broken one is one
+    line in every error that looks for a name."""
+    site = tmp_path / "site"
+    for folder, files in ((site / "toy_extension-1.0.dist-info", DIST_INFO), (site / "toy_extension", PACKAGE)):
+        folder.mkdir(parents=True)
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    corpus = write_corpus(tmp_path / "corpus")
+    good = write_config(tmp_path / "good.yaml", tmp_path, corpus,
+                        train={"criterion": "ep_loss", "schedule": "ep_halving"})
+    bad = write_config(tmp_path / "bad.yaml", tmp_path, corpus, train={"optimizer": "nadam"})
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(good), str(bad)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["imported_at_load"] is False  # known by its entry point, imported when used
+    assert (out["loss"], out["schedule"]) == ("the loss of an installed package", 0.25)
+    line = _line(bad, "optimizer")
+    expected = (f"{bad}:{line}: train.optimizer: unknown optimizer 'nadam' (known: adam, adamw); the plugin "
+                "broken = toy_extension.broken (tfm.optimizers, package toy-extension) failed to load: "
+                "RuntimeError: broken on purpose")
+    assert out["errors"] == [expected, expected]
+    r = subprocess.run([str(Path(sys.executable).parent / "tfm"), "config", "-c", str(bad)], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"tfm: error: {expected}\n")
+
+
+def _line(path: Path, key: str) -> int:
+    return next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip().startswith(f"{key}:"))

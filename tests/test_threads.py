@@ -1,0 +1,207 @@
+"""`threads: auto` (transformer_cli/threads.py): the tuner's decisions, driven through its public
+API by step times of a simulated machine (the speed of each thread count and the CPU load are
+given, the clock is the simulation's), and once by real torch steps beside a real busy process.
+The tuner inside `tfm train`: tests/reliability/test_shared_machine.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from transformer_cli import cpu_load
+from transformer_cli.errors import UsageError
+from transformer_cli.threads import FixedThreads, ThreadTuner, Timing, ladder, parse_setting, start_count
+
+
+class Machine:
+    """A simulated 2-CPU machine: tokens/s per thread count, and what the load counters read
+    (the share of time the threads wait for a CPU, the CPUs left idle) under each count."""
+
+    def __init__(self, speed: dict[int, float], waiting: dict[int, float], idle: dict[int, float]):
+        self.speed, self.waiting, self.idle = speed, waiting, idle
+        self.t = 0.0
+        self.waited_ns = self.idle_ticks = self.total_ticks = 0.0
+        self.count = 0
+        self.steps_at: dict[int, int] = {}
+
+    def clock(self) -> float:
+        return self.t
+
+    def sample(self) -> cpu_load.Sample:
+        return cpu_load.Sample(self.t, int(self.waited_ns), int(self.idle_ticks), int(self.total_ticks), 2)
+
+    def apply(self, count: int) -> None:
+        self.count = count
+
+    def step(self, tuner: ThreadTuner, tokens: float = 2000.0) -> None:
+        seconds = tokens / self.speed[self.count]
+        self.t += seconds
+        self.waited_ns += self.waiting[self.count] * seconds * self.count * 1e9
+        self.idle_ticks += self.idle[self.count] * seconds * 100
+        self.total_ticks += 2 * seconds * 100
+        self.steps_at[self.count] = self.steps_at.get(self.count, 0) + 1
+        tuner.record(tokens, seconds)
+
+    def run(self, tuner: ThreadTuner, seconds: float) -> None:
+        end = self.t + seconds
+        while self.t < end:
+            self.step(tuner)
+
+
+ALONE = dict(speed={1: 1529.0, 2: 2722.0}, waiting={1: 0.01, 2: 0.02}, idle={1: 0.9, 2: 0.0})
+# Beside one busy process of equal priority (docs/results.md): two threads collapse.
+BESIDE = dict(speed={1: 1438.0, 2: 901.0}, waiting={1: 0.02, 2: 0.45}, idle={1: 0.0, 2: 0.0})
+NICE_19 = dict(speed={1: 1528.0, 2: 2737.0}, waiting={1: 0.01, 2: 0.03}, idle={1: 0.0, 2: 0.0})
+
+
+def tuner_on(machine: Machine, **timing) -> ThreadTuner:
+    return ThreadTuner("train.threads", "tokens", cpus=2, apply=machine.apply, load=machine.sample,
+                       clock=machine.clock, timing=Timing(**timing))
+
+
+def test_a_busy_neighbour_moves_training_to_one_thread_in_seconds_and_it_is_said_once(caplog):
+    machine = Machine(**BESIDE)
+    tuner = tuner_on(machine)
+    assert machine.count == 2 and "2 threads to start (of 2 CPUs)" in tuner.describe()
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        machine.run(tuner, 15)
+        assert tuner.changes == [(2, 1)] and tuner.count == 1
+        [line] = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+        assert line.startswith("train.threads auto: 1 thread now (")
+        assert "against 901 with 2 threads; threads waited for a CPU 45% of the time" in line
+        machine.run(tuner, 3600)  # an hour more beside it: re-checks of two threads, no change
+    assert tuner.changes == [(2, 1)] and machine.count == 1
+    steps_at_two = machine.steps_at[2] / sum(machine.steps_at.values())
+    assert steps_at_two < 0.02, f"{steps_at_two:.1%} of the steps were spent probing two threads"
+
+
+def test_under_heavy_load_the_warm_up_step_is_the_last_at_all_cpus():
+    moderate, heavy = Machine(**BESIDE), Machine(speed={1: 1000.0, 2: 100.0}, waiting={1: 0.05, 2: 0.8},
+                                                 idle={1: 0.0, 2: 0.0})
+    for machine in (moderate, heavy):
+        tuner = tuner_on(machine)
+        while not tuner.changes:
+            machine.step(tuner)
+        assert tuner.changes == [(2, 1)]
+    assert moderate.steps_at[2] == 2 and heavy.steps_at[2] == 1  # warm-up + a window; warm-up only
+
+
+def test_alone_or_beside_a_nice_19_neighbour_the_threads_stay_and_probes_cost_under_1_percent():
+    for conditions in (ALONE, NICE_19):
+        machine = Machine(**conditions)
+        tuner = tuner_on(machine)
+        machine.run(tuner, 3600)
+        assert tuner.changes == [] and machine.count == 2
+        lost = machine.steps_at.get(1, 0) * 2000 * (1 / 1529 - 1 / 2722)  # seconds the probes cost
+        assert lost / 3600 < 0.01
+
+
+def test_the_neighbour_leaving_brings_the_threads_back():
+    machine = Machine(**BESIDE)
+    tuner = tuner_on(machine)
+    machine.run(tuner, 60)
+    assert tuner.count == 1
+    machine.speed, machine.waiting, machine.idle = ALONE["speed"], ALONE["waiting"], ALONE["idle"]
+    machine.run(tuner, 30)  # one idle CPU: two threads are tried, and kept
+    assert tuner.changes == [(2, 1), (1, 2)] and machine.count == 2
+
+
+def test_a_difference_within_the_margin_changes_nothing_and_probes_space_out():
+    machine = Machine(speed={1: 1000.0, 2: 1050.0}, waiting={1: 0.0, 2: 0.3}, idle={1: 0.0, 2: 0.0})
+    tuner = tuner_on(machine)
+    probes = []
+    last = machine.count
+    while machine.t < 1800:
+        machine.step(tuner)
+        if machine.count != last and machine.count == 1:
+            probes.append(machine.t)
+        last = machine.count
+    assert tuner.changes == [] and machine.count == 2
+    gaps = [b - a for a, b in zip(probes, probes[1:])]
+    assert gaps[-1] > 100 and len(probes) < 25  # the load keeps signalling; probes back off to 2 min
+
+
+def test_a_pause_between_steps_is_not_measured():
+    """A validation or a save inside a window (wall time far beyond the steps' own) restarts
+    the window instead of comparing it."""
+    machine = Machine(**BESIDE)
+    tuner = tuner_on(machine, warmup_steps=1, window_steps=2)
+    for _ in range(2):  # the warm-up step and the first of a window
+        machine.step(tuner)
+    machine.t += 60  # a validation
+    machine.step(tuner)
+    assert tuner.count == 2  # the window restarted: no probe yet
+    machine.run(tuner, 15)
+    assert tuner.count == 1
+
+
+def test_a_fixed_count_is_set_once_and_never_changes():
+    applied = []
+    fixed = FixedThreads(2, apply=applied.append, what="train.threads")
+    for _ in range(1000):
+        fixed.record(2000, 2.0)
+    assert applied == [2] and fixed.count == 2 and fixed.describe() == "train.threads: 2 threads, fixed"
+
+
+def test_settings_and_ladder():
+    assert ladder(1) == [1] and ladder(2) == [1, 2] and ladder(6) == [1, 2, 3, 4, 6]
+    assert ladder(64) == [1, 2, 3, 4, 8, 16, 32, 64]
+    assert parse_setting("auto", "threads") == "auto" and parse_setting(3, "threads") == 3
+    assert start_count(3) == 3 and start_count("auto", cpus=8) == 8 and start_count(None, cpus=8) == 8
+    for bad in (0, "two", True, 1.5):
+        with pytest.raises(UsageError, match="threads must be an integer >= 1 or 'auto'"):
+            parse_setting(bad, "threads")
+
+
+REAL = textwrap.dedent("""
+    import json, os, subprocess, sys, time
+    import torch
+    from transformer_cli.threads import ThreadTuner, Timing
+    from transformer_cli.training.build import training_threads
+    from transformer_cli.training.distributed import DistContext
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    os.sched_setaffinity(0, cpus)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    os.sched_setaffinity(busy.pid, cpus[:1])  # one CPU of the two taken by an equal-priority loop
+    try:
+        tuner = ThreadTuner("threads", "steps", cpus=2, timing=Timing(window_s=0.4, warmup_steps=2,
+                                                                      min_gap_s=0.5))
+        a = torch.randn(384, 384)
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and not tuner.changes:
+            started = time.perf_counter()
+            for _ in range(8):
+                a = torch.tanh(a @ a.T / 384)
+            tuner.record(1.0, time.perf_counter() - started)
+        auto = {"changes": tuner.changes, "count": torch.get_num_threads()}
+        # What `tfm train` makes of train.threads: 2 under the same load: it stays.
+        fixed = training_threads(2, torch.device("cpu"), DistContext())
+        counts = set()
+        for _ in range(100):
+            started = time.perf_counter()
+            a = torch.tanh(a @ a.T / 384)
+            fixed.record(1.0, time.perf_counter() - started)
+            counts.add(torch.get_num_threads())
+        print(json.dumps({"auto": auto, "fixed": sorted(counts)}))
+    finally:
+        busy.kill()
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_real_steps_beside_a_busy_process_move_auto_to_one_thread_and_leave_a_fixed_count():
+    """Real matrix products, a real busy loop pinned to one of the two CPUs, the real load
+    counters: two threads spin-wait for the descheduled one, the tuner measures it and moves;
+    train.threads: 2 (training_threads, as `tfm train` builds it) stays at 2."""
+    r = subprocess.run([sys.executable, "-c", REAL], capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["auto"]["changes"][:1] == [[2, 1]] and result["auto"]["count"] == 1, result
+    assert result["fixed"] == [2]

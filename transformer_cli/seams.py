@@ -1,0 +1,99 @@
+"""The open seams: every registry a config chooses from, and tfm's own entries in each, named
+by the dotted path of the object that implements them (imported when first used).
+
+A config's names are therefore checked where it is loaded (config_checks), with the known
+names listed, without importing torch or the layers that implement them. Each registry is
+also importable from the module that uses it (model.builders.ARCHITECTURES, ...). How an
+entry is added from outside (a config's `plugins:`, an installed package's entry point, a
+dotted path as the value): registry.py and docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .registry import Registry
+
+if TYPE_CHECKING:  # the entries' types, for type checkers only: this module imports no layer
+    import torch
+
+    from .config import Config, DecodeConfig, TrainConfig
+    from .data.augment import Transform
+    from .data.sources import ParallelCorpus
+    from .data.tokenizer_base import Tokenizer
+    from .export.exporter import Exporter
+    from .inference.strategies import SearchStrategy
+    from .inference.translate import TranslationBackend
+    from .model.builders import Architecture
+    from .training.step import Criterion
+
+TFM = "transformer_cli."  # tfm's own modules
+# The entries' types (strings: only type checkers read them)
+MakeTransform = Callable[["Config"], "Transform | None"]
+MakeCriterion = Callable[["TrainConfig", int], "Criterion"]
+MakeOptimizer = Callable[[list[dict], "TrainConfig", "torch.device"], "torch.optim.Optimizer"]
+Schedule = Callable[["TrainConfig", int], float]
+OpenEngine = Callable[[Path, str, str, "DecodeConfig | None", Any], "TranslationBackend"]
+
+# model.architecture: an Architecture (model/builders.py): a builder and the dataclass of the
+# `model:` section (config.ModelConfig or a subclass), which is the entry's settings.
+ARCHITECTURES: Registry[Architecture] = Registry("architectures", "model architecture", "model.architecture")
+ARCHITECTURES.register("transformer", TFM + "model.builders:TRANSFORMER",
+                       settings=TFM + "model.transformer_config:TransformerConfig")
+
+# tokenizer.kind: a Tokenizer subclass (data/tokenizer_base.py); its own keys: tokenizer.options
+TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind",
+                                                 "tokenizer.options")
+TOKENIZERS.register("spacy", TFM + "data.word_tokenizer:WordTokenizer")
+TOKENIZERS.register("sentencepiece", TFM + "data.subword_tokenizer:SubwordTokenizer")
+TOKENIZERS.register("piece-vocab", TFM + "data.piece_vocab_tokenizer:PieceVocabTokenizer")
+
+# data.corpus: a ParallelCorpus (data/sources.py); its own keys: data.corpus_options
+CORPORA: Registry[ParallelCorpus] = Registry("corpora", "parallel corpus", "data.corpus", "data.corpus_options")
+CORPORA.register("multi30k", TFM + "data.sources:MULTI30K")
+CORPORA.register("files", TFM + "data.sources:FILES")
+
+# train.transforms: config -> a Transform or None (data/augment.py)
+TRANSFORMS: Registry[MakeTransform] = Registry("transforms", "transform", "train.transforms")
+TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise")
+
+# train.criterion: (train settings, target pad id) -> a criterion (training/step.py); its own
+# keys: train.criterion_options
+CRITERIA: Registry[MakeCriterion] = Registry("criteria", "training criterion", "train.criterion",
+                                             "train.criterion_options")
+CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config")
+
+# train.optimizer: (parameter groups, train settings, device) -> a torch optimizer (training/optim.py)
+OPTIMIZERS: Registry[MakeOptimizer] = Registry("optimizers", "optimizer", "train.optimizer")
+OPTIMIZERS.register("adam", TFM + "training.optim:ADAM")
+OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW")
+
+# train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py)
+SCHEDULES: Registry[Schedule] = Registry("schedules", "learning-rate schedule", "train.schedule")
+SCHEDULES.register("constant", TFM + "training.optim:constant")
+SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt")
+
+# decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
+SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry("search_strategies", "search strategy", "decode.strategy",
+                                                       "decode.strategy_options", keywords=("auto",))
+SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY")
+SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM")
+SEARCH_STRATEGIES.register("sample", TFM + "inference.strategies:SAMPLING")
+
+# export.format (tfm export --format): an Exporter (export/exporter.py); its keys: export.options
+EXPORTERS: Registry[Exporter] = Registry("exporters", "export format", "export.format", "export.options")
+EXPORTERS.register("ctranslate2", TFM + "export.bundle:CT2_EXPORTER", settings=TFM + "export.options:Ct2Options")
+EXPORTERS.register("hf", TFM + "hf.export:HF_EXPORTER")
+
+# The engine an export's manifest names -> the function that opens the folder as a
+# TranslationBackend, with api.open_backend's arguments (a path without a manifest: torch).
+ENGINES: Registry[OpenEngine] = Registry("engines", "export engine")
+ENGINES.register("torch", TFM + "api:open_torch")
+ENGINES.register("transformers", TFM + "api:open_torch")  # tfm export --format hf: a MarianMT folder
+ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")
+
+# What a config chooses by name, checked when it is loaded (config_checks.check_choices).
+CHOSEN_BY_CONFIG: tuple[Registry[Any], ...] = (ARCHITECTURES, TOKENIZERS, CORPORA, TRANSFORMS, CRITERIA,
+                                               OPTIMIZERS, SCHEDULES, SEARCH_STRATEGIES, EXPORTERS)
