@@ -19,17 +19,29 @@ def load(run: Path) -> list[dict]:
 
 
 def summary(run: Path, records: list[dict]) -> dict:
-    out: dict = {"run": str(run), "validations": len(records),
-                 "minutes": round(records[-1]["elapsed_s"] / 60, 1),
-                 "curve": [{"epoch": r["epoch"], "step": r["step"], "minutes": round(r["elapsed_s"] / 60, 2),
-                            **{k: r[k] for k in ("valid_word_ppl", "valid_ppl", "valid_bleu") if k in r}}
-                           for r in records]}
+    out: dict = {
+        "run": str(run),
+        "validations": len(records),
+        "minutes": round(records[-1]["elapsed_s"] / 60, 1),
+        "curve": [
+            {
+                "epoch": r["epoch"],
+                "step": r["step"],
+                "minutes": round(r["elapsed_s"] / 60, 2),
+                **{k: r[k] for k in ("valid_word_ppl", "valid_ppl", "valid_bleu") if k in r},
+            }
+            for r in records
+        ],
+    }
     for key, better in (("valid_word_ppl", min), ("valid_bleu", max)):
         scored = [r for r in records if key in r]
         if scored:
             best = better(scored, key=lambda r: r[key])
-            out[f"best_{key}"] = {"value": best[key], "epoch": best["epoch"],
-                                  "minutes": round(best["elapsed_s"] / 60, 1)}
+            out[f"best_{key}"] = {
+                "value": best[key],
+                "epoch": best["epoch"],
+                "minutes": round(best["elapsed_s"] / 60, 1),
+            }
     return out
 
 
@@ -46,9 +58,12 @@ def plot(runs: dict[str, list[dict]], path: Path) -> None:
             left.plot(minutes, [r["valid_word_ppl"] for r in records], marker="o", label=name)
         if any("valid_bleu" in r for r in records):
             decode = next(r.get("valid_decode", "not logged") for r in records if "valid_bleu" in r)
-            right.plot([m for m, r in zip(minutes, records) if "valid_bleu" in r],
-                       [r["valid_bleu"] for r in records if "valid_bleu" in r], marker="o",
-                       label=f"{name} ({decode})")
+            right.plot(
+                [m for m, r in zip(minutes, records) if "valid_bleu" in r],
+                [r["valid_bleu"] for r in records if "valid_bleu" in r],
+                marker="o",
+                label=f"{name} ({decode})",
+            )
     left.set(xlabel="wall time (minutes)", ylabel="validation perplexity per word", yscale="log")
     right.set(xlabel="wall time (minutes)", ylabel="validation BLEU")
     for ax in (left, right):

@@ -41,10 +41,18 @@ def worker(config: str, overrides: list[str], steps: int, warmup: int) -> None:
     seconds = time.perf_counter() - started
     total = int(ctx.all_reduce_sum(torch.tensor(tokens)))
     if ctx.is_main:
-        print(json.dumps({"processes": ctx.world_size, "threads_each": torch.get_num_threads(),
-                          "precision": str(trainer.dtype or "fp32").replace("torch.", ""),
-                          "steps": steps, "seconds": round(seconds, 2),
-                          "target_tokens_per_s": round(total / seconds, 1)}))
+        print(
+            json.dumps(
+                {
+                    "processes": ctx.world_size,
+                    "threads_each": torch.get_num_threads(),
+                    "precision": str(trainer.dtype or "fp32").replace("torch.", ""),
+                    "steps": steps,
+                    "seconds": round(seconds, 2),
+                    "target_tokens_per_s": round(total / seconds, 1),
+                }
+            )
+        )
     shutdown_distributed()
 
 
@@ -60,13 +68,34 @@ def main() -> None:
     if args.worker:
         worker(args.config, args.overrides, args.steps, args.warmup)
         return
-    common = [__file__, "--worker", "--config", args.config, "--steps", str(args.steps),
-              "--warmup", str(args.warmup), *[f"--set={o}" for o in args.overrides]]
+    common = [
+        __file__,
+        "--worker",
+        "--config",
+        args.config,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        *[f"--set={o}" for o in args.overrides],
+    ]
     runs = {
-        "one_process": [sys.executable, *common, f"--set=train.threads={args.procs}",
-                        f"--set=train.accumulate={args.procs}"],
-        "ddp": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-                str(args.procs), *common, "--set=train.threads=1"],
+        "one_process": [
+            sys.executable,
+            *common,
+            f"--set=train.threads={args.procs}",
+            f"--set=train.accumulate={args.procs}",
+        ],
+        "ddp": [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            str(args.procs),
+            *common,
+            "--set=train.threads=1",
+        ],
     }
     results = {}
     for name, cmd in runs.items():
@@ -74,8 +103,9 @@ def main() -> None:
         if out.returncode != 0:
             raise SystemExit(f"{name}: {out.stderr.strip().splitlines()[-1]}")
         results[name] = json.loads(out.stdout.strip().splitlines()[-1])
-    results["ddp_vs_one_process"] = round(results["ddp"]["target_tokens_per_s"]
-                                          / results["one_process"]["target_tokens_per_s"], 3)
+    results["ddp_vs_one_process"] = round(
+        results["ddp"]["target_tokens_per_s"] / results["one_process"]["target_tokens_per_s"], 3
+    )
     print(json.dumps({"config": args.config, "overrides": args.overrides, **results}, indent=2))
 
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_cli.config import PRECISIONS
 from transformer_cli.config_loading import load_config
+from transformer_cli.config_train import PRECISIONS
 from transformer_cli.data.batching import pad_batch
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.device import autocast, autocast_dtype, resolve_device
@@ -53,8 +53,12 @@ def main() -> None:
     ap.add_argument("--naive-sentences", type=int, default=100)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    ap.add_argument("--batch-size", type=int, nargs="+", help="sentences per batch, one "
-                    "measurement each (default: the model's decode.batch_size)")
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        nargs="+",
+        help="sentences per batch, one measurement each (default: the model's decode.batch_size)",
+    )
     ap.add_argument("--no-cli", action="store_true", help="skip the `tfm translate` latency")
     args = ap.parse_args()
 
@@ -72,13 +76,16 @@ def main() -> None:
         greedy, greedy_s = timed(lambda: translator.translate(sources))
         d.beam_size = args.beam_size
         _, beam_s = timed(lambda: translator.translate(sources))
-        speeds[str(batch_size)] = {"greedy_sentences_per_s": round(n / greedy_s, 1),
-                                   f"beam{args.beam_size}_sentences_per_s": round(n / beam_s, 1)}
+        speeds[str(batch_size)] = {
+            "greedy_sentences_per_s": round(n / greedy_s, 1),
+            f"beam{args.beam_size}_sentences_per_s": round(n / beam_s, 1),
+        }
 
     subset, _ = translator.encode_sources(sources[: args.naive_sentences])
     src = pad_batch(subset, translator.tokenizers.src.ids.pad).to(device)
-    limits = output_limits(torch.tensor([len(s) for s in subset]), d.max_len_a, d.max_len_b,
-                           translator.model.config.max_len)
+    limits = output_limits(
+        torch.tensor([len(s) for s in subset]), d.max_len_a, d.max_len_b, translator.model.config.max_len
+    )
     with autocast(device, dtype):
         naive, naive_s = timed(lambda: greedy_search_uncached(translator.model, src, limits))
         cached_subset = greedy_search(translator.model, src, limits)
@@ -87,10 +94,16 @@ def main() -> None:
     m = len(subset)
     first_batch_size, first = next(iter(speeds.items()))
     result = {
-        "checkpoint": str(checkpoint), "split": args.split, "device": str(device),
-        "precision": str(dtype or "fp32").replace("torch.", ""), "threads": torch.get_num_threads(),
-        "sentences": n, "batch_size": int(first_batch_size), **first,
-        "naive_greedy_sentences": m, "naive_greedy_sentences_per_s": round(m / naive_s, 2),
+        "checkpoint": str(checkpoint),
+        "split": args.split,
+        "device": str(device),
+        "precision": str(dtype or "fp32").replace("torch.", ""),
+        "threads": torch.get_num_threads(),
+        "sentences": n,
+        "batch_size": int(first_batch_size),
+        **first,
+        "naive_greedy_sentences": m,
+        "naive_greedy_sentences_per_s": round(m / naive_s, 2),
         "greedy_speedup_vs_naive": round(first["greedy_sentences_per_s"] / (m / naive_s), 1),
         "naive_equals_cached_greedy": identical,
         "greedy_output_sample": greedy.translations[0][0].text,
@@ -98,9 +111,19 @@ def main() -> None:
     if len(speeds) > 1:
         result["by_batch_size"] = speeds
     if not args.no_cli:
-        cmd = [sys.executable, "-m", "transformer_cli", "translate", "--checkpoint", str(checkpoint),
-               "--device", args.device, "--precision", args.precision,
-               "Ein Mann steht an einem Urinal mit einer Tasse Kaffee."]
+        cmd = [
+            sys.executable,
+            "-m",
+            "transformer_cli",
+            "translate",
+            "--checkpoint",
+            str(checkpoint),
+            "--device",
+            args.device,
+            "--precision",
+            args.precision,
+            "Ein Mann steht an einem Urinal mit einer Tasse Kaffee.",
+        ]
         latencies = []
         for _ in range(3):
             out, seconds = timed(lambda: subprocess.run(cmd, capture_output=True, text=True))

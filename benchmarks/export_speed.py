@@ -33,6 +33,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformer_cli.inference.translate import TranslationBackend
 
 NATIVE = "native-fp32"
 BEAMS = (1, 5)
@@ -51,8 +55,7 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
-def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int | None, device: str,
-           out: Path) -> None:
+def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int | None, device: str, out: Path) -> None:
     """Load one engine, translate test2016 greedy and beam 5, write the measurements as JSON."""
     import torch
 
@@ -64,6 +67,7 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
     sources, references = read_parallel(*(_test_file(data, lang) for lang in ("de", "en")))
     before = rss_mb()
     started = time.perf_counter()
+    translator: TranslationBackend
     if engine == NATIVE:
         from transformer_cli.inference.translate import TorchTranslator
 
@@ -72,8 +76,11 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
         from transformer_cli.export.ct2_translator import Ct2Translator
 
         translator = Ct2Translator(model, device, threads=threads)
-    result = {"load_s": round(time.perf_counter() - started, 2), "rss_after_load_mb": round(rss_mb(), 1),
-              "rss_model_mb": round(rss_mb() - before, 1)}
+    result: dict[str, Any] = {
+        "load_s": round(time.perf_counter() - started, 2),
+        "rss_after_load_mb": round(rss_mb(), 1),
+        "rss_model_mb": round(rss_mb() - before, 1),
+    }
     d = translator.decode
     d.batch_size = batch_size or d.batch_size
     translator.translate(sources[: d.batch_size])  # warm-up: first-call allocations, thread pools
@@ -84,8 +91,11 @@ def worker(engine: str, model: Path, data: Path, threads: int, batch_size: int |
         hyps = [n_best[0].text for n_best in translator.translate(sources).translations]
         seconds = time.perf_counter() - started
         scores = score_translations(hyps, references, lowercase)
-        result[f"beam{beam}"] = {"sentences_per_s": round(len(sources) / seconds, 1),
-                                 "bleu": scores.bleu, "hypotheses": hyps}
+        result[f"beam{beam}"] = {
+            "sentences_per_s": round(len(sources) / seconds, 1),
+            "bleu": scores.bleu,
+            "hypotheses": hyps,
+        }
     result["batch_size"] = d.batch_size
     result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3, 1)
     if engine == NATIVE and device == "cuda":
@@ -106,12 +116,23 @@ def size_mb(path: Path) -> float:
     return round(sum(p.stat().st_size for p in files) / 1e6, 2)
 
 
-def run_worker(engine: str, model: Path, args: argparse.Namespace, folder: Path,
-               threads: int | None = None) -> dict:
+def run_worker(engine: str, model: Path, args: argparse.Namespace, folder: Path, threads: int | None = None) -> dict:
     out = folder / f"{engine}.json"
-    cmd = [sys.executable, __file__, "--worker", engine, str(model), "--data", str(args.data),
-           "--threads", str(args.threads if threads is None else threads), "--device", args.device,
-           "--result", str(out)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        engine,
+        str(model),
+        "--data",
+        str(args.data),
+        "--threads",
+        str(args.threads if threads is None else threads),
+        "--device",
+        args.device,
+        "--result",
+        str(out),
+    ]
     if args.batch_size:
         cmd += ["--batch-size", str(args.batch_size)]
     subprocess.run(cmd, check=True)
@@ -140,8 +161,7 @@ def compare(name: str, checkpoint: Path, args: argparse.Namespace, folder: Path)
         for beam in BEAMS:
             key = f"beam{beam}"
             run[key]["identical_to_native_pct"] = same(hyps[engine][beam], hyps[NATIVE][beam])
-            run[key]["speedup_vs_native"] = round(run[key]["sentences_per_s"]
-                                                  / native[key]["sentences_per_s"], 2)
+            run[key]["speedup_vs_native"] = round(run[key]["sentences_per_s"] / native[key]["sentences_per_s"], 2)
             run[key]["bleu_minus_native"] = round(run[key]["bleu"] - native[key]["bleu"], 2)
     report["model.bin_mb"] = {e: size_mb(p / "model.bin") for e, p in paths.items() if e != NATIVE}
     report["engines"] = runs
@@ -156,37 +176,56 @@ def beside_busy_neighbour(export: Path, args: argparse.Namespace, folder: Path) 
     neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         os.sched_setaffinity(neighbour.pid, {min(os.sched_getaffinity(0))})
-        runs = {label: run_worker(engine_name("none"), export, args, folder, threads)
-                for label, threads in (("threads=1", 1), ("ctranslate2_default", 0))}
+        runs = {
+            label: run_worker(engine_name("none"), export, args, folder, threads)
+            for label, threads in (("threads=1", 1), ("ctranslate2_default", 0))
+        }
     finally:
         neighbour.kill()
         neighbour.wait()
-    return {label: {f"beam{beam}_sentences_per_s": run[f"beam{beam}"]["sentences_per_s"]
-                    for beam in BEAMS} for label, run in runs.items()}
+    return {
+        label: {f"beam{beam}_sentences_per_s": run[f"beam{beam}"]["sentences_per_s"] for beam in BEAMS}
+        for label, run in runs.items()
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", action="append", default=[], metavar="NAME=CHECKPOINT",
-                    help="a tfm checkpoint to compare (repeatable)")
-    ap.add_argument("--data", type=Path, default=os.environ.get("TFM_DATA_SOURCE"),
-                    help="folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE)")
+    ap.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="NAME=CHECKPOINT",
+        help="a tfm checkpoint to compare (repeatable)",
+    )
+    ap.add_argument(
+        "--data",
+        type=Path,
+        default=os.environ.get("TFM_DATA_SOURCE"),
+        help="folder with test_2016_flickr.{de,en}[.gz] (default: $TFM_DATA_SOURCE)",
+    )
     ap.add_argument("--threads", type=int, default=2, help="torch and CTranslate2 threads")
     ap.add_argument("--batch-size", type=int, help="sentences per batch (default: the model's decode.batch_size)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where every engine runs")
-    ap.add_argument("--quantization", nargs="+", default=["none", "int8"],
-                    help="the exports to compare with tfm (tfm export --quantization choices)")
-    ap.add_argument("--busy-neighbour", action="store_true",
-                    help="also time the float32 export beside a process busy on one core, with "
-                         "1 thread and with CTranslate2's default")
+    ap.add_argument(
+        "--quantization",
+        nargs="+",
+        default=["none", "int8"],
+        help="the exports to compare with tfm (tfm export --quantization choices)",
+    )
+    ap.add_argument(
+        "--busy-neighbour",
+        action="store_true",
+        help="also time the float32 export beside a process busy on one core, with "
+        "1 thread and with CTranslate2's default",
+    )
     ap.add_argument("--worker", nargs=2, metavar=("ENGINE", "MODEL"), help=argparse.SUPPRESS)
     ap.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.data is None:
         ap.error("--data (or $TFM_DATA_SOURCE) must name the Multi30k folder")
     if args.worker:
-        worker(args.worker[0], Path(args.worker[1]), args.data, args.threads, args.batch_size,
-               args.device, args.result)
+        worker(args.worker[0], Path(args.worker[1]), args.data, args.threads, args.batch_size, args.device, args.result)
         return
     if not args.model:
         ap.error("give at least one --model NAME=CHECKPOINT")
@@ -195,10 +234,15 @@ def main() -> None:
     import ctranslate2
     import torch
 
-    result = {"threads": args.threads, "cpu": _cpu_name(), "device": args.device,
-              "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
-              "torch": torch.__version__,
-              "ctranslate2": ctranslate2.__version__, "models": {}}
+    result = {
+        "threads": args.threads,
+        "cpu": _cpu_name(),
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+        "torch": torch.__version__,
+        "ctranslate2": ctranslate2.__version__,
+        "models": {},
+    }
     with tempfile.TemporaryDirectory(prefix="tfm-export-bench.") as tmp:
         for spec in args.model:
             name, _, path = spec.partition("=")

@@ -64,10 +64,12 @@ def main() -> None:
     folder = args.work / "hf"
     _, export_s = timed(export_hf, checkpoint, args.checkpoint, folder)
     back, import_s = timed(read_folder, folder)
-    report: dict = {"parameters": model_from_checkpoint(checkpoint)[0].num_parameters(),
-                    "seconds": {"read_checkpoint": read_s, "export_hf": export_s, "import_hf": import_s},
-                    "folder_mb": round(sum(p.stat().st_size for p in folder.iterdir()) / 1e6, 1),
-                    "test2016_bleu": {}}
+    report: dict = {
+        "parameters": model_from_checkpoint(checkpoint)[0].num_parameters(),
+        "seconds": {"read_checkpoint": read_s, "export_hf": export_s, "import_hf": import_s},
+        "folder_mb": round(sum(p.stat().st_size for p in folder.iterdir()) / 1e6, 1),
+        "test2016_bleu": {},
+    }
     cpu = torch.device("cpu")
     for beam in (1, 5):
         d = DecodeConfig(beam_size=beam, max_len_a=0.0, max_len_b=100, recase=False)
@@ -76,7 +78,8 @@ def main() -> None:
         ours = [h[0].text for h in tfm.translate(sources).translations]
         report["test2016_bleu"][f"tfm_beam{beam}"] = bleu(ours, refs)
         report["test2016_bleu"][f"tfm_after_round_trip_beam{beam}"] = bleu(
-            [h[0].text for h in again.translate(sources).translations], refs)
+            [h[0].text for h in again.translate(sources).translations], refs
+        )
 
         from transformers import MarianMTModel, MarianTokenizer
 
@@ -85,19 +88,22 @@ def main() -> None:
         started, outputs = time.perf_counter(), []
         with torch.no_grad():
             for i in range(0, len(sources), 64):
-                batch = tokenizer(sources[i:i + 64], return_tensors="pt", padding=True)
-                outputs += tokenizer.batch_decode(hf.generate(**batch, num_beams=beam, max_new_tokens=100),
-                                                  skip_special_tokens=True)
+                batch = tokenizer(sources[i : i + 64], return_tensors="pt", padding=True)
+                outputs += tokenizer.batch_decode(
+                    hf.generate(**batch, num_beams=beam, max_new_tokens=100), skip_special_tokens=True
+                )
         report["test2016_bleu"][f"transformers_generate_beam{beam}"] = bleu(outputs, refs)
         report["seconds"][f"transformers_generate_beam{beam}"] = round(time.perf_counter() - started, 1)
         report.setdefault("same_output_as_tfm", {})[f"beam{beam}"] = round(
-            sum(a == b for a, b in zip(outputs, ours)) / len(ours), 4)
+            sum(a == b for a, b in zip(outputs, ours)) / len(ours), 4
+        )
 
     converter = Path(sys.executable).parent / "ct2-transformers-converter"
     ct2_dir = args.work / "ct2-from-hf"
     started = time.perf_counter()
-    subprocess.run([str(converter), "--model", str(folder), "--output_dir", str(ct2_dir)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [str(converter), "--model", str(folder), "--output_dir", str(ct2_dir)], check=True, capture_output=True
+    )
     report["seconds"]["ct2_transformers_converter"] = round(time.perf_counter() - started, 1)
     import ctranslate2
     from transformers import MarianTokenizer
@@ -116,7 +122,8 @@ def main() -> None:
 
         ct2_own = open_backend(own, "cpu", decode=d, threads=args.threads)
         report["test2016_bleu"][f"ct2_tfm_export_beam{beam}"] = bleu(
-            [h[0].text for h in ct2_own.translate(sources).translations], refs)
+            [h[0].text for h in ct2_own.translate(sources).translations], refs
+        )
     print(json.dumps(report))
 
 

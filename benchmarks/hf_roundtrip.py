@@ -31,8 +31,8 @@ import sacrebleu
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from transformer_cli.api import published_model  # noqa: E402
 from transformer_cli.config_loading import load_config, resolve_config_path  # noqa: E402
+from transformer_cli.model_source import published_model  # noqa: E402
 from transformer_cli.training.run_data import prepare_run_data  # noqa: E402
 
 LOAD = "import sys, transformer_cli as tfm; tfm.load(sys.argv[1], device='cpu')"
@@ -81,8 +81,10 @@ def run(args: list[str]) -> dict:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode:
         raise SystemExit(f"{' '.join(args[:4])} ... failed: {done.stderr.strip()[-2000:]}")
-    return {"wall_s": round(wall, 2),
-            "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2)}
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 2),
+    }
 
 
 def main() -> None:
@@ -105,8 +107,9 @@ def main() -> None:
     config = str(resolve_config_path(args.config))
     report: dict = {"checkpoint": str(checkpoint), "beam": args.beam, "threads": args.threads}
 
-    report["export_hf"] = run([*tfm, "export", "-c", config, "--checkpoint", str(checkpoint),
-                               "--format", "hf", "-o", str(folder)])
+    report["export_hf"] = run(
+        [*tfm, "export", "-c", config, "--checkpoint", str(checkpoint), "--format", "hf", "-o", str(folder)]
+    )
     report["load_checkpoint"] = run([py, "-c", LOAD, str(checkpoint)])
     report["load_hf_folder"] = run([py, "-c", LOAD, str(folder)])
 
@@ -114,19 +117,24 @@ def main() -> None:
         """Test2016 through `script` (its arguments: the model's paths, beam, sources, output,
         threads): BLEU, time, and the share of translations equal to tfm's from the checkpoint."""
         out = args.work / f"{name}.json"
-        step = run([py, "-c", script, *model, str(args.beam), str(args.work / "sources.json"), str(out),
-                    str(args.threads)])
+        step = run(
+            [py, "-c", script, *model, str(args.beam), str(args.work / "sources.json"), str(out), str(args.threads)]
+        )
         hyps = json.loads(out.read_text(encoding="utf-8"))
         ours = hyps if name == "tfm_checkpoint" else json.loads((args.work / "tfm_checkpoint.json").read_text())
-        return {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2), **step,
-                "equal_to_tfm": round(sum(a == b for a, b in zip(hyps, ours)) / len(ours), 3)}
+        return {
+            "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+            **step,
+            "equal_to_tfm": round(sum(a == b for a, b in zip(hyps, ours)) / len(ours), 3),
+        }
 
-    scores = {"tfm_checkpoint": decoded("tfm_checkpoint", TFM, str(checkpoint)),
-              "tfm_hf_folder": decoded("tfm_hf_folder", TFM, str(folder)),
-              "transformers_generate": decoded("transformers", GENERATE, str(folder))}
+    scores = {
+        "tfm_checkpoint": decoded("tfm_checkpoint", TFM, str(checkpoint)),
+        "tfm_hf_folder": decoded("tfm_hf_folder", TFM, str(folder)),
+        "transformers_generate": decoded("transformers", GENERATE, str(folder)),
+    }
     converter = Path(py).parent / "ct2-transformers-converter"
-    report["ct2_transformers_converter"] = run([str(converter), "--model", str(folder),
-                                                "--output_dir", str(converted)])
+    report["ct2_transformers_converter"] = run([str(converter), "--model", str(folder), "--output_dir", str(converted)])
     scores["ct2_from_hf_converter"] = decoded("ct2", CT2, str(folder), str(converted))
     report["test_bleu"] = scores
     print(json.dumps(report, indent=2))

@@ -18,11 +18,12 @@ import json
 import time
 from pathlib import Path
 
-from transformer_cli.api import open_translator, published_model
+from transformer_cli.api import open_translator
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.augment import SOURCE_VARIANTS
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.evaluate import score_translations
+from transformer_cli.model_source import published_model
 
 
 def main() -> None:
@@ -48,17 +49,26 @@ def main() -> None:
     if recaser == "fitted":
         tokenizers.recaser = prepared.tokenizers.recaser
     lowercase_scoring = cfg.tokenizer.lowercase
-    out: dict = {"checkpoint": str(checkpoint), "sha256": model.sha256, "split": args.split,
-                 "beam_size": options.beam_size, "recaser": recaser,
-                 "recaser_entries": len(tokenizers.recaser.spellings) if tokenizers.recaser else 0,
-                 "n_sentences": len(sources), "variants": {}}
+    out: dict = {
+        "checkpoint": str(checkpoint),
+        "sha256": model.sha256,
+        "split": args.split,
+        "beam_size": options.beam_size,
+        "recaser": recaser,
+        "recaser_entries": len(tokenizers.recaser.spellings) if tokenizers.recaser else 0,
+        "n_sentences": len(sources),
+        "variants": {},
+    }
     for name in args.variants:
         started = time.perf_counter()
         variant = [SOURCE_VARIANTS[name](line) for line in sources]
         hypotheses = [hyps[0].text for hyps in model.translate_n_best(variant, options).translations]
         scores = score_translations(hypotheses, references, lowercase_scoring)
-        out["variants"][name] = {"bleu": scores.bleu, "chrf": scores.chrf,
-                                 "seconds": round(time.perf_counter() - started, 1)}
+        out["variants"][name] = {
+            "bleu": scores.bleu,
+            "chrf": scores.chrf,
+            "seconds": round(time.perf_counter() - started, 1),
+        }
         out["signature"] = scores.signature
     given = out["variants"].get("as_given", {}).get("bleu")
     if given:

@@ -38,27 +38,75 @@ MATCHING = ["model.norm=pre", "train.batch_size=128", "train.batch_tokens=null"]
 
 def joey_config(work: Path, cfg, spm_model: Path, vocab: Path) -> dict:
     m, t = cfg.model, cfg.train
-    side = lambda lang: {"lang": lang, "level": "bpe", "max_length": 100, "voc_file": str(vocab),  # noqa: E731
-                         "tokenizer_type": "sentencepiece", "tokenizer_cfg": {"model_file": str(spm_model)}}
-    stack = {"type": "transformer", "num_layers": m.n_encoder_layers, "num_heads": m.n_heads,
-             "embeddings": {"embedding_dim": m.d_model, "scale": True}, "hidden_size": m.d_model,
-             "ff_size": m.d_ff, "dropout": m.dropout, "layer_norm": "pre"}
+
+    def side(lang: str) -> dict:
+        return {
+            "lang": lang,
+            "level": "bpe",
+            "max_length": 100,
+            "voc_file": str(vocab),
+            "tokenizer_type": "sentencepiece",
+            "tokenizer_cfg": {"model_file": str(spm_model)},
+        }
+
+    stack = {
+        "type": "transformer",
+        "num_layers": m.n_encoder_layers,
+        "num_heads": m.n_heads,
+        "embeddings": {"embedding_dim": m.d_model, "scale": True},
+        "hidden_size": m.d_model,
+        "ff_size": m.d_ff,
+        "dropout": m.dropout,
+        "layer_norm": "pre",
+    }
     return {
-        "name": "tfm-reference", "model_dir": str(work / "model"), "use_cuda": False,
-        "data": {"train": str(work / "train"), "dev": str(work / "val"), "dataset_type": "plain",
-                 "special_symbols": {"unk_token": "<unk>", "unk_id": 0, "pad_token": "<pad>", "pad_id": 1,
-                                     "bos_token": "<sos>", "bos_id": 2, "eos_token": "<eos>", "eos_id": 3},
-                 "src": side(cfg.data.src_lang), "trg": side(cfg.data.tgt_lang)},
-        "training": {"random_seed": t.seed, "optimizer": "adam", "adam_betas": list(t.betas),
-                     "learning_rate": t.lr, "scheduling": "warmupinversesquareroot",
-                     "learning_rate_warmup": max(1, t.warmup_steps), "label_smoothing": 0.1,
-                     "batch_size": 128, "batch_type": "sentence", "normalization": "tokens",
-                     "clip_grad_norm": 1.0, "epochs": 1, "logging_freq": 10,
-                     "validation_freq": 10**9, "shuffle": True, "overwrite": True},
+        "name": "tfm-reference",
+        "model_dir": str(work / "model"),
+        "use_cuda": False,
+        "data": {
+            "train": str(work / "train"),
+            "dev": str(work / "val"),
+            "dataset_type": "plain",
+            "special_symbols": {
+                "unk_token": "<unk>",
+                "unk_id": 0,
+                "pad_token": "<pad>",
+                "pad_id": 1,
+                "bos_token": "<sos>",
+                "bos_id": 2,
+                "eos_token": "<eos>",
+                "eos_id": 3,
+            },
+            "src": side(cfg.data.src_lang),
+            "trg": side(cfg.data.tgt_lang),
+        },
+        "training": {
+            "random_seed": t.seed,
+            "optimizer": "adam",
+            "adam_betas": list(t.betas),
+            "learning_rate": t.lr,
+            "scheduling": "warmupinversesquareroot",
+            "learning_rate_warmup": max(1, t.warmup_steps),
+            "label_smoothing": 0.1,
+            "batch_size": 128,
+            "batch_type": "sentence",
+            "normalization": "tokens",
+            "clip_grad_norm": 1.0,
+            "epochs": 1,
+            "logging_freq": 10,
+            "validation_freq": 10**9,
+            "shuffle": True,
+            "overwrite": True,
+        },
         "testing": {"beam_size": 1},
-        "model": {"initializer": "xavier_uniform", "embed_initializer": "xavier_uniform",
-                  "tied_embeddings": True, "tied_softmax": True,
-                  "encoder": stack, "decoder": dict(stack)},
+        "model": {
+            "initializer": "xavier_uniform",
+            "embed_initializer": "xavier_uniform",
+            "tied_embeddings": True,
+            "tied_softmax": True,
+            "encoder": stack,
+            "decoder": dict(stack),
+        },
     }
 
 
@@ -73,8 +121,9 @@ def peak_rss_mb(pid: int) -> float | None:
 
 
 def run_joeynmt(python: str, config: Path, windows: int, timeout: float) -> dict:
-    proc = subprocess.Popen([python, "-m", "joeynmt", "train", str(config)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [python, "-m", "joeynmt", "train", str(config)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     rates: list[float] = []
     tail: list[str] = []
     rss = None
@@ -93,14 +142,27 @@ def run_joeynmt(python: str, config: Path, windows: int, timeout: float) -> dict
     if len(rates) < 2:
         raise SystemExit("JoeyNMT logged no throughput; its last lines:\n" + "\n".join(tail))
     kept = rates[1:]  # the first window includes start-up
-    return {"tokens_per_s": round(statistics.median(kept), 1), "windows": kept, "peak_rss_mb": rss,
-            "precision": "fp32 (JoeyNMT disables fp16 on CPU)"}
+    return {
+        "tokens_per_s": round(statistics.median(kept), 1),
+        "windows": kept,
+        "peak_rss_mb": rss,
+        "precision": "fp32 (JoeyNMT disables fp16 on CPU)",
+    }
 
 
 def run_tfm(config: str, precision: str, steps: int) -> dict:
     here = Path(__file__).with_name("train_throughput.py")
-    cmd = [sys.executable, str(here), "--single", "--config", config, "--steps", str(steps),
-           *[f"--set={o}" for o in MATCHING], f"--set=train.precision={precision}"]
+    cmd = [
+        sys.executable,
+        str(here),
+        "--single",
+        "--config",
+        config,
+        "--steps",
+        str(steps),
+        *[f"--set={o}" for o in MATCHING],
+        f"--set=train.precision={precision}",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         raise SystemExit(out.stderr.strip())
@@ -132,12 +194,22 @@ def main() -> None:
         joey = run_joeynmt(args.joey_python, work / "config.yaml", args.windows, args.timeout)
     tfm_fp32 = run_tfm(args.config, "fp32", args.steps)
     tfm_auto = run_tfm(args.config, "auto", args.steps)
-    print(json.dumps({
-        "model": "3+3 layers, d_model 256, 8 heads, d_ff 512, pre-norm, tied joint 8k SentencePiece",
-        "batch": "128 sentences", "joeynmt": joey, "tfm_fp32": tfm_fp32, f"tfm_{tfm_auto['precision']}": tfm_auto,
-        "ratio_tfm_fp32_vs_joeynmt": round(tfm_fp32["tokens_per_s"] / joey["tokens_per_s"], 2),
-        f"ratio_tfm_{tfm_auto['precision']}_vs_joeynmt": round(tfm_auto["tokens_per_s"] / joey["tokens_per_s"], 2),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "model": "3+3 layers, d_model 256, 8 heads, d_ff 512, pre-norm, tied joint 8k SentencePiece",
+                "batch": "128 sentences",
+                "joeynmt": joey,
+                "tfm_fp32": tfm_fp32,
+                f"tfm_{tfm_auto['precision']}": tfm_auto,
+                "ratio_tfm_fp32_vs_joeynmt": round(tfm_fp32["tokens_per_s"] / joey["tokens_per_s"], 2),
+                f"ratio_tfm_{tfm_auto['precision']}_vs_joeynmt": round(
+                    tfm_auto["tokens_per_s"] / joey["tokens_per_s"], 2
+                ),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import torch
 from sacrebleu.metrics import BLEU
@@ -26,10 +27,10 @@ from sacrebleu.metrics import BLEU
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.batching import collate
 from transformer_cli.data.prepared import load_prepared
-from transformer_cli.data.tokenizers import WordTokenizer
 from transformer_cli.evaluate import score_translations
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss
+from transformer_cli.tokenizers.word import WordTokenizer
 
 
 def main() -> None:
@@ -44,20 +45,23 @@ def main() -> None:
     translator = TorchTranslator.from_checkpoint(checkpoint, torch.device("cpu"))
     model = translator.model
     prepared = load_prepared(cfg)
-    out = {"checkpoint": str(checkpoint)}
+    out: dict[str, Any] = {"checkpoint": str(checkpoint)}
     for split in ("val", "test"):
         data = prepared.split(split)
         order = sorted(range(len(data)), key=lambda i: (int(data.src_lengths[i]), int(data.tgt_lengths[i])))
         batch_means, nll_sum, tokens = [], 0.0, 0
         with torch.inference_mode():
             for start in range(0, len(order), args.batch_size):
-                b = collate(data, order[start : start + args.batch_size], translator.tokenizers.framing,
-                            model.config.max_len)
+                b = collate(
+                    data, order[start : start + args.batch_size], translator.tokenizers.framing, model.config.max_len
+                )
                 nll = float(sequence_loss(model(b.src, b.tgt_in).float(), b.tgt_out, model.tgt_ids.pad)[1])
                 batch_means.append(nll / b.n_tokens)
                 nll_sum, tokens = nll_sum + nll, tokens + b.n_tokens
-        out[split] = {"per_token_ppl": round(math.exp(nll_sum / tokens), 3),
-                      "notebook_batch_mean_ppl": round(math.exp(sum(batch_means) / len(batch_means)), 3)}
+        out[split] = {
+            "per_token_ppl": round(math.exp(nll_sum / tokens), 3),
+            "notebook_batch_mean_ppl": round(math.exp(sum(batch_means) / len(batch_means)), 3),
+        }
     tgt = translator.tokenizers.tgt
     if isinstance(tgt, WordTokenizer):
         sources = prepared.text("test", cfg.data.src_lang)
@@ -66,9 +70,10 @@ def main() -> None:
         hyp_tokens = [" ".join(tgt.id_to_token(h.tokens)) for h in hyps]
         ref_tokens = [" ".join(tokens) for tokens in tgt.split(refs)]  # lowercased like training
         token_bleu = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyp_tokens, [ref_tokens])
-        out["test_greedy"] = {"notebook_token_bleu": round(token_bleu.score, 2),
-                              "sacrebleu_detok": score_translations([h.text for h in hyps], refs,
-                                                                    tgt.lowercase).bleu}
+        out["test_greedy"] = {
+            "notebook_token_bleu": round(token_bleu.score, 2),
+            "sacrebleu_detok": score_translations([h.text for h in hyps], refs, tgt.lowercase).bleu,
+        }
     print(json.dumps(out, indent=2))
 
 

@@ -17,6 +17,7 @@ import torch
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.model.transformer import Seq2SeqTransformer
+from transformer_cli.model.transformer_config import TransformerConfig
 
 
 def time_steps(model: torch.nn.Module, fused: bool, steps: int, warmup: int) -> float:
@@ -42,9 +43,13 @@ def main() -> None:
     args = ap.parse_args()
 
     cfg = load_config(args.config)
+    assert isinstance(cfg.model, TransformerConfig), "a Transformer's config"
     base = Seq2SeqTransformer(cfg.model, args.src_vocab, args.tgt_vocab)
-    result = {"config": args.config, "parameters": sum(p.numel() for p in base.parameters()),
-              "threads": torch.get_num_threads()}
+    result = {
+        "config": args.config,
+        "parameters": sum(p.numel() for p in base.parameters()),
+        "threads": torch.get_num_threads(),
+    }
     for name, fused in (("foreach", False), ("fused", True)):
         result[f"{name}_ms"] = round(1000 * time_steps(copy.deepcopy(base), fused, args.steps, args.warmup), 3)
     result["fused_speedup"] = round(result["foreach_ms"] / result["fused_ms"], 2)

@@ -71,8 +71,10 @@ def build_corpus(source: Path, pairs: int, folder: Path, joined: bool) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     de, en = (_lines(multi30k_file(source, "train", lang)) for lang in ("de", "en"))
     rng = random.Random(pairs)
-    with open(folder / "train.de", "w", encoding="utf-8") as fde, \
-            open(folder / "train.en", "w", encoding="utf-8") as fen:
+    with (
+        open(folder / "train.de", "w", encoding="utf-8") as fde,
+        open(folder / "train.en", "w", encoding="utf-8") as fen,
+    ):
         if pairs <= len(de) and not joined:  # Multi30k itself: the pairs as they are
             fde.writelines(f"{x}\n" for x in de[:pairs])
             fen.writelines(f"{x}\n" for x in en[:pairs])
@@ -145,25 +147,31 @@ def run_measured(cmd: list[str], log: Path, stop_at: re.Pattern | None = None) -
         raise SystemExit(f"{' '.join(cmd)} failed: {last}")
     if stop_at is not None and seen is None:
         raise SystemExit(f"{' '.join(cmd)} never logged {stop_at.pattern!r}: {last}")
-    return {"wall_s": round(seen if seen is not None else wall, 1), "peak_pss_mb": round(peak_pss),
-            "peak_main_rss_mb": round(peak_rss)}
+    return {
+        "wall_s": round(seen if seen is not None else wall, 1),
+        "peak_pss_mb": round(peak_pss),
+        "peak_main_rss_mb": round(peak_rss),
+    }
 
 
 def write_config(work: Path, corpus: Path, pairs: str, vocab: int, extends: str) -> Path:
     name = f"scale{pairs}v{vocab}" + ("" if extends == "base.yaml" else f"-{Path(extends).stem}")
     path = work / f"{name}.yaml"
-    path.write_text(f"""extends: {ROOT / 'configs' / extends}
+    path.write_text(
+        f"""extends: {ROOT / "configs" / extends}
 data:
   corpus: files
   source: {corpus}
   splits: {{train: train, val: val, test: test}}
-  dir: {work / 'data'}
+  dir: {work / "data"}
 tokenizer:
   vocab_size: {vocab}
 train:
-  out_dir: {work / 'runs'}
+  out_dir: {work / "runs"}
   valid_bleu: false
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -199,40 +207,86 @@ def du(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def measure(work: Path, source: Path, pairs: int, vocab: int, steps: int, warmup: int,
-            joined: bool, extends: str, overrides: list[str]) -> dict:
+def measure(
+    work: Path,
+    source: Path,
+    pairs: int,
+    vocab: int,
+    steps: int,
+    warmup: int,
+    joined: bool,
+    extends: str,
+    overrides: list[str],
+) -> dict:
     tag = f"{pairs}j" if joined and pairs <= 29000 else str(pairs)
     corpus = build_corpus(source, pairs, work / f"corpus{tag}", joined)
     config = write_config(work, corpus, tag, vocab, extends)
     tfm = [sys.executable, "-m", "transformer_cli"]
     sets = [f"--set={o}" for o in overrides]
-    pre = run_measured([*tfm, "preprocess", "-c", str(config), *sets, "--force", "-q"],
-                       work / f"{config.stem}.pre.log")
+    pre = run_measured([*tfm, "preprocess", "-c", str(config), *sets, "--force", "-q"], work / f"{config.stem}.pre.log")
     data = work / "data" / config.stem
-    start = run_measured([*tfm, "train", "-c", str(config), *sets, "--restart"], work / f"{config.stem}.train.log",
-                         stop_at=FIRST_STEP)
-    steady = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_throughput.py"), "--single",
-                             "--config", str(config), *sets, "--steps", str(steps), "--warmup", str(warmup)],
-                            capture_output=True, text=True, cwd=ROOT)
+    start = run_measured(
+        [*tfm, "train", "-c", str(config), *sets, "--restart"], work / f"{config.stem}.train.log", stop_at=FIRST_STEP
+    )
+    steady = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "train_throughput.py"),
+            "--single",
+            "--config",
+            str(config),
+            *sets,
+            "--steps",
+            str(steps),
+            "--warmup",
+            str(warmup),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if steady.returncode != 0:
         raise SystemExit(steady.stderr.strip().splitlines()[-1])
     speed = json.loads(steady.stdout)
-    boundary = subprocess.run([sys.executable, __file__, "--boundary", str(config), *sets], capture_output=True,
-                              text=True, cwd=ROOT)
+    boundary = subprocess.run(
+        [sys.executable, __file__, "--boundary", str(config), *sets], capture_output=True, text=True, cwd=ROOT
+    )
     if boundary.returncode != 0:
         raise SystemExit(boundary.stderr.strip().splitlines()[-1])
     manifest = json.loads((data / "manifest.json").read_text())
-    return {"config": str(config), "overrides": overrides, "pairs": pairs,
-            "joined": joined or pairs > 29000, "vocab_size": vocab,
-            "kept_train_pairs": manifest["splits"]["train"]["pairs"],
-            "shards": len(manifest["shards"]["train"]),
-            "preprocess": {**pre, "disk_mb": round(du(data) / 2**20)},
-            "train_start": {"seconds_to_first_step": start["wall_s"], "peak_pss_mb": start["peak_pss_mb"],
-                            "peak_main_rss_mb": start["peak_main_rss_mb"]},
-            "train_steady": {k: speed[k] for k in ("tokens_per_s", "steps_per_s", "peak_rss_mb", "rss_anon_mb",
-                                                   "precision", "threads", "data_workers", "device",
-                                                   "model_tflops_per_s", "mfu", "peak_gpu_mb") if k in speed},
-            **json.loads(boundary.stdout)}
+    return {
+        "config": str(config),
+        "overrides": overrides,
+        "pairs": pairs,
+        "joined": joined or pairs > 29000,
+        "vocab_size": vocab,
+        "kept_train_pairs": manifest["splits"]["train"]["pairs"],
+        "shards": len(manifest["shards"]["train"]),
+        "preprocess": {**pre, "disk_mb": round(du(data) / 2**20)},
+        "train_start": {
+            "seconds_to_first_step": start["wall_s"],
+            "peak_pss_mb": start["peak_pss_mb"],
+            "peak_main_rss_mb": start["peak_main_rss_mb"],
+        },
+        "train_steady": {
+            k: speed[k]
+            for k in (
+                "tokens_per_s",
+                "steps_per_s",
+                "peak_rss_mb",
+                "rss_anon_mb",
+                "precision",
+                "threads",
+                "data_workers",
+                "device",
+                "model_tflops_per_s",
+                "mfu",
+                "peak_gpu_mb",
+            )
+            if k in speed
+        },
+        **json.loads(boundary.stdout),
+    }
 
 
 def nightly_start(work: Path, source: Path, pairs: int, vocab: int, parent: Path, overrides: list[str]) -> dict:
@@ -240,14 +294,25 @@ def nightly_start(work: Path, source: Path, pairs: int, vocab: int, parent: Path
     `parent`, each from a fresh data folder."""
     corpus = build_corpus(source, pairs, work / f"corpus{pairs}", False)
     config = write_config(work, corpus, str(pairs), vocab, "base.yaml")
-    tfm = [sys.executable, "-m", "transformer_cli", "train", "-c", str(config), *[f"--set={o}" for o in overrides],
-           "--restart"]
+    tfm = [
+        sys.executable,
+        "-m",
+        "transformer_cli",
+        "train",
+        "-c",
+        str(config),
+        *[f"--set={o}" for o in overrides],
+        "--restart",
+    ]
     out = {"pairs": pairs, "parent": str(parent)}
     for label, extra in (("from_scratch", []), ("continued", ["--init-from", str(parent)])):
         shutil.rmtree(work / "data" / config.stem, ignore_errors=True)
         start = run_measured([*tfm, *extra], work / f"{config.stem}.{label}.log", stop_at=FIRST_STEP)
-        out[label] = {"seconds_to_first_step": start["wall_s"], "peak_pss_mb": start["peak_pss_mb"],
-                      "peak_main_rss_mb": start["peak_main_rss_mb"]}
+        out[label] = {
+            "seconds_to_first_step": start["wall_s"],
+            "peak_pss_mb": start["peak_pss_mb"],
+            "peak_main_rss_mb": start["peak_main_rss_mb"],
+        }
     return out
 
 
@@ -256,18 +321,37 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, nargs="+", default=[29000, 1_000_000])
     ap.add_argument("--vocab", type=int, nargs="+", default=[8000])
     ap.add_argument("--work", type=Path, default=Path("/tmp/tfm-scale"))
-    ap.add_argument("--source", type=Path, default=os.environ.get("TFM_DATA_SOURCE"),
-                    help="folder holding Multi30k's files (default: $TFM_DATA_SOURCE)")
-    ap.add_argument("--joined", action="store_true",
-                    help="join two pairs per line at every size (Multi30k's own pairs otherwise, up to 29,000)")
-    ap.add_argument("--extends", default="base.yaml",
-                    help="the shipped config the measured one extends (e.g. transformer-base.yaml)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[],
-                    help="config override for every command, e.g. train.batch_tokens=25000 (repeatable)")
+    ap.add_argument(
+        "--source",
+        type=Path,
+        default=os.environ.get("TFM_DATA_SOURCE"),
+        help="folder holding Multi30k's files (default: $TFM_DATA_SOURCE)",
+    )
+    ap.add_argument(
+        "--joined",
+        action="store_true",
+        help="join two pairs per line at every size (Multi30k's own pairs otherwise, up to 29,000)",
+    )
+    ap.add_argument(
+        "--extends",
+        default="base.yaml",
+        help="the shipped config the measured one extends (e.g. transformer-base.yaml)",
+    )
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="config override for every command, e.g. train.batch_tokens=25000 (repeatable)",
+    )
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--boundary", help=argparse.SUPPRESS)
-    ap.add_argument("--nightly", type=Path, metavar="PARENT", help="measure a nightly start instead: "
-                    "from scratch and continuing PARENT, side by side")
+    ap.add_argument(
+        "--nightly",
+        type=Path,
+        metavar="PARENT",
+        help="measure a nightly start instead: from scratch and continuing PARENT, side by side",
+    )
     ap.add_argument("--warmup", type=int, default=5)
     args = ap.parse_args()
     if args.boundary:
@@ -286,8 +370,19 @@ def main() -> None:
         return
     for pairs in args.pairs:
         for vocab in args.vocab:
-            results.append(measure(args.work, args.source, pairs, vocab, args.steps, args.warmup,
-                                   args.joined, args.extends, args.overrides))
+            results.append(
+                measure(
+                    args.work,
+                    args.source,
+                    pairs,
+                    vocab,
+                    args.steps,
+                    args.warmup,
+                    args.joined,
+                    args.extends,
+                    args.overrides,
+                )
+            )
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     print(json.dumps({"cpu": cpu, "cpus": len(os.sched_getaffinity(0)), "results": results}, indent=2))
 

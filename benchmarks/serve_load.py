@@ -32,11 +32,11 @@ import httpx
 import torch
 
 import transformer_cli as tfm
-from transformer_cli.api import published_model
 from transformer_cli.checkpoint import Checkpoint
-from transformer_cli.config import DEVICES, PRECISIONS
 from transformer_cli.config_loading import load_config
+from transformer_cli.config_train import DEVICES, PRECISIONS
 from transformer_cli.data.prepared import load_prepared
+from transformer_cli.model_source import published_model
 from transformer_cli.serving.server import serve_threads
 
 
@@ -66,15 +66,14 @@ def percentiles(latencies: list[float]) -> dict[str, float]:
     return {f"p{p}_ms": round(q[p - 1] * 1000, 1) for p in (50, 95, 99)}
 
 
-async def send(url: str, sentences: list[str], clients: int, beam_size: int,
-               on_progress=None) -> dict:
+async def send(url: str, sentences: list[str], clients: int, beam_size: int, on_progress=None) -> dict:
     """Each sentence as its own request from `clients` clients, each with its own connection
     (opened before the clock starts); latencies, failures and the models that answered."""
     todo = iter(sentences)
     latencies: list[float] = []
     failures: list[str] = []
     shas: dict[str, int] = {}
-    connected = asyncio.Barrier(clients + 1)
+    connected = asyncio.Barrier(clients + 1)  # type: ignore[attr-defined]  # Python 3.11+ (mypy checks for 3.10)
 
     async def client_loop() -> None:
         async with httpx.AsyncClient(base_url=url, timeout=120) as client:
@@ -83,8 +82,9 @@ async def send(url: str, sentences: list[str], clients: int, beam_size: int,
             for sentence in todo:
                 started = time.perf_counter()
                 try:
-                    r = await client.post("/translate", json={"inputs": sentence,
-                                                              "parameters": {"beam_size": beam_size}})
+                    r = await client.post(
+                        "/translate", json={"inputs": sentence, "parameters": {"beam_size": beam_size}}
+                    )
                     if r.status_code != 200:
                         failures.append(f"{r.status_code}: {r.text[:200]}")
                     sha = r.headers.get("x-model-sha256", "")
@@ -99,8 +99,7 @@ async def send(url: str, sentences: list[str], clients: int, beam_size: int,
     await connected.wait()
     started = time.perf_counter()
     await asyncio.gather(*tasks)
-    return {"seconds": time.perf_counter() - started, "latencies": latencies,
-            "failures": failures, "shas": shas}
+    return {"seconds": time.perf_counter() - started, "latencies": latencies, "failures": failures, "shas": shas}
 
 
 def level(url: str, sentences: list[str], clients: int, beam_size: int) -> dict:
@@ -108,13 +107,16 @@ def level(url: str, sentences: list[str], clients: int, beam_size: int) -> dict:
     run = asyncio.run(send(url, sentences, clients, beam_size))
     batches = metric(url, "tfm_batch_sentences_count") - batches
     batched = metric(url, "tfm_batch_sentences_sum") - batched
-    return {"clients": clients, "sentences_per_s": round(len(sentences) / run["seconds"], 1),
-            **percentiles(run["latencies"]), "mean_batch_size": round(batched / max(batches, 1), 2),
-            "failed_requests": len(run["failures"])}
+    return {
+        "clients": clients,
+        "sentences_per_s": round(len(sentences) / run["seconds"], 1),
+        **percentiles(run["latencies"]),
+        "mean_batch_size": round(batched / max(batches, 1), 2),
+        "failed_requests": len(run["failures"]),
+    }
 
 
-def in_process(path: Path, sentences: list[str], threads: int, beam_size: int, device: str,
-               precision: str) -> dict:
+def in_process(path: Path, sentences: list[str], threads: int, beam_size: int, device: str, precision: str) -> dict:
     torch.set_num_threads(threads)
     model = tfm.load(path, device=device, precision=precision)
     model.translate(sentences[:8], beam_size=beam_size)  # warm-up
@@ -125,8 +127,10 @@ def in_process(path: Path, sentences: list[str], threads: int, beam_size: int, d
     started = time.perf_counter()
     model.translate(sentences, beam_size=beam_size)
     batch_s = time.perf_counter() - started
-    return {"one_at_a_time_sentences_per_s": round(len(sentences) / one_s, 1),
-            "one_batch_sentences_per_s": round(len(sentences) / batch_s, 1)}
+    return {
+        "one_at_a_time_sentences_per_s": round(len(sentences) / one_s, 1),
+        "one_batch_sentences_per_s": round(len(sentences) / batch_s, 1),
+    }
 
 
 def hot_reload(url: str, sentences: list[str], published: Path, other: Path, beam_size: int) -> dict:
@@ -155,22 +159,48 @@ def hot_reload(url: str, sentences: list[str], published: Path, other: Path, bea
         return run
 
     run = asyncio.run(both())
-    return {"clients": 16, "requests": len(sentences), "failed_requests": len(run["failures"]),
-            "failures": run["failures"][:5], "answered_by_model": run["shas"],
-            "reload_s": round(metric(url, "tfm_model_reload_seconds"), 3),
-            "file_to_serving_s": round(swapped["serving"] - swapped["written"], 3),
-            **percentiles(run["latencies"])}
+    return {
+        "clients": 16,
+        "requests": len(sentences),
+        "failed_requests": len(run["failures"]),
+        "failures": run["failures"][:5],
+        "answered_by_model": run["shas"],
+        "reload_s": round(metric(url, "tfm_model_reload_seconds"), 3),
+        "file_to_serving_s": round(swapped["serving"] - swapped["written"], 3),
+        **percentiles(run["latencies"]),
+    }
 
 
-def start_server(config: str, overrides: list[str], published: Path, port: int, threads: int,
-                 device: str, precision: str, log: Path) -> tuple[subprocess.Popen, float]:
+def start_server(
+    config: str, overrides: list[str], published: Path, port: int, threads: int, device: str, precision: str, log: Path
+) -> tuple[subprocess.Popen, float]:
     sets = [x for o in overrides for x in ("--set", o)]
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "serve", "-c", config, *sets,
-                             "--checkpoint", str(published), "--port", str(port),
-                             "--device", device, "--precision", precision, "--set",
-                             f"serve.threads={threads}", "--set", "serve.reload_poll_s=0.1"],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "transformer_cli",
+            "serve",
+            "-c",
+            config,
+            *sets,
+            "--checkpoint",
+            str(published),
+            "--port",
+            str(port),
+            "--device",
+            device,
+            "--precision",
+            precision,
+            "--set",
+            f"serve.threads={threads}",
+            "--set",
+            "serve.reload_poll_s=0.1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(log, "wb"),
+    )
     while True:
         if proc.poll() is not None:
             raise SystemExit(f"the server exited ({proc.returncode}):\n{log.read_text()}")
@@ -186,8 +216,11 @@ def main() -> None:
     ap.add_argument("--config", "-c", default="base.yaml")
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override")
     ap.add_argument("--checkpoint", type=Path, help="default: the config's published model")
-    ap.add_argument("--other", type=Path, help="the checkpoint promoted mid-load (default: the "
-                    "same weights saved again, a different sha256)")
+    ap.add_argument(
+        "--other",
+        type=Path,
+        help="the checkpoint promoted mid-load (default: the same weights saved again, a different sha256)",
+    )
     ap.add_argument("--sentences", type=int, default=1000, help="first N test sentences")
     ap.add_argument("--clients", default="1,4,16,64")
     ap.add_argument("--beam-size", type=int, default=1)
@@ -199,8 +232,7 @@ def main() -> None:
     cfg = load_config(args.config, args.overrides)
     source = args.checkpoint or published_model(cfg.run_dir, args.config)
     sentences = load_prepared(cfg).text("test", cfg.data.src_lang)[: args.sentences]
-    baseline = in_process(source, sentences, args.threads, args.beam_size, args.device,
-                          args.precision)
+    baseline = in_process(source, sentences, args.threads, args.beam_size, args.device, args.precision)
     with tempfile.TemporaryDirectory() as tmp:
         published, other = Path(tmp) / "published.pt", Path(tmp) / "other.pt"
         published.write_bytes(source.read_bytes())
@@ -211,8 +243,16 @@ def main() -> None:
             checkpoint.metrics = {**checkpoint.metrics, "benchmark": "promoted mid-load"}
             checkpoint.write(other)
         port = free_port()
-        proc, ready_s = start_server(args.config, args.overrides, published, port, args.threads,
-                                     args.device, args.precision, Path(tmp) / "serve.log")
+        proc, ready_s = start_server(
+            args.config,
+            args.overrides,
+            published,
+            port,
+            args.threads,
+            args.device,
+            args.precision,
+            Path(tmp) / "serve.log",
+        )
         url = f"http://127.0.0.1:{port}"
         memory = {"ready": rss_mb(proc.pid)}
         try:
@@ -231,13 +271,21 @@ def main() -> None:
             exit_code = proc.wait(60)
     one = next((x for x in levels if x["clients"] == 1), None)
     result = {
-        "checkpoint": str(source), "sentences": len(sentences), "beam_size": args.beam_size,
-        "threads": args.threads, "cpu_count": os.cpu_count(), "device": args.device,
+        "checkpoint": str(source),
+        "sentences": len(sentences),
+        "beam_size": args.beam_size,
+        "threads": args.threads,
+        "cpu_count": os.cpu_count(),
+        "device": args.device,
         "precision": args.precision,
-        "torch": torch.__version__, "server_ready_s": round(ready_s, 2),
-        "server": levels, "server_allocator": allocator, "server_rss_mb": memory,
-        "speedup_vs_one_client": {x["clients"]: round(x["sentences_per_s"] / one["sentences_per_s"], 2)
-                                  for x in levels} if one else None,
+        "torch": torch.__version__,
+        "server_ready_s": round(ready_s, 2),
+        "server": levels,
+        "server_allocator": allocator,
+        "server_rss_mb": memory,
+        "speedup_vs_one_client": {x["clients"]: round(x["sentences_per_s"] / one["sentences_per_s"], 2) for x in levels}
+        if one
+        else None,
         "in_process": baseline,
         "hot_reload": reload,
         "server_exit_code_on_sigterm": exit_code,

@@ -39,8 +39,9 @@ sys.path.insert(0, str(ROOT))
 
 from serve_load import free_port, rss_mb  # noqa: E402
 
-from transformer_cli.api import open_backend, published_model  # noqa: E402
+from transformer_cli.api import open_backend  # noqa: E402
 from transformer_cli.config_loading import load_config, resolve_config_path  # noqa: E402
+from transformer_cli.model_source import published_model  # noqa: E402
 from transformer_cli.training.run_data import prepare_run_data  # noqa: E402
 
 LUA = """
@@ -56,8 +57,7 @@ end
 def histogram(url: str, code: str) -> dict[float, float]:
     """Cumulative counts of /translate answers with `code` per latency bucket (le -> count)."""
     text = httpx.get(url + "/metrics").text
-    pattern = (r'^tfm_request_latency_seconds_bucket\{code="' + code
-               + r'",le="([^"]+)",path="/translate"\} (\S+)$')
+    pattern = r'^tfm_request_latency_seconds_bucket\{code="' + code + r'",le="([^"]+)",path="/translate"\} (\S+)$'
     return {float(le): float(value) for le, value in re.findall(pattern, text, re.M)}
 
 
@@ -83,26 +83,53 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
 
 
 def wrk(url: str, script: Path, connections: int, seconds: int) -> dict:
-    out = subprocess.run(["wrk", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{seconds}s",
-                          "--latency", "--timeout", "30s", "-s", str(script), url],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            str(min(2, connections)),
+            "-c",
+            str(connections),
+            "-d",
+            f"{seconds}s",
+            "--latency",
+            "--timeout",
+            "30s",
+            "-s",
+            str(script),
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+    def found(pattern: str) -> re.Match[str]:
+        match = re.search(pattern, out, re.M)
+        assert match, f"wrk printed no {pattern!r}: {out}"
+        return match
 
     def ms(label: str) -> float:
-        value, unit = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", out, re.M).groups()
+        value, unit = found(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$").groups()
         return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1000.0}[unit]
 
-    requests = int(re.search(r"(\d+) requests in", out).group(1))
+    requests = int(found(r"(\d+) requests in").group(1))
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
-    return {"requests": requests, "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
-            "socket_errors": sum(map(int, errors.groups())) if errors else 0,
-            "p50_ms": ms("50%"), "p99_ms": ms("99%")}
+    return {
+        "requests": requests,
+        "non_2xx": int(non_2xx.group(1)) if non_2xx else 0,
+        "socket_errors": sum(map(int, errors.groups())) if errors else 0,
+        "p50_ms": ms("50%"),
+        "p99_ms": ms("99%"),
+    }
 
 
 async def served_translations(url: str, sentences: list[str], concurrency: int) -> list[str]:
     """Every sentence through the server, `concurrency` at a time, answers in order."""
     gate, out = asyncio.Semaphore(concurrency), [""] * len(sentences)
     async with httpx.AsyncClient(base_url=url, timeout=120) as client:
+
         async def one(i: int) -> None:
             async with gate:
                 while True:
@@ -111,6 +138,7 @@ async def served_translations(url: str, sentences: list[str], concurrency: int) 
                         break
                     await asyncio.sleep(float(r.headers.get("Retry-After", "1")))
                 out[i] = r.json()[0]["translation_text"]
+
         await asyncio.gather(*(one(i) for i in range(len(sentences))))
     return out
 
@@ -138,10 +166,16 @@ def main() -> None:
     started = time.perf_counter()
     offline = [h[0].text for h in backend.translate(sources).translations]
     offline_s = time.perf_counter() - started
-    result: dict = {"model": str(model), "threads": args.threads, "decoding": backend.decode.beam_size,
-                    "offline": {"sentences_per_s": round(len(sources) / offline_s, 1),
-                                "bleu": round(sacrebleu.corpus_bleu(offline, [refs]).score, 2)},
-                    "levels": []}
+    result: dict = {
+        "model": str(model),
+        "threads": args.threads,
+        "decoding": backend.decode.beam_size,
+        "offline": {
+            "sentences_per_s": round(len(sources) / offline_s, 1),
+            "bleu": round(sacrebleu.corpus_bleu(offline, [refs]).score, 2),
+        },
+        "levels": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "rotate.lua"
         bodies = ", ".join(json.dumps(json.dumps({"inputs": s})) for s in sources)
@@ -155,10 +189,25 @@ def main() -> None:
             result["server_code"] = str(args.server_code)
         # From the other checkout's folder: `python -m` looks in the working directory first.
         config = str(Path(resolve_config_path(args.config)).resolve())
-        proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "serve", "-c", config,
-                                 "--checkpoint", str(Path(model).resolve()), "--port", str(port), *sets],
-                                stdout=subprocess.DEVNULL, stderr=log, env=env,
-                                cwd=args.server_code.resolve() if args.server_code else None)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "transformer_cli",
+                "serve",
+                "-c",
+                config,
+                "--checkpoint",
+                str(Path(model).resolve()),
+                "--port",
+                str(port),
+                *sets,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            env=env,
+            cwd=args.server_code.resolve() if args.server_code else None,
+        )
         url = f"http://127.0.0.1:{port}"
         try:
             for _ in range(600):
@@ -180,14 +229,21 @@ def main() -> None:
                 ok1, shed1 = histogram(url, "200"), histogram(url, "503")
                 codes = {c: int(n - codes0.get(c, 0.0)) for c, n in answers(url).items() if n > codes0.get(c, 0.0)}
                 translated = metric(url, "tfm_sentences_total") - sentences0
-                result["levels"].append({
-                    "connections": connections, "sentences_per_s": round(translated / args.seconds, 1),
-                    "p50_ms": load["p50_ms"], "p99_ms": load["p99_ms"],
-                    "share_503": round(codes.get("503", 0) / max(sum(codes.values()), 1), 3),
-                    "answers_by_code": codes, "wrk_non_2xx": load["non_2xx"],
-                    "admitted_p99_s_at_most": quantile(ok0, ok1, 0.99),
-                    "shed_p99_s_at_most": quantile(shed0, shed1, 0.99),
-                    "socket_errors": load["socket_errors"], "server_rss_mb": rss_mb(proc.pid)})
+                result["levels"].append(
+                    {
+                        "connections": connections,
+                        "sentences_per_s": round(translated / args.seconds, 1),
+                        "p50_ms": load["p50_ms"],
+                        "p99_ms": load["p99_ms"],
+                        "share_503": round(codes.get("503", 0) / max(sum(codes.values()), 1), 3),
+                        "answers_by_code": codes,
+                        "wrk_non_2xx": load["non_2xx"],
+                        "admitted_p99_s_at_most": quantile(ok0, ok1, 0.99),
+                        "shed_p99_s_at_most": quantile(shed0, shed1, 0.99),
+                        "socket_errors": load["socket_errors"],
+                        "server_rss_mb": rss_mb(proc.pid),
+                    }
+                )
             served = asyncio.run(served_translations(url, sources, 16))
             result["served_bleu_16_connections"] = round(sacrebleu.corpus_bleu(served, [refs]).score, 2)
             result["served_equal_offline"] = round(sum(a == b for a, b in zip(served, offline)) / len(served), 4)

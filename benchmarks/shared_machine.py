@@ -60,23 +60,49 @@ def median(xs: list[float]) -> float:
 def train_once(args: argparse.Namespace, work: Path, variant: str, priority: str, tag: str) -> dict:
     """One epoch of `tfm train`; its tokens/s, wall time and the tuner's lines."""
     out = work / "runs" / tag
-    sets = [*args.overrides, f"data.limit_train={args.pairs}", "train.epochs=1", "train.valid_bleu=false",
-            "train.average_last=1", "train.snapshot_every_steps=null", f"data.dir={work / 'data'}",
-            f"data.cache_dir={work / 'cache'}", f"train.out_dir={out}", f"train.threads={variant}",
-            f"train.priority={priority}"]
+    sets = [
+        *args.overrides,
+        f"data.limit_train={args.pairs}",
+        "train.epochs=1",
+        "train.valid_bleu=false",
+        "train.average_last=1",
+        "train.snapshot_every_steps=null",
+        f"data.dir={work / 'data'}",
+        f"data.cache_dir={work / 'cache'}",
+        f"train.out_dir={out}",
+        f"train.threads={variant}",
+        f"train.priority={priority}",
+    ]
     env = {**os.environ, **dict(e.split("=", 1) for e in args.env)}
     started = time.monotonic()
-    r = subprocess.run([*TFM, "train", "-c", args.config, *[x for s in sets for x in ("--set", s)],
-                        "--promote", "never", "--restart", "--quiet"], capture_output=True, text=True,
-                       env=env, cwd=ROOT)
+    r = subprocess.run(
+        [
+            *TFM,
+            "train",
+            "-c",
+            args.config,
+            *[x for s in sets for x in ("--set", s)],
+            "--promote",
+            "never",
+            "--restart",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     if r.returncode != 0:
         raise SystemExit(f"tfm train ({variant}, {tag}) exited {r.returncode}: {r.stderr.strip()[-2000:]}")
     [run] = [p for p in out.iterdir() if p.is_dir()]
     record = json.loads((run / "metrics.jsonl").read_text().splitlines()[0])
     lines = (run / "train.log").read_text().splitlines()
-    return {"tokens_per_s": record["tokens_per_s"], "wall_s": round(time.monotonic() - started, 1),
-            "threads": [x.split(" INFO ", 1)[-1] for x in lines if " INFO train.threads" in x],
-            "model": str(run / "best.pt")}
+    return {
+        "tokens_per_s": record["tokens_per_s"],
+        "wall_s": round(time.monotonic() - started, 1),
+        "threads": [x.split(" INFO ", 1)[-1] for x in lines if " INFO train.threads" in x],
+        "model": str(run / "best.pt"),
+    }
 
 
 class Load:
@@ -115,9 +141,13 @@ class Load:
         if len(ok) < 2:
             return {"answers": len(answered)}
         q = statistics.quantiles(ok, n=100, method="inclusive")
-        return {"answers": len(answered), "not_200": sum(s != 200 for _, s in answered),
-                "sentences_per_s": round(len(ok) / (end - start), 1),
-                "p50_ms": round(q[49] * 1000, 1), "p99_ms": round(q[98] * 1000, 1)}
+        return {
+            "answers": len(answered),
+            "not_200": sum(s != 200 for _, s in answered),
+            "sentences_per_s": round(len(ok) / (end - start), 1),
+            "p50_ms": round(q[49] * 1000, 1),
+            "p99_ms": round(q[98] * 1000, 1),
+        }
 
     def close(self) -> None:
         self.stop.set()
@@ -130,9 +160,23 @@ def start_server(args: argparse.Namespace, work: Path, model: Path) -> tuple[sub
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(work / "serve.log", "wb")
-    proc = subprocess.Popen([*TFM, "serve", "-c", args.config, "--checkpoint", str(model), "--port", str(port),
-                             *[x for s in args.serve_set for x in ("--set", s)], "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=log, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            *TFM,
+            "serve",
+            "-c",
+            args.config,
+            "--checkpoint",
+            str(model),
+            "--port",
+            str(port),
+            *[x for s in args.serve_set for x in ("--set", s)],
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -152,8 +196,15 @@ def test_sentences(args: argparse.Namespace, work: Path) -> list[str]:
     from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
 
-    cfg = load_config(args.config, [*args.overrides, f"data.limit_train={args.pairs}",
-                                    f"data.dir={work / 'data'}", f"data.cache_dir={work / 'cache'}"])
+    cfg = load_config(
+        args.config,
+        [
+            *args.overrides,
+            f"data.limit_train={args.pairs}",
+            f"data.dir={work / 'data'}",
+            f"data.cache_dir={work / 'cache'}",
+        ],
+    )
     return [x for x in load_prepared(cfg).text("test", cfg.data.src_lang) if x.strip()]
 
 
@@ -187,8 +238,7 @@ def main() -> None:
     ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override (training)")
     ap.add_argument("--pairs", type=int, default=6000, help="training pairs of the epoch (data.limit_train)")
     ap.add_argument("--variants", nargs="+", help="train.threads values (default: auto and 1..CPUs)")
-    ap.add_argument("--conditions", nargs="+", default=[*NEIGHBOURS, "serve"],
-                    choices=[*NEIGHBOURS, "serve"])
+    ap.add_argument("--conditions", nargs="+", default=[*NEIGHBOURS, "serve"], choices=[*NEIGHBOURS, "serve"])
     ap.add_argument("--priority", default="normal", help="train.priority in the conditions but serve")
     ap.add_argument("--serve-priorities", nargs="+", default=["normal", "low"])
     ap.add_argument("--serve-model", help="the model tfm serve answers with")
@@ -203,15 +253,23 @@ def main() -> None:
     variants = args.variants or ["auto", *map(str, range(1, cpus + 1))]
     work = Path(args.work or tempfile.mkdtemp(prefix="tfm-shared-"))
     work.mkdir(parents=True, exist_ok=True)
-    sets = [x for s in [*args.overrides, f"data.limit_train={args.pairs}", f"data.dir={work / 'data'}",
-                        f"data.cache_dir={work / 'cache'}"] for x in ("--set", s)]
+    sets = [
+        x
+        for s in [
+            *args.overrides,
+            f"data.limit_train={args.pairs}",
+            f"data.dir={work / 'data'}",
+            f"data.cache_dir={work / 'cache'}",
+        ]
+        for x in ("--set", s)
+    ]
     subprocess.run([*TFM, "preprocess", "-c", args.config, *sets, "--quiet"], check=True, cwd=ROOT)
     runs: dict[str, dict[str, list[dict]]] = {}
     serving: dict[str, dict] = {}
     n = 0
     try:
         for repeat in range(args.repeats):
-            order = variants[repeat % len(variants):] + variants[: repeat % len(variants)]
+            order = variants[repeat % len(variants) :] + variants[: repeat % len(variants)]
             for condition in args.conditions:
                 if condition == "serve":
                     continue
@@ -221,7 +279,8 @@ def main() -> None:
                     for v in order:
                         n += 1
                         runs.setdefault(condition, {}).setdefault(v, []).append(
-                            train_once(args, work, v, args.priority, f"{n}-{condition}-{v}"))
+                            train_once(args, work, v, args.priority, f"{n}-{condition}-{v}")
+                        )
                 finally:
                     for p in neighbours:
                         p.kill()
@@ -266,7 +325,9 @@ def main() -> None:
                 if "alone" in results:
                     results[c]["training_vs_alone"] = {
                         v: round(s / results["alone"]["tokens_per_s"][v], 2)
-                        for v, s in results[c]["tokens_per_s"].items() if v in results["alone"]["tokens_per_s"]}
+                        for v, s in results[c]["tokens_per_s"].items()
+                        if v in results["alone"]["tokens_per_s"]
+                    }
         if "serve/low" in results and "auto" in results["serve/low"]["serve_p99_vs_alone"]:
             targets["nightly_pairing_p99_vs_alone"] = results["serve/low"]["serve_p99_vs_alone"]["auto"]
             targets["nightly_pairing_training_vs_alone"] = results["serve/low"].get("training_vs_alone", {}).get("auto")
@@ -274,10 +335,24 @@ def main() -> None:
     targets.update(auto_vs_best_fixed=kept, auto_within_90pct_everywhere=all(x >= 0.9 for x in kept.values()))
     if "auto_vs_fixed_all_cpus" in results.get("alone", {}):
         targets["alone_auto_vs_fixed_all_cpus"] = results["alone"]["auto_vs_fixed_all_cpus"]
-    print(json.dumps({"config": args.config, "pairs": args.pairs, "overrides": args.overrides, "env": args.env,
-                      "cpus": cpus, "repeats": args.repeats, "priority": args.priority,
-                      "connections": args.connections, "targets": targets, "serve_alone": serving.get("alone"),
-                      "conditions": results}, indent=2))
+    print(
+        json.dumps(
+            {
+                "config": args.config,
+                "pairs": args.pairs,
+                "overrides": args.overrides,
+                "env": args.env,
+                "cpus": cpus,
+                "repeats": args.repeats,
+                "priority": args.priority,
+                "connections": args.connections,
+                "targets": targets,
+                "serve_alone": serving.get("alone"),
+                "conditions": results,
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,7 @@ from transformer_cli.training.averaging import Snapshots, average_state_dicts
 from transformer_cli.training.run_dir import RunDir
 
 
-def score(checkpoint: Checkpoint, sources: list[str], references: list[str], beam: int | None,
-          work: Path) -> dict:
+def score(checkpoint: Checkpoint, sources: list[str], references: list[str], beam: int | None, work: Path) -> dict:
     """Validation loss/PPL/BLEU/chrF of `checkpoint`'s weights."""
     path = work / "candidate.pt"
     checkpoint.write(path)
@@ -38,8 +37,13 @@ def score(checkpoint: Checkpoint, sources: list[str], references: list[str], bea
     if beam is not None:
         translator.decode.beam_size = beam
     report = evaluate_texts(translator, sources, references, "val", str(path), work / "hyps.txt")
-    return {"valid_loss": report.loss, "valid_ppl": report.ppl, "bleu": report.bleu, "chrf": report.chrf,
-            "beam_size": report.beam_size}
+    return {
+        "valid_loss": report.loss,
+        "valid_ppl": report.ppl,
+        "bleu": report.bleu,
+        "chrf": report.chrf,
+        "beam_size": report.beam_size,
+    }
 
 
 def main() -> None:
@@ -58,17 +62,26 @@ def main() -> None:
     steps = [int(p.stem.split("_")[1]) for p in paths]
     prepared = load_prepared(cfg)
     sources, references = (prepared.text("val", lang) for lang in (cfg.data.src_lang, cfg.data.tgt_lang))
-    candidates = {"last_snapshot": [snapshots[-1]], "all_kept": snapshots,
-                  "epoch_ends_only": [c for c, s in zip(snapshots, steps) if s in epoch_end_steps]}
-    out: dict = {"run": str(run.path), "snapshot_steps": steps,
-                 "epoch_end_steps": sorted(s for s in steps if s in epoch_end_steps), "scores": {}}
+    candidates = {
+        "last_snapshot": [snapshots[-1]],
+        "all_kept": snapshots,
+        "epoch_ends_only": [c for c, s in zip(snapshots, steps) if s in epoch_end_steps],
+    }
+    out: dict = {
+        "run": str(run.path),
+        "snapshot_steps": steps,
+        "epoch_end_steps": sorted(s for s in steps if s in epoch_end_steps),
+        "scores": {},
+    }
     with tempfile.TemporaryDirectory() as work:
         for name, chosen in candidates.items():
             if not chosen:
                 continue
             averaged = dataclasses.replace(chosen[-1], weights=average_state_dicts([c.weights for c in chosen]))
-            out["scores"][name] = {"averaged": len(chosen),
-                                   **score(averaged, sources, references, args.beam, Path(work))}
+            out["scores"][name] = {
+                "averaged": len(chosen),
+                **score(averaged, sources, references, args.beam, Path(work)),
+            }
     print(json.dumps(out, indent=2))
 
 

@@ -27,9 +27,17 @@ def first_crossings(records: list[dict], levels: list[float]) -> dict[str, dict 
     out: dict[str, dict | None] = {}
     for level in levels:
         hit = next((r for r in records if r.get("valid_bleu", -1) >= level), None)
-        out[f"bleu_{level:g}"] = None if hit is None else {
-            "elapsed_s": hit["elapsed_s"], "minutes": round(hit["elapsed_s"] / 60, 1),
-            "step": hit["step"], "epoch": hit["epoch"], "valid_bleu": hit["valid_bleu"]}
+        out[f"bleu_{level:g}"] = (
+            None
+            if hit is None
+            else {
+                "elapsed_s": hit["elapsed_s"],
+                "minutes": round(hit["elapsed_s"] / 60, 1),
+                "step": hit["step"],
+                "epoch": hit["epoch"],
+                "valid_bleu": hit["valid_bleu"],
+            }
+        )
     return out
 
 
@@ -46,12 +54,21 @@ def main() -> None:
         raise SystemExit("give --config or --run-dir")
     run_dir = args.run_dir
     if args.config:
-        sets = ["train.valid_decode=greedy", *args.overrides, "train.valid_bleu=true",
-                f"train.out_dir={args.out_dir}"]
+        sets = ["train.valid_decode=greedy", *args.overrides, "train.valid_bleu=true", f"train.out_dir={args.out_dir}"]
         if args.valid_every:
             sets.append(f"train.valid_every={args.valid_every}")
-        cmd = [sys.executable, "-m", "transformer_cli", "train", "-c", args.config, "--quiet",
-               "--promote", "never", *[x for s in sets for x in ("--set", s)]]
+        cmd = [
+            sys.executable,
+            "-m",
+            "transformer_cli",
+            "train",
+            "-c",
+            args.config,
+            "--quiet",
+            "--promote",
+            "never",
+            *[x for s in sets for x in ("--set", s)],
+        ]
         if subprocess.run(cmd).returncode != 0:
             raise SystemExit("training failed")
         run_dir = Path(args.out_dir) / Path(args.config).stem
@@ -61,10 +78,19 @@ def main() -> None:
         raise SystemExit(f"{run_dir} logged no valid_bleu (train with --set train.valid_bleu=true)")
     best = max(records, key=lambda r: r.get("valid_bleu", -1))
     decodes = sorted({r.get("valid_decode", "not logged") for r in records if "valid_bleu" in r})
-    print(json.dumps({"run": str(run_dir), "valid_decode": ", ".join(decodes),
-                      "crossings": first_crossings(records, args.levels),
-                      "best_valid_bleu": best["valid_bleu"], "at_minutes": round(best["elapsed_s"] / 60, 1),
-                      "total_minutes": round(records[-1]["elapsed_s"] / 60, 1)}, indent=2))
+    print(
+        json.dumps(
+            {
+                "run": str(run_dir),
+                "valid_decode": ", ".join(decodes),
+                "crossings": first_crossings(records, args.levels),
+                "best_valid_bleu": best["valid_bleu"],
+                "at_minutes": round(best["elapsed_s"] / 60, 1),
+                "total_minutes": round(records[-1]["elapsed_s"] / 60, 1),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -55,8 +55,7 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def single(config: str, overrides: list[str], steps: int, seconds: float, first: int,
-           trim_every: int) -> dict:
+def single(config: str, overrides: list[str], steps: int, seconds: float, first: int, trim_every: int) -> dict:
     import torch
 
     from transformer_cli.config_loading import load_config
@@ -70,8 +69,15 @@ def single(config: str, overrides: list[str], steps: int, seconds: float, first:
     cfg = load_config(config, overrides)
     marks = {first * 2**k for k in range(32)}
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = build_trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), resolve_device(cfg.train.device),
-                                DistContext(), GracefulStop(), show_progress=False)
+        trainer = build_trainer(
+            cfg,
+            load_prepared(cfg),
+            RunDir(Path(tmp)),
+            resolve_device(cfg.train.device),
+            DistContext(),
+            GracefulStop(),
+            show_progress=False,
+        )
         every_epoch = (group for epoch in itertools.count() for group in trainer.data.steps_from(epoch, 0))
         trainer.optimization.net.train()
         samples, at_seconds, tokens = [], None, 0
@@ -88,9 +94,15 @@ def single(config: str, overrides: list[str], steps: int, seconds: float, first:
             if i >= steps and (at_seconds is not None or not seconds):
                 break
         elapsed = time.perf_counter() - started
-    return {"allocator": allocator.in_use(), "precision": str(trainer.dtype or "fp32").replace("torch.", ""),
-            "threads": torch.get_num_threads(), "steps": i, "tokens_per_s": round(tokens / elapsed, 1),
-            "rss": samples, "rss_at_seconds": at_seconds}
+    return {
+        "allocator": allocator.in_use(),
+        "precision": str(trainer.dtype or "fp32").replace("torch.", ""),
+        "threads": torch.get_num_threads(),
+        "steps": i,
+        "tokens_per_s": round(tokens / elapsed, 1),
+        "rss": samples,
+        "rss_at_seconds": at_seconds,
+    }
 
 
 def variant_env(name: str, lib_dir: Path) -> dict[str, str] | None:
@@ -111,8 +123,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="base.yaml")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
-    ap.add_argument("--variants", nargs="+", default=["default", "glibc", "tcmalloc", "jemalloc"],
-                    choices=list(VARIANTS))
+    ap.add_argument(
+        "--variants", nargs="+", default=["default", "glibc", "tcmalloc", "jemalloc"], choices=list(VARIANTS)
+    )
     ap.add_argument("--steps", type=int, default=200, help="at least this many steps")
     ap.add_argument("--seconds", type=float, default=300, help="and at least this long (0: steps only)")
     ap.add_argument("--first", type=int, default=25, help="RSS after this many steps, then at each doubling")
@@ -131,9 +144,22 @@ def main() -> None:
             skipped.append(f"{name}: {args.lib_dir / VARIANTS[name]['LD_PRELOAD']} not installed")
             continue
         env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", allocator.PRELOADED_ENV)}
-        cmd = [sys.executable, __file__, f"--single={name}", "--config", args.config,
-               "--steps", str(args.steps), "--seconds", str(args.seconds), "--first", str(args.first),
-               "--trim-every", str(args.trim_every), *[f"--set={o}" for o in args.overrides]]
+        cmd = [
+            sys.executable,
+            __file__,
+            f"--single={name}",
+            "--config",
+            args.config,
+            "--steps",
+            str(args.steps),
+            "--seconds",
+            str(args.seconds),
+            "--first",
+            str(args.first),
+            "--trim-every",
+            str(args.trim_every),
+            *[f"--set={o}" for o in args.overrides],
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, env={**env, **extra})
         if out.returncode != 0:
             raise SystemExit(f"{name}: {out.stderr.strip().splitlines()[-1]}")
@@ -143,8 +169,12 @@ def main() -> None:
     base = next((r["tokens_per_s"] for r in results if r["variant"] == "glibc"), None)
     for r in results:
         r["speed_vs_glibc"] = round(r["tokens_per_s"] / base, 3) if base else None
-    print(json.dumps({"config": args.config, "overrides": args.overrides, "cpu": _cpu(),
-                      "results": results, "skipped": skipped}, indent=2))
+    print(
+        json.dumps(
+            {"config": args.config, "overrides": args.overrides, "cpu": _cpu(), "results": results, "skipped": skipped},
+            indent=2,
+        )
+    )
 
 
 def _cpu() -> str:

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def sdpa_kernels(names: str) -> contextlib.AbstractContextManager:
@@ -42,36 +43,57 @@ def sdpa_kernels(names: str) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    known = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-             "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    known = {
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "math": SDPBackend.MATH,
+    }
     return sdpa_kernel([known[n] for n in names.split(",")])
 
 
 def top_ops(profile, n: int = 12) -> list[dict]:
     """The `n` ops of a torch.profiler run that took most host time themselves."""
     rows = sorted(profile.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)[:n]
-    return [{"op": e.key, "calls": e.count, "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 1),
-             "self_device_ms": round(getattr(e, "self_device_time_total", 0.0) / 1e3, 1)} for e in rows]
+    return [
+        {
+            "op": e.key,
+            "calls": e.count,
+            "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 1),
+            "self_device_ms": round(getattr(e, "self_device_time_total", 0.0) / 1e3, 1),
+        }
+        for e in rows
+    ]
 
 
-def measure(config: str, overrides: list[str], steps: int, warmup: int,
-            peak_tflops: float | None = None, sdpa: str = "default", profile: bool = False) -> dict:
+def measure(
+    config: str,
+    overrides: list[str],
+    steps: int,
+    warmup: int,
+    peak_tflops: float | None = None,
+    sdpa: str = "default",
+    profile: bool = False,
+) -> dict:
     import torch
 
     from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
     from transformer_cli.device import resolve_device
     from transformer_cli.model.flops import training_flops
+    from transformer_cli.model.transformer_config import TransformerConfig
     from transformer_cli.training.build import build_trainer
     from transformer_cli.training.distributed import DistContext
     from transformer_cli.training.run_dir import RunDir
     from transformer_cli.training.signals import GracefulStop
 
     cfg = load_config(config, overrides)
+    assert isinstance(cfg.model, TransformerConfig), "FLOPs are counted for the Transformer"
     device = resolve_device(cfg.train.device)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = build_trainer(cfg, load_prepared(cfg), RunDir(Path(tmp)), device, DistContext(),
-                                GracefulStop(), show_progress=False)
+        trainer = build_trainer(
+            cfg, load_prepared(cfg), RunDir(Path(tmp)), device, DistContext(), GracefulStop(), show_progress=False
+        )
         if trainer.data.steps(0) < warmup + steps:
             raise SystemExit(f"only {trainer.data.steps(0)} steps per epoch: lower --steps/--warmup")
         groups = trainer.data.steps_from(0, 0)  # the training loop's own batches, workers and all
@@ -85,30 +107,42 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int,
                 torch.cuda.reset_peak_memory_stats()
             started = time.perf_counter()
             tokens = sentences = flops = 0
-            shapes = set()
+            shapes: set[tuple[int, int, int]] = set()
             with profiler:
                 for _ in range(steps):  # each step's time includes any wait for its batches
                     group = next(groups)
                     tokens += trainer.optimization.step(group)[0]
                     sentences += sum(len(b.src) for b in group)
-                    flops += sum(training_flops(cfg.model, trainer.model.tgt_vocab_size, *b.src.shape,
-                                                b.tgt_in.size(1)) for b in group)
-                    shapes.update((*b.src.shape, b.tgt_in.size(1)) for b in group)
-                float(trainer.model.generator.weight.sum())  # wait for queued GPU work
+                    flops += sum(
+                        training_flops(
+                            cfg.model, trainer.model.tgt_vocab_size, b.src.size(0), b.src.size(1), b.tgt_in.size(1)
+                        )
+                        for b in group
+                    )
+                    shapes.update((b.src.size(0), b.src.size(1), b.tgt_in.size(1)) for b in group)
+                float(next(trainer.model.parameters()).sum())  # wait for queued GPU work
             seconds = time.perf_counter() - started
         groups.close()
     with open("/proc/self/status") as f:  # the process's own memory, not the mapped files' pages
         anon_kb = next((int(line.split()[1]) for line in f if line.startswith("RssAnon:")), 0)
-    result = {"precision": str(trainer.dtype or "fp32").replace("torch.", ""),
-              "compile": cfg.train.compile, "rdrop_alpha": cfg.train.rdrop_alpha,
-              "data_workers": trainer.data.workers, "steps": steps, "tokens": tokens,
-              "tokens_per_s": round(tokens / seconds, 1), "steps_per_s": round(steps / seconds, 3),
-              "sentences_per_s": round(sentences / seconds, 1),
-              "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-              "rss_anon_mb": round(anon_kb / 1024, 1),
-              "model_tflops_per_s": round(flops / seconds / 1e12, 3),
-              "device": str(device), "threads": torch.get_num_threads(), "sdpa": sdpa,
-              "distinct_shapes": len(shapes)}
+    result: dict[str, Any] = {
+        "precision": str(trainer.dtype or "fp32").replace("torch.", ""),
+        "compile": cfg.train.compile,
+        "rdrop_alpha": cfg.train.rdrop_alpha,
+        "data_workers": trainer.data.workers,
+        "steps": steps,
+        "tokens": tokens,
+        "tokens_per_s": round(tokens / seconds, 1),
+        "steps_per_s": round(steps / seconds, 3),
+        "sentences_per_s": round(sentences / seconds, 1),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "rss_anon_mb": round(anon_kb / 1024, 1),
+        "model_tflops_per_s": round(flops / seconds / 1e12, 3),
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+        "sdpa": sdpa,
+        "distinct_shapes": len(shapes),
+    }
     if profile:
         result["profile"] = top_ops(profiler)
     peak = peak_tflops or device_peak_tflops(device, result["precision"])
@@ -122,10 +156,12 @@ def measure(config: str, overrides: list[str], steps: int, warmup: int,
 
 # Dense peak TFLOP/s from NVIDIA's datasheets (no sparsity), by the name torch reports: bf16 and
 # fp16 on the tensor cores; fp32 without TF32, which torch leaves off for matrix products.
-PEAK_TFLOPS = {"H100 PCIe": {"bfloat16": 756.0, "float16": 756.0, "fp32": 51.2},
-               "H100": {"bfloat16": 989.4, "float16": 989.4, "fp32": 66.9},  # SXM (HBM3)
-               "H200": {"bfloat16": 989.4, "float16": 989.4, "fp32": 66.9},
-               "A100": {"bfloat16": 312.0, "float16": 312.0, "fp32": 19.5}}
+PEAK_TFLOPS = {
+    "H100 PCIe": {"bfloat16": 756.0, "float16": 756.0, "fp32": 51.2},
+    "H100": {"bfloat16": 989.4, "float16": 989.4, "fp32": 66.9},  # SXM (HBM3)
+    "H200": {"bfloat16": 989.4, "float16": 989.4, "fp32": 66.9},
+    "A100": {"bfloat16": 312.0, "float16": 312.0, "fp32": 19.5},
+}
 
 
 def device_peak_tflops(device, precision: str) -> float | None:
@@ -150,40 +186,78 @@ def label(result: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="base.yaml")
-    ap.add_argument("--set", dest="overrides", action="append", default=[],
-                    help="config override, e.g. train.batch_tokens=6000 (repeatable)")
+    ap.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="config override, e.g. train.batch_tokens=6000 (repeatable)",
+    )
     ap.add_argument("--precision", nargs="+", default=["auto"], help="fp32 / bf16 / auto, one run each")
     ap.add_argument("--compile", nargs="+", default=["false"], help="false / true, one run each")
     ap.add_argument("--rdrop-alpha", nargs="+", default=["0"], help="train.rdrop_alpha, one run each")
-    ap.add_argument("--data-workers", nargs="+", default=["null"],
-                    help="train.data_workers, one run each (null: the default)")
-    ap.add_argument("--sdpa", nargs="+", default=["default"],
-                    help="attention kernels allowed, one run each: default (torch's choice) or a comma "
-                         "list of flash, efficient, cudnn, math")
+    ap.add_argument(
+        "--data-workers", nargs="+", default=["null"], help="train.data_workers, one run each (null: the default)"
+    )
+    ap.add_argument(
+        "--sdpa",
+        nargs="+",
+        default=["default"],
+        help="attention kernels allowed, one run each: default (torch's choice) or a comma "
+        "list of flash, efficient, cudnn, math",
+    )
     ap.add_argument("--profile", action="store_true", help="add the ops taking most host time")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--repeats", type=int, default=1, help="rounds over all variants (median kept)")
-    ap.add_argument("--peak-tflops", type=float, help="the device's peak in the precision measured, "
-                    "for MFU (default: the datasheet figure of a known GPU; none on a CPU)")
+    ap.add_argument(
+        "--peak-tflops",
+        type=float,
+        help="the device's peak in the precision measured, "
+        "for MFU (default: the datasheet figure of a known GPU; none on a CPU)",
+    )
     ap.add_argument("--single", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.single:
-        print(json.dumps(measure(args.config, args.overrides, args.steps, args.warmup,
-                                 args.peak_tflops, args.sdpa[0], args.profile)))
+        print(
+            json.dumps(
+                measure(
+                    args.config, args.overrides, args.steps, args.warmup, args.peak_tflops, args.sdpa[0], args.profile
+                )
+            )
+        )
         return
-    variants = [(p, c, a, w, k) for p in args.precision for c in args.compile for a in args.rdrop_alpha
-                for w in args.data_workers for k in args.sdpa]
+    variants = [
+        (p, c, a, w, k)
+        for p in args.precision
+        for c in args.compile
+        for a in args.rdrop_alpha
+        for w in args.data_workers
+        for k in args.sdpa
+    ]
     runs: dict[tuple[str, str, str, str, str], list[dict]] = {v: [] for v in variants}
     for _ in range(args.repeats):
         for precision, compiled, alpha, workers, kernels in variants:
-            cmd = [sys.executable, __file__, "--single", "--config", args.config,
-                   "--steps", str(args.steps), "--warmup", str(args.warmup), "--sdpa", kernels,
-                   *(["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else []),
-                   *(["--profile"] if args.profile else []),
-                   *[f"--set={o}" for o in args.overrides],
-                   f"--set=train.precision={precision}", f"--set=train.compile={compiled}",
-                   f"--set=train.rdrop_alpha={alpha}", f"--set=train.data_workers={workers}"]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--single",
+                "--config",
+                args.config,
+                "--steps",
+                str(args.steps),
+                "--warmup",
+                str(args.warmup),
+                "--sdpa",
+                kernels,
+                *(["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else []),
+                *(["--profile"] if args.profile else []),
+                *[f"--set={o}" for o in args.overrides],
+                f"--set=train.precision={precision}",
+                f"--set=train.compile={compiled}",
+                f"--set=train.rdrop_alpha={alpha}",
+                f"--set=train.data_workers={workers}",
+            ]
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(out.stderr.strip().splitlines()[-1])
@@ -195,8 +269,12 @@ def main() -> None:
         results.append(best)
     base = results[0]["tokens_per_s"]
     ratios = {label(r): round(r["tokens_per_s"] / base, 2) for r in results}
-    print(json.dumps({"config": args.config, "overrides": args.overrides, "results": results,
-                      "speedup_vs_first": ratios}, indent=2))
+    print(
+        json.dumps(
+            {"config": args.config, "overrides": args.overrides, "results": results, "speedup_vs_first": ratios},
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

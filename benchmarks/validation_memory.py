@@ -20,6 +20,7 @@ import os
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 from transformer_cli import allocator
 
@@ -42,22 +43,29 @@ def single(config: str, overrides: list[str], checkpoint: str, stage: str, size:
     prepared = load_prepared(cfg)
     device = torch.device("cpu")
     dtype = autocast_dtype(device, cfg.train.precision)
-    translator = TorchTranslator.from_checkpoint(checkpoint, device, dtype=dtype)
+    translator = TorchTranslator.from_checkpoint(Path(checkpoint), device, dtype=dtype)
     val = prepared.split("val")
     corpus_nll(translator.model, val, device, dtype, batch_tokens=500, max_positions=cfg.model.max_len)
     before = peak_mib()
     if stage == "loss":
-        nll, tokens = corpus_nll(translator.model, val, device, dtype, batch_tokens=size,
-                                 max_positions=cfg.model.max_len)
+        nll, tokens = corpus_nll(
+            translator.model, val, device, dtype, batch_tokens=size, max_positions=cfg.model.max_len
+        )
         result = {"valid_loss": round(float(nll) / int(tokens), 5)}
     else:
         greedy = dataclasses.replace(translator.decode, beam_size=1, n_best=1, batch_size=size)
         translator.translate(prepared.text("val", cfg.data.src_lang), greedy)
         result = {}
-    return {"stage": stage, "size": size, "allocator": allocator.in_use(),
-            "precision": str(dtype or "fp32").replace("torch.", ""),
-            "peak_before_mib": round(before), "peak_after_mib": round(peak_mib()),
-            "added_mib": round(peak_mib() - before), **result}
+    return {
+        "stage": stage,
+        "size": size,
+        "allocator": allocator.in_use(),
+        "precision": str(dtype or "fp32").replace("torch.", ""),
+        "peak_before_mib": round(before),
+        "peak_after_mib": round(peak_mib()),
+        "added_mib": round(peak_mib() - before),
+        **result,
+    }
 
 
 def main() -> None:
@@ -65,10 +73,20 @@ def main() -> None:
     ap.add_argument("--config", default="base.yaml")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--batch-tokens", type=int, nargs="+", default=[8000, 2000],
-                    help="validation-loss batch sizes in target tokens, one process each")
-    ap.add_argument("--decode-batch", type=int, nargs="+", default=[128],
-                    help="greedy decoding batch sizes in sentences, one process each")
+    ap.add_argument(
+        "--batch-tokens",
+        type=int,
+        nargs="+",
+        default=[8000, 2000],
+        help="validation-loss batch sizes in target tokens, one process each",
+    )
+    ap.add_argument(
+        "--decode-batch",
+        type=int,
+        nargs="+",
+        default=[128],
+        help="greedy decoding batch sizes in sentences, one process each",
+    )
     ap.add_argument("--single", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.single is not None:
@@ -82,14 +100,25 @@ def main() -> None:
     results = []
     runs = [("loss", n) for n in args.batch_tokens] + [("decode", n) for n in args.decode_batch]
     for stage, size in runs:
-        cmd = [sys.executable, __file__, "--config", args.config, "--checkpoint", args.checkpoint,
-               "--single", stage, str(size), *[f"--set={o}" for o in args.overrides]]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--config",
+            args.config,
+            "--checkpoint",
+            args.checkpoint,
+            "--single",
+            stage,
+            str(size),
+            *[f"--set={o}" for o in args.overrides],
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             raise SystemExit(f"{stage} {size}: {out.stderr.strip().splitlines()[-1]}")
         results.append(json.loads(out.stdout))
-    print(json.dumps({"config": args.config, "checkpoint": args.checkpoint, "threads": 1,
-                      "results": results}, indent=2))
+    print(
+        json.dumps({"config": args.config, "checkpoint": args.checkpoint, "threads": 1, "results": results}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -26,14 +26,13 @@ import sys
 from pathlib import Path
 
 try:
-    import tomllib
+    import tomllib  # type: ignore[import-not-found]  # (mypy checks for Python 3.10, which has none)
 except ModuleNotFoundError:  # Python 3.10
     raise SystemExit("scripts/wheelhouse.py needs Python >= 3.11 (tomllib); the target may be older") from None
 
 ROOT = Path(__file__).resolve().parent.parent
 # manylinux tags pip must be told one by one when it downloads for another platform.
-PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(17, 40)] + ["manylinux2014_x86_64",
-                                                                    "manylinux1_x86_64", "any"]
+PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(17, 40)] + ["manylinux2014_x86_64", "manylinux1_x86_64", "any"]
 KEPT_ON_TARGET = {"torch"}  # the target's build is the one to use
 
 
@@ -77,30 +76,72 @@ def wheel_project(path: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("folder", type=Path)
-    ap.add_argument("--python", default=f"{sys.version_info.major}.{sys.version_info.minor}",
-                    help="the target's CPython version, e.g. 3.12 (default: this one's)")
+    ap.add_argument(
+        "--python",
+        default=f"{sys.version_info.major}.{sys.version_info.minor}",
+        help="the target's CPython version, e.g. 3.12 (default: this one's)",
+    )
     ap.add_argument("--extras", default="", help="tfm extras, comma-separated: serve, ctranslate2, ...")
     ap.add_argument("--have", type=Path, help="`pip freeze` of the target: its packages are left out")
     args = ap.parse_args()
     extras = [e.strip() for e in args.extras.split(",") if e.strip()]
     args.folder.mkdir(parents=True, exist_ok=True)
     platform_args = [a for p in PLATFORMS for a in ("--platform", p)]
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
-                    "--python-version", args.python, "--implementation", "cp", *platform_args,
-                    "--dest", str(args.folder), *requirements(extras)], check=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",  # tfm itself
-                    "--wheel-dir", str(args.folder), str(ROOT)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--only-binary=:all:",
+            "--python-version",
+            args.python,
+            "--implementation",
+            "cp",
+            *platform_args,
+            "--dest",
+            str(args.folder),
+            *requirements(extras),
+        ],
+        check=True,
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",  # tfm itself
+            "--wheel-dir",
+            str(args.folder),
+            str(ROOT),
+        ],
+        check=True,
+    )
     if args.have:
-        have = {requirement_name(line) for line in args.have.read_text().splitlines()
-                if line.strip() and not line.startswith("#")}
+        have = {
+            requirement_name(line)
+            for line in args.have.read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        }
         for wheel in args.folder.glob("*.whl"):
             if wheel_project(wheel) in have and wheel_project(wheel) != "tfm":
                 wheel.unlink()
     wheels = sorted(args.folder.glob("*.whl"), key=lambda p: p.stat().st_size, reverse=True)
-    print(json.dumps({"folder": str(args.folder), "python": args.python, "extras": extras,
-                      "total_mb": round(sum(w.stat().st_size for w in wheels) / 2**20, 1),
-                      "wheels": {w.name: round(w.stat().st_size / 2**20, 2) for w in wheels}},
-                     indent=1))
+    print(
+        json.dumps(
+            {
+                "folder": str(args.folder),
+                "python": args.python,
+                "extras": extras,
+                "total_mb": round(sum(w.stat().st_size for w in wheels) / 2**20, 1),
+                "wheels": {w.name: round(w.stat().st_size / 2**20, 2) for w in wheels},
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

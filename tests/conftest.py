@@ -36,10 +36,13 @@ def trained(tmp_path_factory, corpus_dir):
     from helpers import run_tfm, write_config
 
     work = tmp_path_factory.mktemp("trained")
-    cfg = write_config(work / "toy.yaml", work, corpus_dir,
-                       model={"d_model": 64, "n_heads": 4, "d_ff": 128},
-                       train={"epochs": 10, "lr": 3e-3, "schedule": "inverse_sqrt",
-                              "warmup_steps": 30, "batch_size": 32})
+    cfg = write_config(
+        work / "toy.yaml",
+        work,
+        corpus_dir,
+        model={"d_model": 64, "n_heads": 4, "d_ff": 128},
+        train={"epochs": 10, "lr": 3e-3, "schedule": "inverse_sqrt", "warmup_steps": 30, "batch_size": 32},
+    )
     r = run_tfm("train", "--config", str(cfg))
     assert r.returncode == 0, r.stderr
     return {"config": cfg, "run": work / "checkpoints" / "toy", "work": work, "stderr": r.stderr}

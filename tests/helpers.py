@@ -8,31 +8,45 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 if TYPE_CHECKING:
-    from transformer_cli.data.tokenizers import TokenizerPair
+    from transformer_cli.tokenizers.pair import TokenizerPair
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Word-for-word translatable pieces: a model can learn this corpus in seconds.
-SUBJECTS = [("ein mann", "a man"), ("eine frau", "a woman"), ("ein kind", "a child"),
-            ("zwei hunde", "two dogs"), ("ein junge", "a boy"), ("ein mädchen", "a girl")]
+SUBJECTS = [
+    ("ein mann", "a man"),
+    ("eine frau", "a woman"),
+    ("ein kind", "a child"),
+    ("zwei hunde", "two dogs"),
+    ("ein junge", "a boy"),
+    ("ein mädchen", "a girl"),
+]
 VERBS = [("sieht", "sees"), ("hält", "holds"), ("trägt", "carries"), ("malt", "paints")]
-OBJECTS = [("einen ball", "a ball"), ("ein buch", "a book"), ("einen hut", "a hat"),
-           ("eine blume", "a flower"), ("ein fahrrad", "a bicycle")]
-PLACES = [("", ""), (" im park", " in the park"), (" am strand", " on the beach"),
-          (" in der stadt", " in the city")]
+OBJECTS = [
+    ("einen ball", "a ball"),
+    ("ein buch", "a book"),
+    ("einen hut", "a hat"),
+    ("eine blume", "a flower"),
+    ("ein fahrrad", "a bicycle"),
+]
+PLACES = [("", ""), (" im park", " in the park"), (" am strand", " on the beach"), (" in der stadt", " in the city")]
 
 
 def sentence_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     pairs = []
     for _ in range(n):
-        (sd, se), (vd, ve), (od, oe), (pd, pe) = (rng.choice(SUBJECTS), rng.choice(VERBS),
-                                                  rng.choice(OBJECTS), rng.choice(PLACES))
+        (sd, se), (vd, ve), (od, oe), (pd, pe) = (
+            rng.choice(SUBJECTS),
+            rng.choice(VERBS),
+            rng.choice(OBJECTS),
+            rng.choice(PLACES),
+        )
         de, en = f"{sd} {vd} {od}{pd}.", f"{se} {ve} {oe}{pe}."
         pairs.append((de[0].upper() + de[1:], en[0].upper() + en[1:]))
     return pairs
@@ -55,16 +69,35 @@ def write_corpus(folder: Path, sizes: dict[str, int] | None = None, gz: bool = T
 
 def write_config(path: Path, work: Path, source: Path | str, **sections: dict) -> Path:
     """A tiny config reading the synthetic corpus; `sections` update it, e.g. model={...}."""
-    cfg = {
+    cfg: dict[str, Any] = {
         "name": path.stem,
-        "data": {"corpus": "files", "source": str(source), "dir": str(work / "data"),
-                 "cache_dir": str(work / "cache"), "train_max_len": 40},
+        "data": {
+            "corpus": "files",
+            "source": str(source),
+            "dir": str(work / "data"),
+            "cache_dir": str(work / "cache"),
+            "train_max_len": 40,
+        },
         "tokenizer": {"kind": "sentencepiece", "vocab_size": 120, "joint": True},
-        "model": {"d_model": 32, "n_heads": 4, "n_encoder_layers": 1, "n_decoder_layers": 1,
-                  "d_ff": 64, "dropout": 0.0, "max_len": 64, "tie_output": True,
-                  "share_embeddings": True},
-        "train": {"epochs": 2, "batch_size": 32, "lr": 3e-3, "out_dir": str(work / "checkpoints"),
-                  "precision": "fp32", "checkpoint_every_minutes": None},
+        "model": {
+            "d_model": 32,
+            "n_heads": 4,
+            "n_encoder_layers": 1,
+            "n_decoder_layers": 1,
+            "d_ff": 64,
+            "dropout": 0.0,
+            "max_len": 64,
+            "tie_output": True,
+            "share_embeddings": True,
+        },
+        "train": {
+            "epochs": 2,
+            "batch_size": 32,
+            "lr": 3e-3,
+            "out_dir": str(work / "checkpoints"),
+            "precision": "fp32",
+            "checkpoint_every_minutes": None,
+        },
         "decode": {"beam_size": 1, "max_len_b": 12},
     }
     for section, values in sections.items():
@@ -77,11 +110,19 @@ def write_config(path: Path, work: Path, source: Path | str, **sections: dict) -
     return path
 
 
-def run_tfm(*args: str, cwd: Path | None = None, input: str | None = None,
-            env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_tfm(
+    *args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """Run `tfm` in a fresh process (as a user would) and capture its output."""
-    return subprocess.run([sys.executable, "-m", "transformer_cli", *args], cwd=cwd, input=input,
-                          capture_output=True, text=True, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_cli", *args],
+        cwd=cwd,
+        input=input,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
 
 
 # sitecustomize.py for `run_tfm_without`: a meta-path finder, first in line, for which the
@@ -104,8 +145,9 @@ sys.meta_path.insert(0, NotInstalled)
 """
 
 
-def run_tfm_without(modules: list[str], *args: str, folder: Path, cwd: Path | None = None,
-                    timeout: float = 120) -> subprocess.CompletedProcess:
+def run_tfm_without(
+    modules: list[str], *args: str, folder: Path, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """Run the installed `tfm` entry point as on an install that lacks `modules` (an extra not
     installed): a sitecustomize.py written to `folder` and put on PYTHONPATH makes them
     unimportable in that process and in any it starts."""
@@ -113,12 +155,17 @@ def run_tfm_without(modules: list[str], *args: str, folder: Path, cwd: Path | No
     (folder / "sitecustomize.py").write_text(_BLOCKER, encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "TFM_TEST_BLOCKED": ",".join(modules)}
-    return subprocess.run([str(Path(sys.executable).parent / "tfm"), *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "tfm"), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def untrained_checkpoint(path: Path, tokenizers: TokenizerPair | None = None,
-                         **model: int | str | bool) -> Path:
+def untrained_checkpoint(path: Path, tokenizers: TokenizerPair | None = None, **model: int | str | bool) -> Path:
     """A real tfm checkpoint of an untrained model (random weights, a joint SentencePiece
     vocabulary fitted on the synthetic corpus, unless `tokenizers` gives a TokenizerPair) in
     well under a second: for tests of loading, exporting and argument checks, which need a
@@ -127,20 +174,30 @@ def untrained_checkpoint(path: Path, tokenizers: TokenizerPair | None = None,
 
     from transformer_cli.checkpoint import Checkpoint
     from transformer_cli.config import Config, TokenizerConfig
-    from transformer_cli.data.tokenizers import SubwordTokenizer, TokenizerPair
     from transformer_cli.model.transformer import Seq2SeqTransformer
     from transformer_cli.model.transformer_config import TransformerConfig
+    from transformer_cli.tokenizers.pair import TokenizerPair
+    from transformer_cli.tokenizers.subword import SubwordTokenizer
 
     if tokenizers is None:
         text = [side for pair in sentence_pairs(200) for side in pair]
         tokenizer = SubwordTokenizer.train(text, TokenizerConfig(vocab_size=60), threads=1)
         tokenizers = TokenizerPair(tokenizer, tokenizer, joint=True)
     cfg = Config(name=path.stem)
-    cfg.model = TransformerConfig(**{"d_model": 32, "n_heads": 4, "n_encoder_layers": 1,
-                               "n_decoder_layers": 1, "d_ff": 64, "max_len": 64, **model})
+    settings: dict[str, Any] = {
+        "d_model": 32,
+        "n_heads": 4,
+        "n_encoder_layers": 1,
+        "n_decoder_layers": 1,
+        "d_ff": 64,
+        "max_len": 64,
+        **model,
+    }
+    cfg.model = TransformerConfig(**settings)
     with torch.random.fork_rng():
         torch.manual_seed(0)
         net = Seq2SeqTransformer(cfg.model, tokenizers.src.vocab_size, tokenizers.tgt.vocab_size)
-    Checkpoint(net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(),
-               tokenizers.state(), cfg.to_dict()).write(path)
+    Checkpoint(
+        net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(), tokenizers.state(), cfg.to_dict()
+    ).write(path)
     return path

@@ -16,9 +16,11 @@ from transformer_cli.errors import UsageError
 # glibc's own preloadable malloc wrapper (glibc >= 2.34): a real library to preload in tests
 # on machines where no faster allocator is installed.
 MALLOC_DEBUG = Path("/usr/lib") / f"{os.uname().machine}-linux-gnu" / "libc_malloc_debug.so.0"
-PROBE = ("import os; from transformer_cli import allocator; allocator.restart_with_preferred(); "
-         "print(os.environ.get('LD_PRELOAD', '')); print(os.getpid()); "
-         "print(open('/proc/self/maps').read().count('{name}') > 0)")
+PROBE = (
+    "import os; from transformer_cli import allocator; allocator.restart_with_preferred(); "
+    "print(os.environ.get('LD_PRELOAD', '')); print(os.getpid()); "
+    "print(open('/proc/self/maps').read().count('{name}') > 0)"
+)
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
@@ -49,7 +51,8 @@ def test_tfm_train_with_a_missing_allocator_exits_2_in_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         f"tfm: error: TFM_ALLOCATOR={tmp_path / 'nope.so'}: no such file (give a shared library's "
-        "path, or 'system' for the C library's malloc)"]
+        "path, or 'system' for the C library's malloc)"
+    ]
 
 
 @pytest.mark.skipif(not MALLOC_DEBUG.is_file(), reason="no libc_malloc_debug.so.0 to preload here")
@@ -57,8 +60,13 @@ def test_restart_preloads_the_library_in_the_same_process_once():
     """The process re-executes itself (same PID, same arguments) with the library preloaded
     and mapped, and the restarted process does not restart again."""
     probe = PROBE.format(name="libc_malloc_debug")
-    proc = subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=_clean_env(TFM_ALLOCATOR=str(MALLOC_DEBUG)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", probe],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_clean_env(TFM_ALLOCATOR=str(MALLOC_DEBUG)),
+    )
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert out.splitlines() == [str(MALLOC_DEBUG.resolve()), str(proc.pid), "True"]
@@ -66,10 +74,17 @@ def test_restart_preloads_the_library_in_the_same_process_once():
 
 def test_a_program_that_runs_tfm_main_itself_restarts_into_tfm_not_into_itself():
     """A harness (forked test zygote, embedding script) sets sys.argv and calls cli.main()."""
-    harness = ("import sys; from transformer_cli import cli; print('harness ran', flush=True); "
-               "sys.argv = ['tfm', 'train', '--help']; cli.main()")
-    r = subprocess.run([sys.executable, "-c", harness], capture_output=True, text=True, timeout=60,
-                       env=_clean_env(TFM_ALLOCATOR=str(MALLOC_DEBUG)))
+    harness = (
+        "import sys; from transformer_cli import cli; print('harness ran', flush=True); "
+        "sys.argv = ['tfm', 'train', '--help']; cli.main()"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", harness],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_clean_env(TFM_ALLOCATOR=str(MALLOC_DEBUG)),
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("harness ran") == 1
     assert "--config" in r.stdout  # `tfm train --help` ran after the restart
@@ -77,16 +92,26 @@ def test_a_program_that_runs_tfm_main_itself_restarts_into_tfm_not_into_itself()
 
 def test_no_restart_when_told_system_or_already_restarted():
     for extra in ({"TFM_ALLOCATOR": "system"}, {allocator.PRELOADED_ENV: "/x.so"}):
-        r = subprocess.run([sys.executable, "-c", PROBE.format(name="libmimalloc")], capture_output=True,
-                           text=True, timeout=60, env=_clean_env(**extra))
+        r = subprocess.run(
+            [sys.executable, "-c", PROBE.format(name="libmimalloc")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=_clean_env(**extra),
+        )
         assert r.returncode == 0, r.stderr
         preload, _, mapped = r.stdout.splitlines()
         assert (preload, mapped) == ("", "False")
 
 
 def test_in_use_names_glibc_in_a_plain_process():
-    r = subprocess.run([sys.executable, "-c", "from transformer_cli import allocator; print(allocator.in_use())"],
-                       capture_output=True, text=True, timeout=60, env=_clean_env())
+    r = subprocess.run(
+        [sys.executable, "-c", "from transformer_cli import allocator; print(allocator.in_use())"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_clean_env(),
+    )
     assert r.stdout.strip() == "glibc"
 
 

@@ -22,9 +22,11 @@ from transformer_cli.errors import UsageError
 
 
 def _payload() -> dict:
-    return {"state_dict": {"w": torch.arange(6.0).reshape(2, 3), "steps": torch.tensor([3])},
-            "metrics": {"valid_loss": 1.25, "epoch": 2, "end_of_epoch": True, "name": None},
-            "tokenizer": {"model": b"\x00\x01", "vocab": ["<unk>", "<pad>"]}}
+    return {
+        "state_dict": {"w": torch.arange(6.0).reshape(2, 3), "steps": torch.tensor([3])},
+        "metrics": {"valid_loss": 1.25, "epoch": 2, "end_of_epoch": True, "name": None},
+        "tokenizer": {"model": b"\x00\x01", "vocab": ["<unk>", "<pad>"]},
+    }
 
 
 def test_save_then_load_returns_the_payload_with_format_and_digest(tmp_path):
@@ -101,15 +103,24 @@ def test_keep_previous_keeps_the_replaced_checkpoint(tmp_path):
     assert read_payload(last)["step"] == 2 and read_payload(prev)["step"] == 1
 
 
-@pytest.mark.parametrize("damage, reason", [
-    (lambda p: p.pop("model"), "checkpoint does not fit this version of tfm: missing 'model'"),
-    (lambda p: p["config"]["model"].update(d_model="wide"),
-     "checkpoint does not fit this version of tfm: model.d_model must be an integer (got 'wide')"),
-    (lambda p: p["config"]["decode"].update(beam_size=0),
-     "its decode settings do not fit this version of tfm: decode.beam_size=0 is out of range"),
-    (lambda p: p.update(config=["not", "a", "mapping"]),
-     "checkpoint does not fit this version of tfm: its config is a list, not a mapping"),
-])
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda p: p.pop("model"), "checkpoint does not fit this version of tfm: missing 'model'"),
+        (
+            lambda p: p["config"]["model"].update(d_model="wide"),
+            "checkpoint does not fit this version of tfm: model.d_model must be an integer (got 'wide')",
+        ),
+        (
+            lambda p: p["config"]["decode"].update(beam_size=0),
+            "its decode settings do not fit this version of tfm: decode.beam_size=0 is out of range",
+        ),
+        (
+            lambda p: p.update(config=["not", "a", "mapping"]),
+            "checkpoint does not fit this version of tfm: its config is a list, not a mapping",
+        ),
+    ],
+)
 def test_content_that_does_not_fit_names_the_checkpoint(tmp_path, damage, reason):
     """A verified file whose content this tfm cannot use: one error naming the file, whether it
     is loaded to translate or to export."""
@@ -138,10 +149,14 @@ def _model_checkpoint(tmp_path, **changes) -> Checkpoint:
 
 
 def test_a_checkpoint_round_trips_with_its_training_state(tmp_path):
-    state = TrainState(progress={"step": 7}, optimizer={"state": {}}, scheduler={"last_epoch": 7},
-                       rng=[{"torch": torch.arange(3, dtype=torch.uint8)}], world_size=1)
-    written = _model_checkpoint(tmp_path, metrics={"valid_loss": 2.5}, run_identity="abc",
-                                train_state=state)
+    state = TrainState(
+        progress={"step": 7},
+        optimizer={"state": {}},
+        scheduler={"last_epoch": 7},
+        rng=[{"torch": torch.arange(3, dtype=torch.uint8)}],
+        world_size=1,
+    )
+    written = _model_checkpoint(tmp_path, metrics={"valid_loss": 2.5}, run_identity="abc", train_state=state)
     written.write(tmp_path / "last.pt")
     payload = read_payload(tmp_path / "last.pt")
     assert payload["format"] == FORMAT == "tfm-checkpoint/2"
@@ -149,7 +164,11 @@ def test_a_checkpoint_round_trips_with_its_training_state(tmp_path):
     read = Checkpoint.read(tmp_path / "last.pt")
     assert read.sha256 == written.sha256 == payload["sha256"]
     assert (read.architecture, read.model_config, read.metrics, read.run_identity) == (
-        "transformer", written.config["model"], {"valid_loss": 2.5}, "abc")
+        "transformer",
+        written.config["model"],
+        {"valid_loss": 2.5},
+        "abc",
+    )
     assert all(torch.equal(read.weights[k], v) for k, v in written.weights.items())
     assert read.train_state.progress == {"step": 7} and read.train_state.grad_scaler is None
     assert torch.equal(read.train_state.rng[0]["torch"], torch.arange(3, dtype=torch.uint8))
@@ -162,10 +181,12 @@ def test_version_1_files_are_read_and_translate_the_same(tmp_path):
 
     current = _model_checkpoint(tmp_path)
     v1 = current.to_payload()
-    v1["model"] = {"config": current.model_config, "src_vocab_size": current.src_vocab_size,
-                   "tgt_vocab_size": current.tgt_vocab_size}
-    v1["train_state"] = {"progress": {"step": 3}, "optimizer": {}, "scheduler": {},
-                         "rng": [{"a": 1}, {"a": 2}]}
+    v1["model"] = {
+        "config": current.model_config,
+        "src_vocab_size": current.src_vocab_size,
+        "tgt_vocab_size": current.tgt_vocab_size,
+    }
+    v1["train_state"] = {"progress": {"step": 3}, "optimizer": {}, "scheduler": {}, "rng": [{"a": 1}, {"a": 2}]}
     v1["format"] = "tfm-checkpoint/1"
     v1["sha256"] = content_digest(v1)
     torch.save(v1, tmp_path / "v1.pt")
@@ -173,14 +194,18 @@ def test_version_1_files_are_read_and_translate_the_same(tmp_path):
     assert (read.architecture, read.model_config) == ("transformer", current.model_config)
     assert read.train_state.world_size == 2  # one RNG state per training process
     lines = ["Ein Mann fährt Fahrrad.", "Zwei Hunde."]
-    assert (tfm.load(tmp_path / "v1.pt", device="cpu").translate(lines)
-            == tfm.load(tmp_path / "m.pt", device="cpu").translate(lines))
+    assert tfm.load(tmp_path / "v1.pt", device="cpu").translate(lines) == tfm.load(
+        tmp_path / "m.pt", device="cpu"
+    ).translate(lines)
 
 
 def test_files_of_a_newer_tfm_are_refused_in_one_line(tmp_path):
     payload = {**_payload(), "format": "tfm-checkpoint/3"}
     payload["sha256"] = content_digest(payload)
     torch.save(payload, tmp_path / "new.pt")
-    with pytest.raises(CheckpointError, match=r"new\.pt was written by a newer tfm \(format "
-                                              r"tfm-checkpoint/3; this one reads up to tfm-checkpoint/2\)"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"new\.pt was written by a newer tfm \(format "
+        r"tfm-checkpoint/3; this one reads up to tfm-checkpoint/2\)",
+    ):
         read_payload(tmp_path / "new.pt")

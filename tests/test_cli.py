@@ -5,9 +5,11 @@ from helpers import run_tfm
 
 
 def test_help_lists_commands_and_imports_no_torch():
-    code = ("import sys\nfrom typer.testing import CliRunner\nfrom transformer_cli.cli import app\n"
-            "r = CliRunner().invoke(app, ['--help'])\nprint(r.output)\n"
-            "print('HEAVY', any(m in sys.modules for m in ('torch', 'spacy', 'sentencepiece')))")
+    code = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom transformer_cli.cli import app\n"
+        "r = CliRunner().invoke(app, ['--help'])\nprint(r.output)\n"
+        "print('HEAVY', any(m in sys.modules for m in ('torch', 'spacy', 'sentencepiece')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     for command in ("preprocess", "train", "evaluate", "translate"):
         assert command in out

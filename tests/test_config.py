@@ -42,8 +42,16 @@ def test_seed_matches_the_notebook_recipe():
 
 
 def test_overrides_are_typed(tmp_path):
-    cfg = load_config("tiny.yaml", ["train.lr=3e-4", "model.tie_output=false", "train.patience=3",
-                                    "data.splits.train=mytrain", "train.betas=[0.8, 0.9]"])
+    cfg = load_config(
+        "tiny.yaml",
+        [
+            "train.lr=3e-4",
+            "model.tie_output=false",
+            "train.patience=3",
+            "data.splits.train=mytrain",
+            "train.betas=[0.8, 0.9]",
+        ],
+    )
     assert cfg.train.lr == 3e-4 and isinstance(cfg.train.lr, float)
     assert cfg.model.tie_output is False and cfg.train.patience == 3
     assert cfg.data.splits.train == "mytrain" and cfg.train.betas == [0.8, 0.9]
@@ -61,31 +69,37 @@ def test_scientific_notation_in_yaml_is_a_float(tmp_path):
     assert load_config(write(tmp_path, "train:\n  lr: 5e-4\n")).train.lr == 5e-4
 
 
-@pytest.mark.parametrize("text, message", [
-    ("model:\n  d_model: 256\n   n_heads: 8\n", "c.yaml:3: YAML syntax error"),
-    ("model:\n  n_head: 8\n", "unknown key 'model.n_head' (did you mean 'model.n_heads'?)"),
-    ("modle:\n  n_heads: 8\n", "unknown key 'modle' (did you mean 'model'?)"),
-    ("model:\n  d_model: abc\n", "model.d_model must be an integer (got 'abc')"),
-    ("model:\n  n_heads: 7\n", "model.n_heads=7 must divide model.d_model=256"),
-    ("model:\n  dropout: 1.5\n", "model.dropout=1.5 is out of range: must be < 1.0"),
-    ("model:\n  positional: rotary\n", "model.positional must be one of 'learned', 'sinusoidal'"),
-    ("train:\n  batch_size: null\n", "set train.batch_size (sentences) or train.batch_tokens"),
-    ("tokenizer:\n  kind: spacy\nmodel:\n  share_embeddings: true\n", "needs a joint vocabulary"),
-    ("- a\n- b\n", "must be a YAML mapping"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("model:\n  d_model: 256\n   n_heads: 8\n", "c.yaml:3: YAML syntax error"),
+        ("model:\n  n_head: 8\n", "unknown key 'model.n_head' (did you mean 'model.n_heads'?)"),
+        ("modle:\n  n_heads: 8\n", "unknown key 'modle' (did you mean 'model'?)"),
+        ("model:\n  d_model: abc\n", "model.d_model must be an integer (got 'abc')"),
+        ("model:\n  n_heads: 7\n", "model.n_heads=7 must divide model.d_model=256"),
+        ("model:\n  dropout: 1.5\n", "model.dropout=1.5 is out of range: must be < 1.0"),
+        ("model:\n  positional: rotary\n", "model.positional must be one of 'learned', 'sinusoidal'"),
+        ("train:\n  batch_size: null\n", "set train.batch_size (sentences) or train.batch_tokens"),
+        ("tokenizer:\n  kind: spacy\nmodel:\n  share_embeddings: true\n", "needs a joint vocabulary"),
+        ("- a\n- b\n", "must be a YAML mapping"),
+    ],
+)
 def test_bad_config_is_one_line_naming_the_key(tmp_path, text, message):
     with pytest.raises(UsageError) as err:
         load_config(write(tmp_path, text))
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("override, message", [
-    ("train.foo=1", "--set train.foo: unknown key 'train.foo'"),
-    ("train.lr=abc", "--set train.lr must be a number (got 'abc')"),
-    ("train.lr=-1", "--set train.lr=-1.0 is out of range"),
-    ("model.d_model.x=1", "'model.d_model' has no sub-keys"),
-    ("train.lr", "expected KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.foo=1", "--set train.foo: unknown key 'train.foo'"),
+        ("train.lr=abc", "--set train.lr must be a number (got 'abc')"),
+        ("train.lr=-1", "--set train.lr=-1.0 is out of range"),
+        ("model.d_model.x=1", "'model.d_model' has no sub-keys"),
+        ("train.lr", "expected KEY=VALUE"),
+    ],
+)
 def test_bad_override(override, message):
     with pytest.raises(UsageError) as err:
         load_config("tiny.yaml", [override])
@@ -150,23 +164,27 @@ def test_checks_across_keys_name_every_place_that_set_them(tmp_path):
     assert _error(child) == f"{tmp_path / 'p.yaml'}:2, {child}:3: " + message.format(7, 64)
     alone = write(tmp_path, "model:\n  n_heads: 8\n", "alone.yaml")
     assert _error(alone, ["model.n_heads=7"]) == "--set model.n_heads=7: " + message.format(7, 256)
-    assert _error(alone, ["model.n_heads=6", "model.d_model=100"]) == \
-        "--set model.n_heads=6, --set model.d_model=100: " + message.format(6, 100)
+    assert _error(
+        alone, ["model.n_heads=6", "model.d_model=100"]
+    ) == "--set model.n_heads=6, --set model.d_model=100: " + message.format(6, 100)
     assert _error(child, ["model.n_heads=5"]) == f"--set model.n_heads=5, {child}:3: " + message.format(5, 64)
 
 
 def test_a_missing_parent_names_the_extends_line_and_every_folder_searched(tmp_path, monkeypatch):
     child = write(tmp_path, "# starts from\nextends: nope.yaml\n")
     monkeypatch.chdir(tmp_path.parent)
-    assert _error(child).startswith(f"{child}:2: extends: config file not found: 'nope.yaml' "
-                                    f"(looked in {tmp_path}, ., configs and the configs shipped "
-                                    "with tfm: base.yaml, ")
+    assert _error(child).startswith(
+        f"{child}:2: extends: config file not found: 'nope.yaml' "
+        f"(looked in {tmp_path}, ., configs and the configs shipped "
+        "with tfm: base.yaml, "
+    )
     write(tmp_path, "model: {d_model: 64, n_heads: 2}\n", "nope.yaml")  # beside the child: found
     assert load_config(child).model.d_model == 64
 
 
 def test_sections_made_in_python_are_checked_as_yaml_would_be():
-    from transformer_cli.config import DecodeConfig, TrainConfig
+    from transformer_cli.config import DecodeConfig
+    from transformer_cli.config_train import TrainConfig
     from transformer_cli.config_values import ConfigError
     from transformer_cli.model.transformer_config import TransformerConfig
 

@@ -20,12 +20,22 @@ def test_every_key_has_help_text():
 
 def test_docs_config_md_is_generated_from_the_schema():
     assert (ROOT / "docs" / "config.md").read_text() == schema_markdown(), (
-        "docs/config.md is stale: run `tfm config --markdown > docs/config.md`")
+        "docs/config.md is stale: run `tfm config --markdown > docs/config.md`"
+    )
 
 
 def test_resumable_keys_come_from_the_schema():
-    assert {"epochs", "max_steps", "patience", "threads", "valid_bleu", "valid_decode", "promote",
-            "average_last", "out_dir"} <= RESUMABLE_CHANGES
+    assert {
+        "epochs",
+        "max_steps",
+        "patience",
+        "threads",
+        "valid_bleu",
+        "valid_decode",
+        "promote",
+        "average_last",
+        "out_dir",
+    } <= RESUMABLE_CHANGES
     assert not {"lr", "batch_tokens", "seed", "warmup_steps", "label_smoothing"} & RESUMABLE_CHANGES
 
 

@@ -11,22 +11,21 @@ from helpers import sentence_pairs
 from transformer_cli.config import DecodeConfig, TokenizerConfig
 from transformer_cli.data.batching import collate
 from transformer_cli.data.shards import EncodedSplit
-from transformer_cli.data.tokenizers import fit_tokenizers
-from transformer_cli.data.vocab import PAD, TFM_IDS, Framing
 from transformer_cli.evaluate import evaluate_texts, loss_result, score_translations
 from transformer_cli.inference.teacher_forcing import corpus_nll
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
+from transformer_cli.tokenizers.pair import fit_tokenizers
+from transformer_cli.tokenizers.vocab import PAD, TFM_IDS, Framing
 
 CPU = torch.device("cpu")
 
 
 def _model(vocab: int = 30) -> Seq2SeqTransformer:
     torch.manual_seed(0)
-    cfg = TransformerConfig(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32,
-                      max_len=32)
+    cfg = TransformerConfig(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=32, max_len=32)
     return Seq2SeqTransformer(cfg, vocab, vocab)
 
 
@@ -118,14 +117,26 @@ def test_evaluate_beam_size_option_narrows_the_configs_n_best_and_keeps_the_boun
     pairs = sentence_pairs(3)
     for lang, lines in (("de", [p[0] for p in pairs]), ("en", [p[1] for p in pairs])):
         (tmp_path / f"news.{lang}").write_text("".join(f"{x}\n" for x in lines))
-    args = ["evaluate", "-c", str(cfg), "--checkpoint", str(untrained_checkpoint(tmp_path / "m.pt")),
-            "--src", str(tmp_path / "news.de"), "--ref", str(tmp_path / "news.en"), "--json"]
+    args = [
+        "evaluate",
+        "-c",
+        str(cfg),
+        "--checkpoint",
+        str(untrained_checkpoint(tmp_path / "m.pt")),
+        "--src",
+        str(tmp_path / "news.de"),
+        "--ref",
+        str(tmp_path / "news.en"),
+        "--json",
+    ]
     greedy = CliRunner().invoke(app, [*args, "--beam-size", "1"])
     assert greedy.exit_code == 0, greedy.output
     assert json.loads(greedy.stdout)["hypotheses"].endswith("news.de.beam1.txt")
     too_wide = CliRunner().invoke(app, [*args, "--beam-size", "257"])
     assert (too_wide.exit_code, too_wide.stderr) == (
-        2, "tfm: error: beam_size must be an integer >= 1 and <= 256 (got 257)\n")
+        2,
+        "tfm: error: beam_size must be an integer >= 1 and <= 256 (got 257)\n",
+    )
 
 
 def test_evaluate_scores_the_published_model_by_default_like_translate(tmp_path, corpus_dir):
@@ -145,8 +156,16 @@ def test_evaluate_scores_the_published_model_by_default_like_translate(tmp_path,
     pairs = sentence_pairs(3)
     for lang, lines in (("de", [p[0] for p in pairs]), ("en", [p[1] for p in pairs])):
         (tmp_path / f"news.{lang}").write_text("".join(f"{x}\n" for x in lines))
-    args = ["evaluate", "-c", str(cfg), "--src", str(tmp_path / "news.de"), "--ref", str(tmp_path / "news.en"),
-            "--json"]
+    args = [
+        "evaluate",
+        "-c",
+        str(cfg),
+        "--src",
+        str(tmp_path / "news.de"),
+        "--ref",
+        str(tmp_path / "news.en"),
+        "--json",
+    ]
     untrained_checkpoint(run / "best.pt")
     assert json.loads(CliRunner().invoke(app, args).stdout)["checkpoint"] == str(run / "best.pt")
     shutil.copy(run / "best.pt", run / "published.pt")

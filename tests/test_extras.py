@@ -31,20 +31,33 @@ def test_a_newcomers_tfm_serve_names_the_serve_extra(module, tmp_path):
 
 
 def test_train_tensorboard_names_its_extra_before_training(tmp_path):
-    r = run_tfm_without(["tensorboard"], "train", "-c", "tiny.yaml", "--set", "train.tensorboard=true",
-                        folder=tmp_path / "site", cwd=tmp_path)
+    r = run_tfm_without(
+        ["tensorboard"],
+        "train",
+        "-c",
+        "tiny.yaml",
+        "--set",
+        "train.tensorboard=true",
+        folder=tmp_path / "site",
+        cwd=tmp_path,
+    )
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == f"tfm: error: train.tensorboard {hint('tensorboard', 'tensorboard')}\n"
     assert list(tmp_path.iterdir()) == [tmp_path / "site"]  # nothing prepared or trained
 
 
-@pytest.mark.parametrize("fmt, module, extra, needed_by", [
-    ("ctranslate2", "ctranslate2", "ctranslate2", "tfm export"),
-    ("hf", "safetensors", "hf", "tfm export --format hf")])
+@pytest.mark.parametrize(
+    "fmt, module, extra, needed_by",
+    [
+        ("ctranslate2", "ctranslate2", "ctranslate2", "tfm export"),
+        ("hf", "safetensors", "hf", "tfm export --format hf"),
+    ],
+)
 def test_tfm_export_names_its_extra(fmt, module, extra, needed_by, tiny, tmp_path):
     out = tmp_path / "out"
-    r = run_tfm_without([module], "export", "--checkpoint", str(tiny), "--format", fmt, "-o", str(out),
-                        folder=tmp_path / "site")
+    r = run_tfm_without(
+        [module], "export", "--checkpoint", str(tiny), "--format", fmt, "-o", str(out), folder=tmp_path / "site"
+    )
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == f"tfm: error: {needed_by} {hint(extra, module)}\n"
     assert not out.exists()
@@ -63,11 +76,14 @@ def test_models_that_need_an_extra_name_it(tiny, tmp_path):
         ("safetensors", str(hf)): f"reading {hf / 'model.safetensors'} {hint('hf', 'safetensors')}",
         ("huggingface_hub", "Helsinki-NLP/opus-mt-de-en"): (
             "Helsinki-NLP/opus-mt-de-en is no file or folder here; fetching it from the Hugging Face "
-            f"Hub {hint('hf', 'huggingface_hub')}"),
+            f"Hub {hint('hf', 'huggingface_hub')}"
+        ),
     }
+
     def translate(module: str, model: str) -> subprocess.CompletedProcess:
-        return run_tfm_without([module], "translate", "--checkpoint", model, "Ein Hund.",
-                               folder=tmp_path / module, cwd=tmp_path)
+        return run_tfm_without(
+            [module], "translate", "--checkpoint", model, "Ein Hund.", folder=tmp_path / module, cwd=tmp_path
+        )
 
     with ThreadPoolExecutor(len(expected)) as pool:  # side by side: each imports torch
         runs = list(pool.map(lambda key: translate(*key), expected))

@@ -126,13 +126,11 @@ def test_work_folders_of_dead_processes_go_and_an_orphaned_old_folder_comes_back
     (tmp_path / f".other.tmp-{dead}").mkdir()  # another folder's: left alone
     assert remove_stale_work_folders(final) == 1
     assert (final / "a.txt").read_text() == "the previous export"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f".export.tmp-{os.getppid()}",
-                                                          f".other.tmp-{dead}", "export"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".export.tmp-{os.getppid()}", f".other.tmp-{dead}", "export"]
     (tmp_path / f".export.tmp-{dead}").mkdir()
     atomic_write_folder(final, lambda d: (d / "b.txt").write_text("new"))  # cleans up first
     assert [p.name for p in final.iterdir()] == ["b.txt"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f".export.tmp-{os.getppid()}",
-                                                          f".other.tmp-{dead}", "export"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".export.tmp-{os.getppid()}", f".other.tmp-{dead}", "export"]
 
 
 def test_a_folder_that_cannot_be_made_is_a_write_error_naming_it(tmp_path):

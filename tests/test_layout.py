@@ -1,9 +1,11 @@
-"""The package's shape, as docs/architecture.md describes it: small modules, and sub-packages
-that import only downward (data and model know nothing of training, serving or the CLI)."""
+"""The package's shape, as docs/architecture.md describes it: small modules, sub-packages that
+import only downward (data and model know nothing of training, serving or the CLI), no import
+cycles, and every sub-package installed."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import transformer_cli
@@ -13,9 +15,19 @@ MAX_LINES = 450
 # The layers, bottom up (docs/architecture.md): a sub-package imports from its own layer and
 # the ones below it. The modules beside them (config, errors, fsutil, records, ...) sit below
 # all of them; the CLI modules above all.
-LAYERS = [{"data"}, {"model"}, {"inference"}, {"export", "hf", "model_io"}, {"evaluate", "api"},
-          {"synthetic"}, {"training"}, {"serving"}, {"cli", "cli_app", "cli_models", "cli_training"}]
-ABOVE = {name: set().union(*LAYERS[i + 1:]) for i, layer in enumerate(LAYERS) for name in layer}
+LAYERS = [
+    {"tokenizers"},
+    {"data"},
+    {"model"},
+    {"inference"},
+    {"export", "hf", "model_io"},
+    {"evaluate", "api"},
+    {"synthetic"},
+    {"training"},
+    {"serving"},
+    {"cli", "cli_app", "cli_models", "cli_training"},
+]
+ABOVE = {name: set().union(*LAYERS[i + 1 :]) for i, layer in enumerate(LAYERS) for name in layer}
 
 
 def _modules():
@@ -23,9 +35,20 @@ def _modules():
 
 
 def test_no_module_is_longer_than_450_lines():
-    long = {str(p.relative_to(PACKAGE)): n for p in _modules()
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in _modules()
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert not long, f"split these along their parts: {long}"
+
+
+def test_every_sub_package_is_installed():
+    """pyproject.toml lists the packages a wheel holds: each sub-package, or an install lacks it."""
+    listed = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    packages = [p.parent.name for p in PACKAGE.glob("*/__init__.py")]
+    missing = [name for name in packages if f'"transformer_cli.{name}"' not in listed]
+    assert not missing, f"add them to [tool.setuptools] packages: {missing}"
 
 
 def _imported_packages(path: Path) -> set[str]:
@@ -39,8 +62,8 @@ def _imported_packages(path: Path) -> set[str]:
                     continue  # within the sub-package
                 parts = (node.module or "").split(".")
                 names = [parts[0]] if parts[0] else [a.name for a in node.names]
-            elif (node.module or "").startswith("transformer_cli."):
-                names = [node.module.split(".")[1]]
+            elif (module := node.module or "").startswith("transformer_cli."):
+                names = [module.split(".")[1]]
             else:
                 continue
             found.update(names)
@@ -59,3 +82,63 @@ def test_sub_packages_import_only_downward():
         if bad:
             upward["/".join(rel)] = sorted(bad)
     assert not upward, f"imports from a layer above: {upward}"
+
+
+def _module_name(path: Path) -> str:
+    parts = ("transformer_cli", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _run_time_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement that can run: at module level or inside a function, not those under
+    `if TYPE_CHECKING:` (which only type checkers follow: seams.py names every layer's types so)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in _run_time_imports(ast.Module([child], [])))
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _run_time_imports(node)
+
+
+def _imported_modules(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules that `path` imports when it runs, function-local imports included:
+    `from X import y` imports the module X.y if there is one, else X."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _run_time_imports(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                above = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*above, *filter(None, [node.module])])
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        found.update(t for t in targets if t in modules and t != name)
+    return found
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No import cycle through the package's modules, however long, function-local imports
+    included: every module can be read (and imported) after the ones it uses."""
+    paths = {_module_name(p): p for p in _modules()}
+    graph = {name: _imported_modules(path, set(paths)) for name, path in paths.items()}
+    done: set[str] = set()
+
+    def cycle_from(name: str, trail: list[str]) -> list[str] | None:
+        if name in trail:
+            return [*trail[trail.index(name) :], name]
+        if name in done:
+            return None
+        for imported in sorted(graph[name]):
+            found = cycle_from(imported, [*trail, name])
+            if found:
+                return found
+        done.add(name)
+        return None
+
+    for name in sorted(graph):
+        cycle = cycle_from(name, [])
+        assert cycle is None, f"import cycle: {' -> '.join(cycle)}"

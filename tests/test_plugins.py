@@ -10,6 +10,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -46,15 +47,28 @@ def toy_config(folder: Path, corpus: Path, **changes: dict) -> Path:
     choosing every toy with a value for each of its keys; `changes` update its sections."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(PLUGIN, folder / "toy_plugins.py")
-    cfg = {
+    cfg: dict[str, Any] = {
         "plugins": ["toy_plugins.py"],
-        "data": {"corpus": "toy_corpus", "corpus_options": {"folder": str(corpus), "suffix": ".txt"},
-                 "dir": str(folder / "data"), "cache_dir": str(folder / "cache"), "train_max_len": 120},
+        "data": {
+            "corpus": "toy_corpus",
+            "corpus_options": {"folder": str(corpus), "suffix": ".txt"},
+            "dir": str(folder / "data"),
+            "cache_dir": str(folder / "cache"),
+            "train_max_len": 120,
+        },
         "tokenizer": {"kind": "toy_chars", "options": {"space": "~"}},
         "model": {"architecture": "toy", "width": 32, "max_len": 160},
-        "train": {"epochs": 1, "batch_size": 64, "lr": 3e-3, "threads": 1, "precision": "fp32",
-                  "criterion": "toy_scaled", "criterion_options": {"scale": 2.0},
-                  "out_dir": str(folder / "checkpoints"), "checkpoint_every_minutes": None},
+        "train": {
+            "epochs": 1,
+            "batch_size": 64,
+            "lr": 3e-3,
+            "threads": 1,
+            "precision": "fp32",
+            "criterion": "toy_scaled",
+            "criterion_options": {"scale": 2.0},
+            "out_dir": str(folder / "checkpoints"),
+            "checkpoint_every_minutes": None,
+        },
         "decode": {"strategy": "toy_short", "strategy_options": {"max_tokens": 4}},
         "export": {"format": "toy_copy", "options": {"note": "made by a plugin"}},
     }
@@ -98,34 +112,48 @@ def test_each_toy_comes_with_its_own_keys_read_and_checked_as_the_configs(tmp_pa
     assert CORPORA.options(cfg.data.corpus, cfg.data.corpus_options).suffix == ".txt"
 
     path = toy_config(tmp_path, tmp_path, model={"d_model": 64})
-    assert _error(path) == (f"{_at(path, 'd_model')}: unknown key 'model.d_model' (known: architecture, "
-                            "max_len, width, layers)")
+    assert _error(path) == (
+        f"{_at(path, 'd_model')}: unknown key 'model.d_model' (known: architecture, max_len, width, layers)"
+    )
     path = toy_config(tmp_path, tmp_path, model={"width": 31})
     assert _error(path) == f"{_at(path, 'width')}: model.width=31 must be even"  # the toy's own check
     path = toy_config(tmp_path, tmp_path, train={"criterion_options": {"scal": 3}})
-    assert _error(path).startswith(f"{_at(path, 'scal')}: unknown key 'train.criterion_options.scal' (did "
-                                   "you mean")
+    assert _error(path).startswith(f"{_at(path, 'scal')}: unknown key 'train.criterion_options.scal' (did you mean")
     path = toy_config(tmp_path, tmp_path, decode={"strategy_options": {"max_tokens": "few"}})
-    assert _error(path) == (f"{_at(path, 'max_tokens')}: decode.strategy_options.max_tokens must be an "
-                            "integer (got 'few')")
+    assert _error(path) == (
+        f"{_at(path, 'max_tokens')}: decode.strategy_options.max_tokens must be an integer (got 'few')"
+    )
     path = toy_config(tmp_path, tmp_path, decode={"strategy": "greedy"})
-    assert _error(path) == (f"{_at(path, 'strategy_options')}: decode.strategy_options: the search "
-                            "strategy 'greedy' takes no options (got max_tokens)")
+    assert _error(path) == (
+        f"{_at(path, 'strategy_options')}: decode.strategy_options: the search "
+        "strategy 'greedy' takes no options (got max_tokens)"
+    )
 
 
-@pytest.mark.parametrize("section, key, typo, known", [
-    ("model", "architecture", "toyy", "model architecture 'toyy' (known: toy, transformer)"),
-    ("tokenizer", "kind", "toy_char", "tokenizer kind 'toy_char' (known: piece-vocab, sentencepiece, "
-                                      "spacy, toy_chars)"),
-    ("train", "criterion", "toy_scale", "training criterion 'toy_scale' (known: cross_entropy, toy_scaled)"),
-    ("decode", "strategy", "toy_shrot", "search strategy 'toy_shrot' (known: beam, greedy, sample, toy_short, "
-                                        "auto)"),
-    ("export", "format", "toy_cpy", "export format 'toy_cpy' (known: ctranslate2, hf, toy_copy)"),
-    ("data", "corpus", "toy_corpse", "parallel corpus 'toy_corpse' (known: files, multi30k, toy_corpus)"),
-    ("train", "optimizer", "adamm", "optimizer 'adamm' (known: adam, adamw)"),
-    ("train", "schedule", "cosine", "learning-rate schedule 'cosine' (known: constant, inverse_sqrt)"),
-    ("train", "transforms", ["nois"], "transform 'nois' (known: source_noise)"),
-])
+@pytest.mark.parametrize(
+    "section, key, typo, known",
+    [
+        ("model", "architecture", "toyy", "model architecture 'toyy' (known: toy, transformer)"),
+        (
+            "tokenizer",
+            "kind",
+            "toy_char",
+            "tokenizer kind 'toy_char' (known: piece-vocab, sentencepiece, spacy, toy_chars)",
+        ),
+        ("train", "criterion", "toy_scale", "training criterion 'toy_scale' (known: cross_entropy, toy_scaled)"),
+        (
+            "decode",
+            "strategy",
+            "toy_shrot",
+            "search strategy 'toy_shrot' (known: beam, greedy, sample, toy_short, auto)",
+        ),
+        ("export", "format", "toy_cpy", "export format 'toy_cpy' (known: ctranslate2, hf, toy_copy)"),
+        ("data", "corpus", "toy_corpse", "parallel corpus 'toy_corpse' (known: files, multi30k, toy_corpus)"),
+        ("train", "optimizer", "adamm", "optimizer 'adamm' (known: adam, adamw)"),
+        ("train", "schedule", "cosine", "learning-rate schedule 'cosine' (known: constant, inverse_sqrt)"),
+        ("train", "transforms", ["nois"], "transform 'nois' (known: source_noise)"),
+    ],
+)
 def test_a_mistyped_name_is_refused_where_the_config_is_loaded(tmp_path, isolated, section, key, typo, known):
     path = toy_config(tmp_path, tmp_path, **{section: {key: typo}})
     assert _error(path) == f"{_at(path, key)}: {section}.{key}: unknown {known}"
@@ -136,8 +164,9 @@ def test_a_plugin_that_cannot_be_imported_is_named_with_the_config_line(tmp_path
     path.write_text(path.read_text().replace("- toy_plugins.py", "- toy_plugins_gone.py"))
     assert _error(path) == f"{path}:1: plugins: no such plugin file: {tmp_path / 'toy_plugins_gone.py'}"
     path.write_text(path.read_text().replace("- toy_plugins_gone.py", "- toy_plugins_gone"))
-    assert _error(path) == (f"{path}:1: plugins: cannot import 'toy_plugins_gone': ModuleNotFoundError: "
-                            "No module named 'toy_plugins_gone'")
+    assert _error(path) == (
+        f"{path}:1: plugins: cannot import 'toy_plugins_gone': ModuleNotFoundError: No module named 'toy_plugins_gone'"
+    )
 
 
 @pytest.mark.slow
@@ -160,10 +189,17 @@ def test_a_run_made_of_toys_trains_exports_and_translates(tmp_path, monkeypatch)
         translation = load(out, device="cpu").translate(["Ein Hund rennt."])[0]  # by the toy engine
         assert 0 < len(translation) <= 4  # a character a token, cut at max_tokens
     used = set((tmp_path / "used.log").read_text().splitlines())
-    assert {"corpus folder=corpus", "tokenizer space=~", "model width=32", "criterion scale=2.0",
-            "strategy max_tokens=4"} <= used
+    assert {
+        "corpus folder=corpus",
+        "tokenizer space=~",
+        "model width=32",
+        "criterion scale=2.0",
+        "strategy max_tokens=4",
+    } <= used
     with pytest.raises(UsageError) as refused:  # the plugins not imported: its engine unknown
         load(out, device="cpu")
-    assert str(refused.value) == (f"{out}: unknown export engine 'toy_copy' (known: ctranslate2, torch, "
-                                  "transformers) (an export of a plugin's format: name the plugin in the "
-                                  "config's plugins:, or install it)")
+    assert str(refused.value) == (
+        f"{out}: unknown export engine 'toy_copy' (known: ctranslate2, torch, "
+        "transformers) (an export of a plugin's format: name the plugin in the "
+        "config's plugins:, or install it)"
+    )

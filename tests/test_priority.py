@@ -41,8 +41,9 @@ done.set()
 
 
 def applied(setting: str, nice: int = 0) -> dict:
-    r = subprocess.run(["nice", "-n", str(nice), sys.executable, "-c", SCRIPT, setting],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        ["nice", "-n", str(nice), sys.executable, "-c", SCRIPT, setting], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -43,8 +43,9 @@ def test_a_taken_name_is_replaced_only_when_asked():
     things.register("a", _half)  # the same entry again (a module imported twice): nothing changes
     with pytest.raises(ConfigError) as taken:
         things.register("a", _third)
-    assert str(taken.value) == (f"x.thing: thing 'a' is already registered ({__name__}:_half): "
-                                "register it with replace=True to replace it")
+    assert str(taken.value) == (
+        f"x.thing: thing 'a' is already registered ({__name__}:_half): register it with replace=True to replace it"
+    )
     things.register("a", _third, replace=True)
     assert things["a"] is _third
     with pytest.raises(ConfigError, match=r"already registered \(transformer_cli.training.optim:constant\)"):
@@ -55,12 +56,18 @@ def test_a_dotted_path_is_an_entry_without_registering(tmp_path, monkeypatch, is
     (tmp_path / "my_schedules.py").write_text("def halving(cfg, step):\n    return 0.5 ** step\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     corpus = write_corpus(tmp_path / "corpus")
-    cfg = load_config(str(write_config(tmp_path / "c.yaml", tmp_path, corpus,
-                                       train={"schedule": "my_schedules:halving"})))
+    cfg = load_config(
+        str(write_config(tmp_path / "c.yaml", tmp_path, corpus, train={"schedule": "my_schedules:halving"}))
+    )
     assert SCHEDULES[cfg.train.schedule](cfg.train, 3) == 0.125
-    for value, error in [("my_schedules:nope", "'my_schedules:nope': my_schedules has no 'nope'"),
-                         ("no_such_module:f", "cannot import 'no_such_module' (for 'no_such_module:f'): "
-                                              "ModuleNotFoundError: No module named 'no_such_module'")]:
+    for value, error in [
+        ("my_schedules:nope", "'my_schedules:nope': my_schedules has no 'nope'"),
+        (
+            "no_such_module:f",
+            "cannot import 'no_such_module' (for 'no_such_module:f'): "
+            "ModuleNotFoundError: No module named 'no_such_module'",
+        ),
+    ]:
         path = write_config(tmp_path / "c.yaml", tmp_path, corpus, train={"schedule": value})
         with pytest.raises(UsageError) as refused:
             load_config(str(path))
@@ -69,18 +76,22 @@ def test_a_dotted_path_is_an_entry_without_registering(tmp_path, monkeypatch, is
 
 
 def test_a_plugin_that_fails_half_way_is_reported_every_time_and_leaves_nothing(tmp_path, isolated):
-    (tmp_path / "half.py").write_text(textwrap.dedent("""\
+    (tmp_path / "half.py").write_text(
+        textwrap.dedent("""\
         from transformer_cli.seams import SCHEDULES
 
         SCHEDULES.register("flat", lambda cfg, step: 1.0)
         raise RuntimeError("no GPU here")
-        """))
+        """)
+    )
     path = write_config(tmp_path / "c.yaml", tmp_path, write_corpus(tmp_path / "corpus"), plugins=["half.py"])
     for _ in range(2):  # the second load imports it again and says so again
         with pytest.raises(UsageError) as refused:
             load_config(str(path))
-        assert str(refused.value) == (f"{path}:{_line(path, 'plugins')}: plugins: {tmp_path / 'half.py'} "
-                                      "failed to import: RuntimeError: no GPU here")
+        assert str(refused.value) == (
+            f"{path}:{_line(path, 'plugins')}: plugins: {tmp_path / 'half.py'} "
+            "failed to import: RuntimeError: no GPU here"
+        )
         assert "flat" not in SCHEDULES and "half" not in sys.modules
 
 
@@ -101,7 +112,7 @@ PACKAGE = {
     "__init__.py": "",
     "losses.py": "def make_loss(tc, pad_id):\n    return 'the loss of an installed package'\n",
     "schedules.py": "from transformer_cli.seams import SCHEDULES\n\n"
-                    "SCHEDULES.register('ep_halving', lambda cfg, step: 0.5 ** step)\n",
+    "SCHEDULES.register('ep_halving', lambda cfg, step: 0.5 ** step)\n",
     "broken.py": "raise RuntimeError('broken on purpose')\n",
 }
 SCRIPT = textwrap.dedent("""\
@@ -134,23 +145,32 @@ def test_entry_points_of_an_installed_distribution_register_and_a_broken_one_is_
         for name, text in files.items():
             (folder / name).write_text(text)
     corpus = write_corpus(tmp_path / "corpus")
-    good = write_config(tmp_path / "good.yaml", tmp_path, corpus,
-                        train={"criterion": "ep_loss", "schedule": "ep_halving"})
+    good = write_config(
+        tmp_path / "good.yaml", tmp_path, corpus, train={"criterion": "ep_loss", "schedule": "ep_halving"}
+    )
     bad = write_config(tmp_path / "bad.yaml", tmp_path, corpus, train={"optimizer": "nadam"})
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(good), str(bad)], capture_output=True, text=True,
-                       env=env, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(good), str(bad)], capture_output=True, text=True, env=env, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["imported_at_load"] is False  # known by its entry point, imported when used
     assert (out["loss"], out["schedule"]) == ("the loss of an installed package", 0.25)
     line = _line(bad, "optimizer")
-    expected = (f"{bad}:{line}: train.optimizer: unknown optimizer 'nadam' (known: adam, adamw); the plugin "
-                "broken = toy_extension.broken (tfm.optimizers, package toy-extension) failed to load: "
-                "RuntimeError: broken on purpose")
+    expected = (
+        f"{bad}:{line}: train.optimizer: unknown optimizer 'nadam' (known: adam, adamw); the plugin "
+        "broken = toy_extension.broken (tfm.optimizers, package toy-extension) failed to load: "
+        "RuntimeError: broken on purpose"
+    )
     assert out["errors"] == [expected, expected]
-    r = subprocess.run([str(Path(sys.executable).parent / "tfm"), "config", "-c", str(bad)], capture_output=True,
-                       text=True, env=env, timeout=120)
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "tfm"), "config", "-c", str(bad)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert (r.returncode, r.stdout, r.stderr) == (2, "", f"tfm: error: {expected}\n")
 
 

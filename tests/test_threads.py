@@ -61,8 +61,15 @@ NICE_19 = dict(speed={1: 1528.0, 2: 2737.0}, waiting={1: 0.01, 2: 0.03}, idle={1
 
 
 def tuner_on(machine: Machine, **timing) -> ThreadTuner:
-    return ThreadTuner("train.threads", "tokens", cpus=2, apply=machine.apply, load=machine.sample,
-                       clock=machine.clock, timing=Timing(**timing))
+    return ThreadTuner(
+        "train.threads",
+        "tokens",
+        cpus=2,
+        apply=machine.apply,
+        load=machine.sample,
+        clock=machine.clock,
+        timing=Timing(**timing),
+    )
 
 
 def test_a_busy_neighbour_moves_training_to_one_thread_in_seconds_and_it_is_said_once(caplog):
@@ -82,8 +89,10 @@ def test_a_busy_neighbour_moves_training_to_one_thread_in_seconds_and_it_is_said
 
 
 def test_under_heavy_load_the_warm_up_step_is_the_last_at_all_cpus():
-    moderate, heavy = Machine(**BESIDE), Machine(speed={1: 1000.0, 2: 100.0}, waiting={1: 0.05, 2: 0.8},
-                                                 idle={1: 0.0, 2: 0.0})
+    moderate, heavy = (
+        Machine(**BESIDE),
+        Machine(speed={1: 1000.0, 2: 100.0}, waiting={1: 0.05, 2: 0.8}, idle={1: 0.0, 2: 0.0}),
+    )
     for machine in (moderate, heavy):
         tuner = tuner_on(machine)
         while not tuner.changes:

@@ -56,8 +56,10 @@ def found() -> Path | None:
     if setting:
         path = Path(setting).expanduser()
         if not path.is_file():
-            raise UsageError(f"{ENV}={setting}: no such file (give a shared library's path, "
-                             f"or '{SYSTEM}' for the C library's malloc)")
+            raise UsageError(
+                f"{ENV}={setting}: no such file (give a shared library's path, "
+                f"or '{SYSTEM}' for the C library's malloc)"
+            )
         return path.resolve()
     for _, wheel, member in WHEEL_LIBRARIES:
         if (library := _from_wheel(wheel, member)) is not None:
@@ -91,8 +93,10 @@ def describe() -> str:
     name = in_use()
     if name != "glibc":
         return f"{name} malloc"
-    return ("glibc malloc: memory may grow in bf16; `pip install cmeel-mimalloc` (mimalloc) keeps it "
-            "flat, or TFM_ALLOCATOR names a library")
+    return (
+        "glibc malloc: memory may grow in bf16; `pip install cmeel-mimalloc` (mimalloc) keeps it "
+        "flat, or TFM_ALLOCATOR names a library"
+    )
 
 
 def _command_line() -> list[str]:
@@ -100,7 +104,7 @@ def _command_line() -> list[str]:
     runs its `main()` with an `sys.argv` of its own (a forked test harness, say), the
     equivalent `python -m transformer_cli ARGS`, so the restart runs tfm, not that program."""
     args, original = sys.argv[1:], sys.orig_argv
-    if len(original) > len(args) and original[len(original) - len(args):] == args:
+    if len(original) > len(args) and original[len(original) - len(args) :] == args:
         return [sys.executable, *original[1:]]
     return [sys.executable, "-m", "transformer_cli", *args]
 
@@ -117,8 +121,7 @@ def restart_with_preferred() -> None:
     preload = os.environ.get("LD_PRELOAD", "")
     if str(library) in preload.split(":") or str(library) in preload.split():
         return
-    env = {**os.environ, "LD_PRELOAD": ":".join(filter(None, [str(library), preload])),
-           PRELOADED_ENV: str(library)}
+    env = {**os.environ, "LD_PRELOAD": ":".join(filter(None, [str(library), preload])), PRELOADED_ENV: str(library)}
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -22,10 +22,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_type_hints
 
-from .config import DEVICES, PRECISIONS, DecodeConfig
-from .config_loading import load_config, resolve_config_path
+from .config import DecodeConfig
+from .config_train import DEVICES, PRECISIONS
 from .errors import UsageError, check_choice
 from .inference.outputs import Output, Sources
+from .model_source import resolve_model, resolve_models
 from .threads import AUTO, Setting, ThreadTuner, parse_setting
 
 if TYPE_CHECKING:  # imported when used: `import transformer_cli` does not import torch
@@ -47,10 +48,15 @@ def model_paths(paths: ModelPaths) -> list[Path]:
     return [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
 
 
-def open_backend(path: ModelPaths, device: str = "auto", precision: str = "fp32",
-                 decode: DecodeConfig | None = None, threads: Setting = None,
-                 ensemble_weights: Sequence[float] | None = None,
-                 ensemble_combine: str | None = None) -> TranslationBackend:
+def open_backend(
+    path: ModelPaths,
+    device: str = "auto",
+    precision: str = "fp32",
+    decode: DecodeConfig | None = None,
+    threads: Setting = None,
+    ensemble_weights: Sequence[float] | None = None,
+    ensemble_combine: str | None = None,
+) -> TranslationBackend:
     """Open the model at `path` on `device` (`config.DEVICES`) in `precision`
     (`config.PRECISIONS`); `decode` replaces the decoding defaults stored with the model.
     Several paths decode as one ensemble (inference/ensemble.py) with `ensemble_weights` and
@@ -74,23 +80,28 @@ def open_backend(path: ModelPaths, device: str = "auto", precision: str = "fp32"
     threads = parse_setting(threads, "threads")
     if threads == AUTO and "OMP_NUM_THREADS" in os.environ:
         threads = None  # fixed by the environment: torch's number, which OpenMP's variable set
-    from .export.bundle import export_engine
+    from .export.manifest import export_engine
     from .seams import ENGINES
 
     paths = model_paths(path)
     if len(paths) > 1:
-        return _tuned(_open_ensemble(paths, device, precision, decode, _fixed(threads), ensemble_weights,
-                                     ensemble_combine), threads)
+        return _tuned(
+            _open_ensemble(paths, device, precision, decode, _fixed(threads), ensemble_weights, ensemble_combine),
+            threads,
+        )
     engine = export_engine(paths[0]) or "torch"
     opener = ENGINES.find(engine)
     if opener is None:
-        raise UsageError(f"{paths[0]}: {ENGINES.unknown(engine)} (an export of a plugin's format: "
-                         "name the plugin in the config's plugins:, or install it)")
+        raise UsageError(
+            f"{paths[0]}: {ENGINES.unknown(engine)} (an export of a plugin's format: "
+            "name the plugin in the config's plugins:, or install it)"
+        )
     return opener(Path(paths[0]), device, precision, decode, threads)
 
 
-def open_torch(path: Path, device: str, precision: str, decode: DecodeConfig | None, threads: Setting
-               ) -> TranslationBackend:
+def open_torch(
+    path: Path, device: str, precision: str, decode: DecodeConfig | None, threads: Setting
+) -> TranslationBackend:
     """seams.ENGINES' torch: a tfm checkpoint or a Hugging Face folder (model_io.read_model)
     decoded by `TorchTranslator` (arguments: `open_backend`'s, `threads` parsed)."""
     import torch
@@ -119,9 +130,15 @@ def _tuned(backend: TranslationBackend, threads: Setting) -> TranslationBackend:
     return backend
 
 
-def _open_ensemble(paths: list[Path], device: str, precision: str, decode: DecodeConfig | None,
-                   threads: int | None, weights: Sequence[float] | None, combine: str | None
-                   ) -> TranslationBackend:
+def _open_ensemble(
+    paths: list[Path],
+    device: str,
+    precision: str,
+    decode: DecodeConfig | None,
+    threads: int | None,
+    weights: Sequence[float] | None,
+    combine: str | None,
+) -> TranslationBackend:
     """Torch models (checkpoints, Hugging Face folders) decoding together, their vocabularies
     checked to be the same; decoding defaults: `decode`, else the first model's."""
     import hashlib
@@ -129,15 +146,14 @@ def _open_ensemble(paths: list[Path], device: str, precision: str, decode: Decod
     import torch
 
     from .device import autocast_dtype, resolve_device
-    from .export.bundle import export_engine
+    from .export.manifest import export_engine
     from .inference.ensemble import Ensemble, check_same_vocabularies
     from .inference.translate import EnsembleMember, TorchTranslator, model_from_checkpoint
     from .model_io import read_model
 
     exports = [str(p) for p in paths if export_engine(p) not in (None, "transformers")]
     if exports:  # only models that read as checkpoints (model_io) decode together
-        raise UsageError(f"CTranslate2 does not decode ensembles: give the checkpoints of "
-                         f"{', '.join(exports)} instead")
+        raise UsageError(f"CTranslate2 does not decode ensembles: give the checkpoints of {', '.join(exports)} instead")
     if threads is not None:
         torch.set_num_threads(threads)
     dev = resolve_device(device)
@@ -146,78 +162,31 @@ def _open_ensemble(paths: list[Path], device: str, precision: str, decode: Decod
     check_same_vocabularies([tokenizers for _, tokenizers in built], [str(p) for p in paths])
     first = TorchTranslator.load(read[0][0], dev, decode, autocast_dtype(dev, precision), read[0][1])
     d = first.decode
-    ensemble = Ensemble([model.eval() for model, _ in built],
-                        d.ensemble_weights if weights is None else weights, combine or d.ensemble_combine)
+    ensemble = Ensemble(
+        [model.eval() for model, _ in built],
+        d.ensemble_weights if weights is None else weights,
+        combine or d.ensemble_combine,
+    )
     members = [EnsembleMember(str(p), c.digest) for p, (c, _) in zip(paths, read)]
     digest = hashlib.sha256(" ".join(m.sha256 for m in members).encode()).hexdigest()
-    metadata = dataclasses.replace(first.metadata, sha256=digest, members=members,
-                                   ensemble_weights=ensemble.weights.tolist(), ensemble_combine=ensemble.combine)
+    metadata = dataclasses.replace(
+        first.metadata,
+        sha256=digest,
+        members=members,
+        ensemble_weights=ensemble.weights.tolist(),
+        ensemble_combine=ensemble.combine,
+    )
     return TorchTranslator(ensemble, first.tokenizers, dev, d, first.dtype, metadata)
 
 
-def published_model(run_dir: Path, config: str) -> Path:
-    """The model a run serves: its published.pt, else its best.pt (`config` names it in errors)."""
-    for candidate in (run_dir / "published.pt", run_dir / "best.pt"):
-        if candidate.is_file():
-            return candidate
-    raise UsageError(f"no model in {run_dir} (published.pt or best.pt): train one with "
-                     f"`tfm train -c {config}`, or pass a checkpoint file")
-
-
-def resolve_model(source: str | Path) -> Path:
-    """The model file `source` names, decided by what is there, not by its name:
-
-    - a folder: a `tfm export` folder (`open_backend` checks its manifest) or a Hugging Face
-      MarianMT folder;
-    - OWNER/NAME that is no path or config here: a model on the Hugging Face Hub (fetched);
-    - a binary file (a NUL byte in its first 8 KiB, as git tells binary from text): a
-      checkpoint (torch's zip archive; a damaged one is then reported as such);
-    - a text file, or a config name found in ./configs/ or among tfm's own: a config, whose
-      run's model is used (`published_model`).
-    """
-    p = Path(source)
-    if p.is_dir() or _is_binary(p):
-        return p
-    if not p.exists():
-        try:
-            resolve_config_path(str(source))
-        except UsageError as e:
-            from .hf.folder import locate
-
-            fetched = locate(str(source))  # None unless an OWNER/NAME Hub id (hf.folder.is_hub_id)
-            if fetched is not None:
-                return fetched
-            raise UsageError(f"{source}: no such model file or export folder, and {e}") from None
-    cfg = load_config(str(source))
-    return published_model(cfg.run_dir, str(source))
-
-
-def _is_binary(p: Path) -> bool:
-    """A file with a NUL byte in its first 8 KiB (as git tells binary from text)."""
-    if not p.is_file():
-        return False
-    with p.open("rb") as f:
-        return b"\0" in f.read(8192)
-
-
-def resolve_models(source: str | Path) -> list[Path]:
-    """What `source` names, as a list: a config whose decode.ensemble lists models gives them
-    (as written, from the current folder), anything else `resolve_model`'s one model."""
-    p = Path(source)
-    if not p.is_dir() and not _is_binary(p):  # a config, by name or text
-        try:
-            ensemble = load_config(str(source)).decode.ensemble
-        except UsageError:
-            ensemble = []  # resolve_model says what is wrong
-        if ensemble:
-            return [Path(m) for m in ensemble]
-    return [resolve_model(source)]
-
-
-def load(path_or_config: str | Path | Sequence[str | Path], device: str = "auto",
-         precision: str = "fp32", threads: Setting = None,
-         ensemble_weights: Sequence[float] | None = None, ensemble_combine: str | None = None
-         ) -> Translator:
+def load(
+    path_or_config: str | Path | Sequence[str | Path],
+    device: str = "auto",
+    precision: str = "fp32",
+    threads: Setting = None,
+    ensemble_weights: Sequence[float] | None = None,
+    ensemble_combine: str | None = None,
+) -> Translator:
     """Load a model for translating: a checkpoint file, an export folder, a Hugging Face
     folder, or a config (name or file) whose run's published model (else best.pt, or the
     models of its decode.ensemble) is used, as `tfm translate` chooses; which of them it is,
@@ -231,12 +200,26 @@ def load(path_or_config: str | Path | Sequence[str | Path], device: str = "auto"
     return open_translator(paths, device, precision, threads, ensemble_weights, ensemble_combine)
 
 
-def open_translator(path: ModelPaths, device: str = "auto", precision: str = "fp32",
-                    threads: Setting = None, ensemble_weights: Sequence[float] | None = None,
-                    ensemble_combine: str | None = None) -> Translator:
+def open_translator(
+    path: ModelPaths,
+    device: str = "auto",
+    precision: str = "fp32",
+    threads: Setting = None,
+    ensemble_weights: Sequence[float] | None = None,
+    ensemble_combine: str | None = None,
+) -> Translator:
     """The model file(s) at `path` (see `open_backend`) as a `Translator`."""
-    return Translator(open_backend(path, device, precision, threads=threads, ensemble_weights=ensemble_weights,
-                                   ensemble_combine=ensemble_combine), path)
+    return Translator(
+        open_backend(
+            path,
+            device,
+            precision,
+            threads=threads,
+            ensemble_weights=ensemble_weights,
+            ensemble_combine=ensemble_combine,
+        ),
+        path,
+    )
 
 
 def decode_bounds(field: str) -> tuple[Any, Any]:
@@ -294,19 +277,30 @@ class Translator:
         return self.backend.max_src_len
 
     def info(self) -> dict[str, str]:
-        return {"path": ", ".join(map(str, self.paths)), "sha256": self.sha256, "config": self.config_name,
-                "loaded_at": self.loaded_at.isoformat(timespec="seconds")}
+        return {
+            "path": ", ".join(map(str, self.paths)),
+            "sha256": self.sha256,
+            "config": self.config_name,
+            "loaded_at": self.loaded_at.isoformat(timespec="seconds"),
+        }
 
-    def options(self, beam_size: int | None = None, n_best: int = 1, max_output_len: int | None = None,
-                length_penalty: float | None = None, batch_size: int | None = None,
-                recase: bool | None = None) -> DecodeConfig:
+    def options(
+        self,
+        beam_size: int | None = None,
+        n_best: int = 1,
+        max_output_len: int | None = None,
+        length_penalty: float | None = None,
+        batch_size: int | None = None,
+        recase: bool | None = None,
+    ) -> DecodeConfig:
         """The model's decoding defaults with these changes; the beam widens to `n_best`.
         `max_output_len` caps every output at that many tokens (default: 1.5 x source + 10);
         `recase` switches the source truecaser (decode.recase) on or off."""
         d = dataclasses.replace(self.backend.decode)
         d.n_best = decode_option("n_best", n_best, "n_best")
-        d.beam_size = max(decode_option("beam_size", beam_size, "beam_size")
-                          if beam_size is not None else d.beam_size, d.n_best)
+        d.beam_size = max(
+            decode_option("beam_size", beam_size, "beam_size") if beam_size is not None else d.beam_size, d.n_best
+        )
         if max_output_len is not None:
             d.max_len_a, d.max_len_b = 0.0, decode_option("max_output_len", max_output_len, "max_len_b")
         if length_penalty is not None:
@@ -319,12 +313,12 @@ class Translator:
             d.recase = recase
         return d
 
-    def translate(self, lines: list[str], beam_size: int | None = None, n_best: int = 1,
-                  max_output_len: int | None = None) -> list[str] | list[list[str]]:
+    def translate(
+        self, lines: list[str], beam_size: int | None = None, n_best: int = 1, max_output_len: int | None = None
+    ) -> list[str] | list[list[str]]:
         """The best translation of each line, or its `n_best` best (a list per line) when
         n_best > 1. Inputs longer than the model's limit are truncated (see `translate_n_best`)."""
-        out = self._translate(list(_checked_lines("translate", lines)),
-                              self.options(beam_size, n_best, max_output_len))
+        out = self._translate(list(_checked_lines("translate", lines)), self.options(beam_size, n_best, max_output_len))
         if n_best == 1:
             return [hyps[0].text for hyps in out.translations]
         return [[h.text for h in hyps] for hyps in out.translations]
@@ -336,8 +330,9 @@ class Translator:
     def _translate(self, lines: list[str], options: DecodeConfig | None) -> Output:
         return self.backend.translate(lines, options)
 
-    def translate_stream(self, lines: Iterable[str], options: DecodeConfig | None = None,
-                         chunk_lines: int = 2000) -> Iterator[tuple[list[str], Output]]:
+    def translate_stream(
+        self, lines: Iterable[str], options: DecodeConfig | None = None, chunk_lines: int = 2000
+    ) -> Iterator[tuple[list[str], Output]]:
         """Translate an iterable of lines in chunks, in order, without holding it all in memory.
         Yields (chunk of input lines, its Output); truncation indices count within the chunk."""
         chunk: list[str] = []
@@ -349,8 +344,7 @@ class Translator:
         if chunk:
             yield chunk, self._translate(chunk, options)
 
-    def encode(self, lines: list[str], options: DecodeConfig | None = None,
-               checked: bool = False) -> Sources:
+    def encode(self, lines: list[str], options: DecodeConfig | None = None, checked: bool = False) -> Sources:
         """The lines tokenized once, as `options` will decode them (recased or not, truncated
         to the model's limit), for `translate_encoded`: a server counts their `tokens` against
         its batch budget first. `checked`: the caller has checked every line is text (the
@@ -381,8 +375,9 @@ def _checked_text(what: str, value: Any) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise ValueError(f"{what} holds an unpaired surrogate {value[e.start]!r} at index "
-                         f"{e.start}, which is not text") from None
+        raise ValueError(
+            f"{what} holds an unpaired surrogate {value[e.start]!r} at index {e.start}, which is not text"
+        ) from None
     return value
 
 

@@ -107,9 +107,9 @@ def write_payload(path: Path, payload: dict[str, Any], keep_previous: Path | Non
     """Write `payload` (plus format and digest) atomically to `path` (see `atomic_write`);
     returns the digest."""
     payload = {**payload, "format": FORMAT}
-    payload["sha256"] = content_digest(payload)
+    digest = payload["sha256"] = content_digest(payload)
     atomic_torch_save(path, payload, keep_previous)
-    return payload["sha256"]
+    return digest
 
 
 def _version(payload: Any) -> int | None:
@@ -117,7 +117,7 @@ def _version(payload: Any) -> int | None:
     declared = payload.get("format") if isinstance(payload, dict) else None
     if not isinstance(declared, str) or not declared.startswith(FORMAT_PREFIX):
         return None
-    number = declared[len(FORMAT_PREFIX):]
+    number = declared[len(FORMAT_PREFIX) :]
     return int(number) if number.isdigit() else None
 
 
@@ -130,24 +130,26 @@ def read_payload(path: Path) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols; errors say enough
             warnings.simplefilter("ignore")
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            payload: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         if _references_callables(path):
-            raise UsageError(f"refusing to load {path}: it holds Python objects that could run "
-                             "code when unpickled (not a tfm checkpoint)") from None
-        raise CheckpointError(f"checkpoint {path} is damaged or not a checkpoint: "
-                              f"{_reason(e)}") from None
+            raise UsageError(
+                f"refusing to load {path}: it holds Python objects that could run "
+                "code when unpickled (not a tfm checkpoint)"
+            ) from None
+        raise CheckpointError(f"checkpoint {path} is damaged or not a checkpoint: {_reason(e)}") from None
     except Exception as e:  # zip errors, truncation, EOF: torch raises many kinds
         raise CheckpointError(f"checkpoint {path} is damaged or unreadable: {_reason(e)}") from None
     version = _version(payload)
     if version is None:
         raise CheckpointError(f"{path} is not a tfm checkpoint (format {FORMAT} expected)")
     if version > VERSION:
-        raise CheckpointError(f"{path} was written by a newer tfm (format {payload['format']}; "
-                              f"this one reads up to {FORMAT}): upgrade tfm to use it")
+        raise CheckpointError(
+            f"{path} was written by a newer tfm (format {payload['format']}; "
+            f"this one reads up to {FORMAT}): upgrade tfm to use it"
+        )
     if payload.get("sha256") != content_digest(payload):
-        raise CheckpointError(f"checkpoint {path} is damaged: its content does not match its "
-                              "stored sha256")
+        raise CheckpointError(f"checkpoint {path} is damaged: its content does not match its stored sha256")
     return payload
 
 
@@ -197,8 +199,14 @@ class TrainState:
     @classmethod
     def from_payload(cls, state: dict[str, Any]) -> TrainState:
         # The world size was not recorded at first; every rank's RNG state always was.
-        return cls(state["progress"], state["optimizer"], state["scheduler"], state["rng"],
-                   int(state.get("world_size", len(state["rng"]))), state.get("grad_scaler"))
+        return cls(
+            state["progress"],
+            state["optimizer"],
+            state["scheduler"],
+            state["rng"],
+            int(state.get("world_size", len(state["rng"]))),
+            state.get("grad_scaler"),
+        )
 
 
 @dataclass
@@ -229,7 +237,8 @@ class Checkpoint:
 
     @property
     def model_config(self) -> dict[str, Any]:
-        return self.config["model"]
+        model: dict[str, Any] = self.config["model"]
+        return model
 
     def model_description(self) -> ModelDescription:
         """What to build, with the model's settings (as export manifests record it)."""
@@ -237,10 +246,16 @@ class Checkpoint:
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {
-            "model": {"architecture": self.architecture, "src_vocab_size": self.src_vocab_size,
-                      "tgt_vocab_size": self.tgt_vocab_size},
-            "state_dict": self.weights, "tokenizer": self.tokenizer, "config": self.config,
-            "metrics": self.metrics}
+            "model": {
+                "architecture": self.architecture,
+                "src_vocab_size": self.src_vocab_size,
+                "tgt_vocab_size": self.tgt_vocab_size,
+            },
+            "state_dict": self.weights,
+            "tokenizer": self.tokenizer,
+            "config": self.config,
+            "metrics": self.metrics,
+        }
         for key in ("data_fingerprint", "run_identity", "created", "parent"):
             if getattr(self, key) is not None:
                 payload[key] = getattr(self, key)
@@ -259,12 +274,21 @@ class Checkpoint:
             if "config" in model:  # version 1: the model's settings were stored here as well
                 config = {**config, "model": model["config"]}
             state = payload.get("train_state")
-            return cls(model.get("architecture", V1_ARCHITECTURE), int(model["src_vocab_size"]),
-                       int(model["tgt_vocab_size"]), payload["state_dict"], payload["tokenizer"],
-                       config, payload.get("metrics") or {}, payload.get("data_fingerprint"),
-                       payload.get("run_identity"), payload.get("created"),
-                       None if state is None else TrainState.from_payload(state),
-                       payload.get("sha256"), payload.get("parent"))
+            return cls(
+                model.get("architecture", V1_ARCHITECTURE),
+                int(model["src_vocab_size"]),
+                int(model["tgt_vocab_size"]),
+                payload["state_dict"],
+                payload["tokenizer"],
+                config,
+                payload.get("metrics") or {},
+                payload.get("data_fingerprint"),
+                payload.get("run_identity"),
+                payload.get("created"),
+                None if state is None else TrainState.from_payload(state),
+                payload.get("sha256"),
+                payload.get("parent"),
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointError.unfit(path, e) from None
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import typer
 
-from . import __version__
 from .errors import EXIT_FAILURE, TfmError
+from .version import __version__
 
 app = typer.Typer(
     name="tfm",
@@ -29,12 +29,14 @@ app = typer.Typer(
 
 log = logging.getLogger("tfm")
 
-CONFIG_HELP = ("Config file, or a bare name found in ./configs/ or among the configs shipped "
-               "with tfm (base.yaml, seed.yaml, tiny.yaml, best.yaml).")
+CONFIG_HELP = (
+    "Config file, or a bare name found in ./configs/ or among the configs shipped "
+    "with tfm (base.yaml, seed.yaml, tiny.yaml, best.yaml)."
+)
 SET_HELP = "Override one config value, e.g. --set train.lr=3e-4 (repeatable)."
 
 
-class _StderrHandler(logging.StreamHandler):
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic at run time from 3.11
     """Writes to whatever `sys.stderr` is when a line is logged (a caller that swaps it, as a
     test harness does, never leaves the handler on a closed stream)."""
 
@@ -76,8 +78,7 @@ def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as e:  # a bug: still one line, the traceback on request
             if os.environ.get("TFM_DEBUG"):
                 raise
-            typer.echo(f"tfm: internal error: {type(e).__name__}: {e} "
-                       "(set TFM_DEBUG=1 for the traceback)", err=True)
+            typer.echo(f"tfm: internal error: {type(e).__name__}: {e} (set TFM_DEBUG=1 for the traceback)", err=True)
             raise typer.Exit(EXIT_FAILURE) from None
 
     return run
@@ -90,11 +91,15 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Train, evaluate and serve Transformer translation models."""
 
 
 DEVICE_HELP = "auto (cuda, then mps, then cpu), cpu, cuda or mps."
-PRECISION_HELP = ("fp32 (default: exact), bf16, fp16, or auto (bf16 where the hardware is fast at "
-                  "it, fp16 on older GPUs).")
+PRECISION_HELP = (
+    "fp32 (default: exact), bf16, fp16, or auto (bf16 where the hardware is fast at it, fp16 on older GPUs)."
+)

@@ -21,11 +21,15 @@ from .stop_signals import on_stop_signals
 @guarded
 def evaluate(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
-    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Model to score: a "
-                                              "checkpoint or a `tfm export` folder; repeated, an "
-                                              "ensemble (default: decode.ensemble, else the "
-                                              "config's run's published.pt, else best.pt, as "
-                                              "translate, serve and export choose)."),
+    checkpoint: list[Path] = typer.Option(
+        [],
+        "--checkpoint",
+        help="Model to score: a "
+        "checkpoint or a `tfm export` folder; repeated, an "
+        "ensemble (default: decode.ensemble, else the "
+        "config's run's published.pt, else best.pt, as "
+        "translate, serve and export choose).",
+    ),
     split: str = typer.Option("test", "--split", help="val or test (ignored with --src/--ref)."),
     src: Path | None = typer.Option(None, "--src", help="Your own source file (one sentence per line)."),
     ref: Path | None = typer.Option(None, "--ref", help="Its reference translations (aligned with --src)."),
@@ -72,7 +76,7 @@ def evaluate(
 def chosen_models(cfg: Any, config: str, checkpoints: list[Path]) -> list[Path]:
     """The models a command uses: --checkpoint (repeated: an ensemble), else the config's
     decode.ensemble, else its run's published model (else best.pt)."""
-    from .api import published_model
+    from .model_source import published_model
 
     if checkpoints:
         return list(checkpoints)
@@ -81,8 +85,7 @@ def chosen_models(cfg: Any, config: str, checkpoints: list[Path]) -> list[Path]:
     return [published_model(cfg.run_dir, config)]
 
 
-def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None
-                      ) -> tuple[list[str], list[str], str]:
+def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None) -> tuple[list[str], list[str], str]:
     from .errors import UsageError
 
     if (src is None) != (ref is None):
@@ -104,26 +107,37 @@ def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None
 @guarded
 def translate(
     text: list[str] = typer.Argument(None, help="Sentences to translate; none or '-' reads stdin."),
-    config: str = typer.Option("base.yaml", "--config", "-c", help="Its run's published.pt "
-                               "(else best.pt) is the default model. " + CONFIG_HELP),
-    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Model to use instead; repeated, "
-                                          "an ensemble (default: decode.ensemble, else the run's "
-                                          "published model)."),
-    beam_size: int | None = typer.Option(None, "--beam-size", min=1, help="1 = greedy "
-                                            "(default: as the model was configured)."),
-    n_best: int = typer.Option(1, "--n-best", min=1, help="Print the N best translations per input "
-                               "as INDEX<TAB>SCORE<TAB>TEXT lines."),
+    config: str = typer.Option(
+        "base.yaml", "--config", "-c", help="Its run's published.pt (else best.pt) is the default model. " + CONFIG_HELP
+    ),
+    checkpoint: list[Path] = typer.Option(
+        [],
+        "--checkpoint",
+        help="Model to use instead; repeated, an ensemble (default: decode.ensemble, else the run's published model).",
+    ),
+    beam_size: int | None = typer.Option(
+        None, "--beam-size", min=1, help="1 = greedy (default: as the model was configured)."
+    ),
+    n_best: int = typer.Option(
+        1, "--n-best", min=1, help="Print the N best translations per input as INDEX<TAB>SCORE<TAB>TEXT lines."
+    ),
     length_penalty: float | None = typer.Option(None, "--length-penalty", min=0.0),
-    max_output_len: int | None = typer.Option(None, "--max-output-len", min=1, help="Longest "
-                                                 "output in tokens (default: 1.5 x source + 10)."),
+    max_output_len: int | None = typer.Option(
+        None, "--max-output-len", min=1, help="Longest output in tokens (default: 1.5 x source + 10)."
+    ),
     batch_size: int | None = typer.Option(None, "--batch-size", min=1, help="Sentences per batch."),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
-    attention: Path | None = typer.Option(None, "--attention", help="Write a PNG heatmap of the "
-                                             "cross-attention (one sentence only)."),
-    recase: bool | None = typer.Option(None, "--recase/--no-recase", help="Give lines typed all "
-                                       "lowercase or all in capitals the training sources' casing "
-                                       "(default: the model's decode.recase, normally on)."),
+    attention: Path | None = typer.Option(
+        None, "--attention", help="Write a PNG heatmap of the cross-attention (one sentence only)."
+    ),
+    recase: bool | None = typer.Option(
+        None,
+        "--recase/--no-recase",
+        help="Give lines typed all "
+        "lowercase or all in capitals the training sources' casing "
+        "(default: the model's decode.recase, normally on).",
+    ),
 ) -> None:
     """Translate sentences with a trained model; streams stdin line by line.
 
@@ -140,9 +154,14 @@ def translate(
 
     setup_logging(quiet=False)
     cfg = load_config(config)
-    model = open_translator(chosen_models(cfg, config, checkpoint), device, precision, threads="auto",
-                            ensemble_weights=cfg.decode.ensemble_weights,
-                            ensemble_combine=cfg.decode.ensemble_combine)
+    model = open_translator(
+        chosen_models(cfg, config, checkpoint),
+        device,
+        precision,
+        threads="auto",
+        ensemble_weights=cfg.decode.ensemble_weights,
+        ensemble_combine=cfg.decode.ensemble_combine,
+    )
     options = model.options(beam_size, n_best, max_output_len, length_penalty, batch_size, recase)
     lines = [_utf8(os.fsencode(arg), f"argument {n}") for n, arg in enumerate(text or [], start=1)]
     from_stdin = not lines or lines == ["-"]
@@ -154,8 +173,12 @@ def translate(
     offset = 0
     for inputs, out in model.translate_stream(source, options, chunk):
         for i, n in out.truncated:
-            log.warning("warning: line %d has %d tokens; truncated to %d (the model's limit)",
-                        offset + i + 1, n, model.max_src_len)
+            log.warning(
+                "warning: line %d has %d tokens; truncated to %d (the model's limit)",
+                offset + i + 1,
+                n,
+                model.max_src_len,
+            )
         for i, n_best_list in enumerate(out.translations):
             if n_best == 1:
                 typer.echo(n_best_list[0].text)
@@ -177,15 +200,18 @@ def translate(
 @app.command()
 @guarded
 def serve(
-    config: str = typer.Option("base.yaml", "--config", "-c", help="Its serve: section configures "
-                               "the server; its run's published.pt (else best.pt) is the model. "
-                               + CONFIG_HELP),
-    checkpoint: list[Path] = typer.Option([], "--checkpoint", help="Model to serve (and watch for "
-                                          "new versions) instead; repeated, an ensemble."),
-    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: "
-                                       "serve.host, 127.0.0.1)."),
-    port: int | None = typer.Option(None, "--port", min=0, max=65535, help="Port (default: "
-                                       "serve.port, 8000)."),
+    config: str = typer.Option(
+        "base.yaml",
+        "--config",
+        "-c",
+        help="Its serve: section configures "
+        "the server; its run's published.pt (else best.pt) is the model. " + CONFIG_HELP,
+    ),
+    checkpoint: list[Path] = typer.Option(
+        [], "--checkpoint", help="Model to serve (and watch for new versions) instead; repeated, an ensemble."
+    ),
+    host: str | None = typer.Option(None, "--host", help="Address to listen on (default: serve.host, 127.0.0.1)."),
+    port: int | None = typer.Option(None, "--port", min=0, max=65535, help="Port (default: serve.port, 8000)."),
     device: str = typer.Option("auto", "--device", help=DEVICE_HELP),
     precision: str = typer.Option("fp32", "--precision", help=PRECISION_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
@@ -216,26 +242,42 @@ def serve(
     paths = chosen_models(cfg, config, checkpoint)
     from .serving.server import serve as run_server
 
-    run_server(cfg.serve, paths, device, precision, cfg.decode.ensemble_weights,
-               cfg.decode.ensemble_combine)
+    run_server(cfg.serve, paths, device, precision, cfg.decode.ensemble_weights, cfg.decode.ensemble_combine)
 
 
 @app.command()
 @guarded
 def export(
-    config: str = typer.Option("base.yaml", "--config", "-c", help="Its run's published.pt (else "
-                               "best.pt) is exported by default. " + CONFIG_HELP),
-    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="Model to export instead: a "
-                                              "checkpoint file or a Hugging Face MarianMT folder."),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder to write (an earlier export "
-                                "there is replaced; any other existing folder must be empty)."),
-    fmt: str | None = typer.Option(None, "--format", help="What to write (default: export.format, "
-                                   "ctranslate2): ctranslate2 (a CTranslate2 model that tfm runs), hf "
-                                   "(a MarianMT folder for transformers: MarianMTModel/MarianTokenizer."
-                                   "from_pretrained; needs 'tfm[hf]'), or a format a plugin registers."),
-    quantization: str | None = typer.Option(None, "--quantization", help="--format ctranslate2's weight "
-                                            f"type (export.options.quantization): {', '.join(QUANTIZATIONS)} "
-                                            "(none: float32; the 16-bit float types are for GPUs)."),
+    config: str = typer.Option(
+        "base.yaml",
+        "--config",
+        "-c",
+        help="Its run's published.pt (else best.pt) is exported by default. " + CONFIG_HELP,
+    ),
+    checkpoint: Path | None = typer.Option(
+        None, "--checkpoint", help="Model to export instead: a checkpoint file or a Hugging Face MarianMT folder."
+    ),
+    output: Path = typer.Option(
+        ...,
+        "--output",
+        "-o",
+        help="Folder to write (an earlier export there is replaced; any other existing folder must be empty).",
+    ),
+    fmt: str | None = typer.Option(
+        None,
+        "--format",
+        help="What to write (default: export.format, "
+        "ctranslate2): ctranslate2 (a CTranslate2 model that tfm runs), hf "
+        "(a MarianMT folder for transformers: MarianMTModel/MarianTokenizer."
+        "from_pretrained; needs 'tfm[hf]'), or a format a plugin registers.",
+    ),
+    quantization: str | None = typer.Option(
+        None,
+        "--quantization",
+        help="--format ctranslate2's weight "
+        f"type (export.options.quantization): {', '.join(QUANTIZATIONS)} "
+        "(none: float32; the 16-bit float types are for GPUs).",
+    ),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
 ) -> None:
     """Export a model: a self-contained folder (model, tokenizer, manifest with sha256s).
@@ -254,7 +296,7 @@ def export(
     """
     from .config_loading import load_config
     from .errors import StoppedBySignal, UsageError
-    from .export.bundle import export_engine
+    from .export.manifest import export_engine
     from .extras import import_extra
     from .seams import EXPORTERS
 
@@ -265,8 +307,9 @@ def export(
     if quantization is not None:
         settings = EXPORTERS.settings_of(fmt)
         if settings is None or "quantization" not in getattr(settings, "__dataclass_fields__", {}):
-            raise UsageError(f"--quantization is for --format ctranslate2 (export.options.quantization); "
-                             f"--format {fmt} has none")
+            raise UsageError(
+                f"--quantization is for --format ctranslate2 (export.options.quantization); --format {fmt} has none"
+            )
         weight_type(quantization)  # (a name it does not know: refused as --quantization)
         options["quantization"] = quantization
     settings = EXPORTERS.options(fmt, options)
@@ -274,7 +317,7 @@ def export(
     if exporter.extra is not None:  # before anything else, as every command that needs an extra
         import_extra(exporter.extra, "tfm export" + ("" if fmt == "ctranslate2" else f" --format {fmt}"))
     if checkpoint is None:
-        from .api import published_model
+        from .model_source import published_model
 
         checkpoint = published_model(cfg.run_dir, config)
     if export_engine(checkpoint) not in (None, "transformers"):  # no model tfm reads back
@@ -283,13 +326,15 @@ def export(
         with _stop_signals_raise():
             manifest, seconds = exporter.export(checkpoint, output, settings)
     except _Stopped as e:
-        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} during export; nothing was "
-                                        f"written to {output}") from None
+        raise StoppedBySignal(
+            e.signum, f"stopped by signal {e.signum} during export; nothing was written to {output}"
+        ) from None
     for warning in exporter.warnings(manifest):
         typer.echo(f"tfm: {warning}", err=True)
     size = sum(p.stat().st_size for p in output.iterdir())
-    typer.echo(f"exported {checkpoint} -> {output} ({exporter.describe(manifest)}, {size / 1e6:.1f} MB, "
-               f"{seconds:.1f} s)")
+    typer.echo(
+        f"exported {checkpoint} -> {output} ({exporter.describe(manifest)}, {size / 1e6:.1f} MB, {seconds:.1f} s)"
+    )
 
 
 class _Stopped(BaseException):
@@ -320,7 +365,7 @@ class _StdinLines:
     def __init__(self) -> None:
         self.error: Exception | None = None
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         from .errors import UsageError
 
         for number, raw in enumerate(sys.stdin.buffer, start=1):
@@ -339,5 +384,4 @@ def _utf8(raw: bytes, where: str) -> str:
     except UnicodeDecodeError as e:
         from .errors import UsageError
 
-        raise UsageError(f"{where}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column "
-                         f"{e.start + 1})") from None
+        raise UsageError(f"{where}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})") from None

@@ -10,8 +10,10 @@ import typer
 from .cli_app import CONFIG_HELP, DEVICE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .errors import UsageError, check_choice
 
-REVERSE_HELP = ("The config's reverse run (<name>.reverse: the languages swapped, the real pairs "
-                "only), the model that back-translates for it (synthetic.back_translation).")
+REVERSE_HELP = (
+    "The config's reverse run (<name>.reverse: the languages swapped, the real pairs "
+    "only), the model that back-translates for it (synthetic.back_translation)."
+)
 
 
 @app.command()
@@ -19,13 +21,17 @@ REVERSE_HELP = ("The config's reverse run (<name>.reverse: the languages swapped
 def preprocess(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
     source: str | None = typer.Option(
-        None, "--source", help="Folder or URL holding the corpus files (overrides data.source "
-        "and $TFM_DATA_SOURCE)."),
+        None, "--source", help="Folder or URL holding the corpus files (overrides data.source and $TFM_DATA_SOURCE)."
+    ),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
     force: bool = typer.Option(False, "--force", help="Rebuild even when nothing changed."),
-    verify: bool = typer.Option(False, "--verify", help="Read every corpus and prepared file to "
-                                "check its SHA-256 (otherwise files that kept their recorded size "
-                                "and modification time are trusted); rebuild what does not match."),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Read every corpus and prepared file to "
+        "check its SHA-256 (otherwise files that kept their recorded size "
+        "and modification time are trusted); rebuild what does not match.",
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
     reverse: bool = typer.Option(False, "--reverse", help=REVERSE_HELP),
 ) -> None:
@@ -46,7 +52,7 @@ def preprocess(
         cfg = reverse_config(cfg)
     if source is not None:
         cfg.data.source = source
-    from .data.preprocess import summary_table
+    from .data.manifest import summary_table
     from .errors import StoppedBySignal
     from .training.run_data import prepare_run_data
     from .training.signals import GracefulStop, StopRequested
@@ -55,13 +61,17 @@ def preprocess(
         with GracefulStop("stopping after the current chunk, keeping nothing half-done") as stop:
             prepared, rebuilt = prepare_run_data(cfg, stop.check, force=force, verify=verify)
     except StopRequested as e:
-        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; nothing was written "
-                                        "(run the same command to start again)") from None
+        raise StoppedBySignal(
+            e.signum, f"stopped by signal {e.signum}; nothing was written (run the same command to start again)"
+        ) from None
     if rebuilt:
         log.info("preprocessed in %.1f s -> %s", prepared.manifest.elapsed_s, prepared.folder)
     else:
-        log.info("up to date: %s (inputs unchanged%s; --force rebuilds)", prepared.folder,
-                 ", every file read and verified" if verify else "")
+        log.info(
+            "up to date: %s (inputs unchanged%s; --force rebuilds)",
+            prepared.folder,
+            ", every file read and verified" if verify else "",
+        )
     if not quiet:
         typer.echo(summary_table(prepared.manifest))
 
@@ -71,20 +81,31 @@ def preprocess(
 def train(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
-    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP[:-1]
-                                      + " (overrides train.device)."),
+    device: str | None = typer.Option(None, "--device", help=DEVICE_HELP[:-1] + " (overrides train.device)."),
     restart: bool = typer.Option(False, "--restart", help="Start the run over instead of resuming it."),
     init_from: str | None = typer.Option(
-        None, "--init-from", help="Start a new run from this trained model instead of random "
-        "weights: a checkpoint file, or `published` (overrides train.init_from; see `tfm config`)."),
-    promote: str | None = typer.Option(None, "--promote", help="if-better (default), always or "
-                                          "never: when best.pt replaces published.pt."),
+        None,
+        "--init-from",
+        help="Start a new run from this trained model instead of random "
+        "weights: a checkpoint file, or `published` (overrides train.init_from; see `tfm config`).",
+    ),
+    promote: str | None = typer.Option(
+        None, "--promote", help="if-better (default), always or never: when best.pt replaces published.pt."
+    ),
     nproc_per_node: int | None = typer.Option(
-        None, "--nproc-per-node", min=1, help="Train in N processes on this machine (GPUs, or CPU "
+        None,
+        "--nproc-per-node",
+        min=1,
+        help="Train in N processes on this machine (GPUs, or CPU "
         "processes with gloo), started by tfm through torch's launcher after it takes the run's "
-        "lock: the exit codes stay tfm's (75 busy, 2, 1, 130/143), unlike under torchrun."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars; only warnings and "
-                               "errors on stderr (the run's train.log gets everything)."),
+        "lock: the exit codes stay tfm's (75 busy, 2, 1, 130/143), unlike under torchrun.",
+    ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress bars; only warnings and errors on stderr (the run's train.log gets everything).",
+    ),
     reverse: bool = typer.Option(False, "--reverse", help=REVERSE_HELP),
 ) -> None:
     """Train a model; preprocesses first if needed, resumes an interrupted run.
@@ -106,8 +127,8 @@ def train(
       tfm train -c bt.yaml --reverse   # the model that back-translates for bt.yaml
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
-    from .config import DEVICES, PROMOTE_POLICIES
     from .config_loading import load_config
+    from .config_train import DEVICES, PROMOTE_POLICIES
     from .synthetic.reverse import reverse_config
     from .training.run_dir import RunDir
 
@@ -158,8 +179,7 @@ def _without_option(argv: list[str], name: str) -> list[str]:
 @app.command("distill")
 @guarded
 def distill_corpus(
-    config: str = typer.Option(..., "--config", "-c", help="A config with a distill: section. "
-                               + CONFIG_HELP),
+    config: str = typer.Option(..., "--config", "-c", help="A config with a distill: section. " + CONFIG_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
@@ -183,22 +203,25 @@ def distill_corpus(
     setup_logging(quiet)
     cfg = load_config(config, overrides)
     if not cfg.distill.teachers:
-        raise UsageError(f"{config}: distill.teachers is empty: name the teacher models (checkpoint "
-                         "files or folders) that translate the training sources")
+        raise UsageError(
+            f"{config}: distill.teachers is empty: name the teacher models (checkpoint "
+            "files or folders) that translate the training sources"
+        )
     try:
         with GracefulStop("stopping after the current chunk; the translations so far are kept") as stop:
             folder = distill(cfg, stop.check)
     except StopRequested as e:
-        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; the translations made so far "
-                                        "are kept (run the same command to continue)") from None
+        raise StoppedBySignal(
+            e.signum,
+            f"stopped by signal {e.signum}; the translations made so far are kept (run the same command to continue)",
+        ) from None
     typer.echo(f"distilled corpus: {folder}")
 
 
 @app.command()
 @guarded
 def synthesize(
-    config: str = typer.Option(..., "--config", "-c", help="A config with a synthetic: section. "
-                               + CONFIG_HELP),
+    config: str = typer.Option(..., "--config", "-c", help="A config with a synthetic: section. " + CONFIG_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
@@ -223,14 +246,17 @@ def synthesize(
     setup_logging(quiet)
     cfg = load_config(config, overrides)
     if not cfg.synthetic.enabled:
-        raise UsageError(f"{config}: no monolingual text: set synthetic.back_translation.text or "
-                         "synthetic.forward_translation.text")
+        raise UsageError(
+            f"{config}: no monolingual text: set synthetic.back_translation.text or synthetic.forward_translation.text"
+        )
     try:
         with GracefulStop("stopping after the current chunk; the translations so far are kept") as stop:
             folder = make_synthetic(cfg, stop.check)
     except StopRequested as e:
-        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum}; the translations made so far "
-                                        "are kept (run the same command to continue)") from None
+        raise StoppedBySignal(
+            e.signum,
+            f"stopped by signal {e.signum}; the translations made so far are kept (run the same command to continue)",
+        ) from None
     typer.echo(f"synthetic corpus: {folder}")
 
 
@@ -239,8 +265,9 @@ def synthesize(
 def show_config(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
-    markdown: bool = typer.Option(False, "--markdown", help="Print the whole schema as Markdown "
-                                  "(docs/config.md) instead."),
+    markdown: bool = typer.Option(
+        False, "--markdown", help="Print the whole schema as Markdown (docs/config.md) instead."
+    ),
 ) -> None:
     """Print a config fully resolved: every key's value, help, type, bounds and default.
 
@@ -260,8 +287,9 @@ def show_config(
 @guarded
 def publish(
     config: str = typer.Option("base.yaml", "--config", "-c", help=CONFIG_HELP),
-    rollback: bool = typer.Option(False, "--rollback", help="Put the model that the last "
-                                  "promotion replaced back as published.pt."),
+    rollback: bool = typer.Option(
+        False, "--rollback", help="Put the model that the last promotion replaced back as published.pt."
+    ),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
 ) -> None:
     """Show what a run publishes, or roll back the last promotion.

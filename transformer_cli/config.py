@@ -1,9 +1,9 @@
 """Typed configuration: the schema of a config (each section a dataclass below, every field
 with its help, bounds and resumability) plus an optional `name`.
 
-Reading YAML files (`extends:`, `--set`, where each value came from) is config_loading.py;
-the checks across keys are config_checks.py; turning values into typed fields is
-config_values.py.
+The `train:` and `synthetic:` sections are config_train.py and config_synthetic.py. Reading
+YAML files (`extends:`, `--set`, where each value came from) is config_loading.py; the checks
+across keys are config_checks.py; turning values into typed fields is config_values.py.
 """
 
 from __future__ import annotations
@@ -11,23 +11,17 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal
 
 import yaml
 
+from .config_checks import validate
 from .config_synthetic import SyntheticConfig
+from .config_train import TrainConfig
 from .config_values import ConfigError, Section, checks_are_deferred
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
 from .seams import ARCHITECTURES
-
-# Choices named once, for the config's fields and every option that takes the same values.
-Device = Literal["auto", "cpu", "cuda", "mps"]
-Precision = Literal["auto", "fp32", "bf16", "fp16"]
-PromotePolicy = Literal["if-better", "always", "never"]
-DEVICES: tuple[str, ...] = get_args(Device)
-PRECISIONS: tuple[str, ...] = get_args(Precision)
-PROMOTE_POLICIES: tuple[str, ...] = get_args(PromotePolicy)
 
 
 @dataclass
@@ -47,25 +41,33 @@ class DataConfig(Section):
 
     SECTION: ClassVar[str] = "data"
 
-    corpus: str = _f("multi30k", "multi30k: Multi30k task 1 with built-in checksums; files: your own "
-                     "corpus; or one a plugin registers (seams.CORPORA).")
-    corpus_options: dict[str, Any] = _f({}, "The corpus's own settings, for a corpus that has them "
-                                        "(a plugin's).", added=True)
-    source: str | None = _f(None, "Folder or URL holding the corpus files (else $TFM_DATA_SOURCE, "
-                            "else the source the last preprocess recorded, else Multi30k's URL).")
+    corpus: str = _f(
+        "multi30k",
+        "multi30k: Multi30k task 1 with built-in checksums; files: your own "
+        "corpus; or one a plugin registers (seams.CORPORA).",
+    )
+    corpus_options: dict[str, Any] = _f(
+        {}, "The corpus's own settings, for a corpus that has them (a plugin's).", added=True
+    )
+    source: str | None = _f(
+        None,
+        "Folder or URL holding the corpus files (else $TFM_DATA_SOURCE, "
+        "else the source the last preprocess recorded, else Multi30k's URL).",
+    )
     src_lang: str = _f("de", "Source language code (the file suffix).")
     tgt_lang: str = _f("en", "Target language code (the file suffix).")
     splits: SplitsConfig = _section(SplitsConfig, "File stems of the splits.")
     sha256: dict[str, str] = _f({}, "Expected SHA-256 per file name, e.g. {train.de.gz: ...}.")
     dir: str = _f("data", "Where preprocessed data goes (<dir>/<name>/).")
     cache_dir: str = _f("data/cache", "Where downloads are cached.")
-    train_max_len: int = _f(100, "Training pairs with a side longer than this many tokens are "
-                            "dropped.", ge=1, le=16384)
+    train_max_len: int = _f(100, "Training pairs with a side longer than this many tokens are dropped.", ge=1, le=16384)
     limit_train: int | None = _f(None, "Keep only the first N training pairs (smoke tests).", ge=1)
-    min_train_pairs: int = _f(100, "Fewer training pairs than this after filtering is an error.",
-                              ge=1)
-    shard_tokens: int = _f(100_000_000, "Token ids (both sides) per file of the preprocessed, "
-                           "memory-mapped splits: no file grows with the corpus.", ge=1000)
+    min_train_pairs: int = _f(100, "Fewer training pairs than this after filtering is an error.", ge=1)
+    shard_tokens: int = _f(
+        100_000_000,
+        "Token ids (both sides) per file of the preprocessed, memory-mapped splits: no file grows with the corpus.",
+        ge=1000,
+    )
 
 
 @dataclass
@@ -74,31 +76,36 @@ class TokenizerConfig(Section):
 
     SECTION: ClassVar[str] = "tokenizer"
 
-    kind: str = _f("sentencepiece", "spacy: rule-based words (spacy.blank); sentencepiece: learned "
-                   "subwords; or a kind a plugin registers (seams.TOKENIZERS).")
-    options: dict[str, Any] = _f({}, "The kind's own settings, for a kind that has them (a "
-                                 "plugin's).", added=True)
-    lowercase: bool = _f(False, "Lowercase all text (output is lowercase; BLEU is then "
-                         "case-insensitive).")
+    kind: str = _f(
+        "sentencepiece",
+        "spacy: rule-based words (spacy.blank); sentencepiece: learned "
+        "subwords; or a kind a plugin registers (seams.TOKENIZERS).",
+    )
+    options: dict[str, Any] = _f({}, "The kind's own settings, for a kind that has them (a plugin's).", added=True)
+    lowercase: bool = _f(False, "Lowercase all text (output is lowercase; BLEU is then case-insensitive).")
     min_freq: int = _f(2, "spacy: words seen fewer times become <unk>.", ge=1)
-    max_vocab: int | None = _f(None, "spacy: keep at most this many words per language.", ge=5,
-                               le=2_000_000)
+    max_vocab: int | None = _f(None, "spacy: keep at most this many words per language.", ge=5, le=2_000_000)
     model_type: Literal["bpe", "unigram"] = _f("bpe", "sentencepiece: the subword algorithm.")
-    vocab_size: int = _f(8000, "sentencepiece: vocabulary size (per side, or shared when joint).",
-                         ge=16, le=1_000_000)
-    joint: bool = _f(True, "sentencepiece: one vocabulary for both languages (needed by "
-                     "model.share_embeddings).")
-    character_coverage: float = _f(1.0, "sentencepiece: share of characters covered by the "
-                                   "vocabulary.", gt=0.9, le=1.0)
-    fit_sample: int = _f(1_000_000, "sentencepiece: fitted on a random sample of at most this many "
-                         "training pairs (the same sample every time; all pairs when fewer), which "
-                         "bounds preprocessing's memory.", ge=100)
-    sampling: float = _f(0.0, "sentencepiece: subword regularization of the training split, "
-                         "re-sampled for every batch: BPE-dropout probability (bpe) or sampling "
-                         "smoothing alpha (unigram); 0: off. The draws are SentencePiece's and do "
-                         "not repeat across processes (a resumed run draws anew). Evaluation is "
-                         "always deterministic.",
-                         ge=0.0, lt=1.0)
+    vocab_size: int = _f(8000, "sentencepiece: vocabulary size (per side, or shared when joint).", ge=16, le=1_000_000)
+    joint: bool = _f(True, "sentencepiece: one vocabulary for both languages (needed by model.share_embeddings).")
+    character_coverage: float = _f(1.0, "sentencepiece: share of characters covered by the vocabulary.", gt=0.9, le=1.0)
+    fit_sample: int = _f(
+        1_000_000,
+        "sentencepiece: fitted on a random sample of at most this many "
+        "training pairs (the same sample every time; all pairs when fewer), which "
+        "bounds preprocessing's memory.",
+        ge=100,
+    )
+    sampling: float = _f(
+        0.0,
+        "sentencepiece: subword regularization of the training split, "
+        "re-sampled for every batch: BPE-dropout probability (bpe) or sampling "
+        "smoothing alpha (unigram); 0: off. The draws are SentencePiece's and do "
+        "not repeat across processes (a resumed run draws anew). Evaluation is "
+        "always deterministic.",
+        ge=0.0,
+        lt=1.0,
+    )
 
 
 @dataclass
@@ -109,13 +116,16 @@ class ModelConfig(Section):
 
     SECTION: ClassVar[str] = "model"
 
-    architecture: str = _f("transformer", "The model family: transformer, or one a plugin registers "
-                           "(seams.ARCHITECTURES); the other model.* keys are its settings.", added=True)
-    max_len: int = _f(256, "Longest sequence in tokens (positions); longer inputs are truncated.",
-                      ge=4, le=16384)
+    architecture: str = _f(
+        "transformer",
+        "The model family: transformer, or one a plugin registers "
+        "(seams.ARCHITECTURES); the other model.* keys are its settings.",
+        added=True,
+    )
+    max_len: int = _f(256, "Longest sequence in tokens (positions); longer inputs are truncated.", ge=4, le=16384)
 
     @classmethod
-    def section_class(cls, raw: Any) -> type:
+    def section_class(cls, raw: Any) -> type[ModelConfig]:
         """The dataclass a `model:` mapping is read with: its architecture's (config_values.
         build_section); an unknown architecture is a ConfigError listing the known ones."""
         name = raw.get("architecture", "transformer") if isinstance(raw, dict) else "transformer"
@@ -123,8 +133,9 @@ class ModelConfig(Section):
             raise ConfigError(f"model.architecture must be a string (got {name!r})", "model.architecture")
         settings = ARCHITECTURES.settings_of(name)
         if not (isinstance(settings, type) and issubclass(settings, ModelConfig)):
-            raise ConfigError(f"model.architecture: {name!r} has no settings class extending "
-                              "config.ModelConfig", "model.architecture")
+            raise ConfigError(
+                f"model.architecture: {name!r} has no settings class extending config.ModelConfig", "model.architecture"
+            )
         return settings
 
     def check(self, cfg: Config) -> None:
@@ -137,143 +148,6 @@ def _default_model() -> ModelConfig:
 
 
 @dataclass
-class ContinuedConfig(Section):
-    """train.* values for a run that starts from a trained model (train.init_from); null keeps
-    the train.* value. Optimizer moments, the schedule with its warmup, early stopping, the
-    snapshots to average, epochs and steps always start afresh."""
-
-    SECTION: ClassVar[str] = "train.continued"
-
-    epochs: int | None = _f(None, "Epochs of a continued run (train.epochs when null).", ge=1)
-    lr: float | None = _f(None, "Peak learning rate of a continued run.", gt=0.0)
-    warmup_steps: int | None = _f(None, "Warmup steps of a continued run (inverse_sqrt).", ge=0)
-    snapshot_every_steps: int | None = _f(None, "train.snapshot_every_steps of a continued run.",
-                                          ge=1)
-    average_last: int | None = _f(None, "train.average_last of a continued run.", ge=1)
-
-
-@dataclass
-class TrainConfig(Section):
-    """Optimization, validation, checkpoints and publication. Keys marked resumable may change
-    between sessions of a run without starting it over."""
-
-    SECTION: ClassVar[str] = "train"
-
-    epochs: int = _f(10, "Passes over the training data.", resumable=True, ge=1)
-    max_steps: int | None = _f(None, "Stop after this many optimizer steps.", resumable=True, ge=1)
-    batch_size: int | None = _f(128, "Sentences per batch (exclusive with batch_tokens).", ge=1,
-                                le=1_000_000)
-    batch_tokens: int | None = _f(None, "Token budget per batch, padded, longer side (exclusive "
-                                  "with batch_size).", ge=16, le=100_000_000)
-    accumulate: int = _f(1, "Batches per optimizer step (gradient accumulation).", ge=1, le=100_000)
-    optimizer: str = _f("adam", "adam, adamw (decoupled weight decay), or one a plugin registers "
-                        "(seams.OPTIMIZERS).")
-    lr: float = _f(5e-4, "Learning rate (the peak, after warmup, with inverse_sqrt).", gt=0.0)
-    betas: list[float] = _f([0.9, 0.98], "Adam's beta1, beta2.")
-    eps: float = _f(1e-9, "Adam's epsilon.", gt=0.0)
-    weight_decay: float = _f(0.0, "Weight decay.", ge=0.0)
-    clip_norm: float | None = _f(1.0, "Clip the gradient norm to this (null: no clipping).", gt=0.0)
-    label_smoothing: float = _f(0.0, "Label smoothing (epsilon_ls; the paper uses 0.1).", ge=0.0,
-                                lt=1.0)
-    rdrop_alpha: float = _f(0.0, "R-Drop weight alpha (Liang et al. 2021): each batch goes through "
-                            "the model twice under different dropout, and alpha times the symmetric "
-                            "KL of the two outputs joins their mean loss. 0: off. Doubles the step "
-                            "cost.", ge=0.0, le=1000.0)
-    source_lowercase: float = _f(0.0, "Share of training sources lowercased, drawn per batch and "
-                                 "epoch (robustness to lowercase input; targets keep their case).",
-                                 ge=0.0, le=1.0)
-    source_uppercase: float = _f(0.0, "Share of training sources written in capitals, drawn per "
-                                 "batch and epoch.", ge=0.0, le=1.0)
-    source_unpunctuated: float = _f(0.0, "Share of training sources without their final "
-                                    "punctuation, drawn per batch and epoch.", ge=0.0, le=1.0)
-    transforms: list[str] = _f(["source_noise"], "Changes to the training pairs' text, drawn per "
-                               "batch, in this order, by name (seams.TRANSFORMS; a plugin may add "
-                               "more); source_noise follows the source_* shares.", added=True)
-    criterion: str = _f("cross_entropy", "The training loss by name (seams.CRITERIA): cross_entropy "
-                        "(label smoothing, R-Drop), or one a plugin registers.", added=True)
-    criterion_options: dict[str, Any] = _f({}, "The criterion's own settings, for one that has them "
-                                           "(a plugin's).", added=True)
-    schedule: str = _f("constant", "Learning-rate schedule: constant, inverse_sqrt (the paper's "
-                       "warmup then 1/sqrt(step)), or one a plugin registers (seams.SCHEDULES).")
-    warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
-    seed: int = _f(1234, "Seed of weights, dropout and batch order (a run is reproducible).")
-    device: Device = _f(
-        "auto", "auto: cuda, then mps, then cpu.", resumable=True)
-    precision: Precision = _f(
-        "auto", "auto: bf16 where native (AVX512-BF16/AMX CPUs, Ampere+ GPUs), fp16 + GradScaler "
-        "on older GPUs, else fp32.", resumable=True)
-    compile: bool = _f(False, "torch.compile the model.", resumable=True)
-    collective_timeout_min: float = _f(30.0, "Under torchrun: how long a rank waits in a "
-                                       "collective for the others (validating, saving, or gone) "
-                                       "before it fails with an error instead of hanging.",
-                                       resumable=True, ge=1.0, le=1440.0)
-    rendezvous_timeout_s: float = _f(120.0, "Under torchrun or another launcher: how long the "
-                                     "processes wait for each other to start, at MASTER_ADDR:"
-                                     "MASTER_PORT, before each exits with one line.",
-                                     resumable=True, ge=1.0, le=86400.0)
-    threads: int | Literal["auto"] | None = _f(
-        "auto", "Intra-op CPU threads. auto: start with the CPUs this process may use and re-choose "
-        "the count during the run from the measured step speed and CPU load (fewer beside busy "
-        "work; one line in the log per change; under torchrun: the CPUs / local processes, fixed; "
-        "on a GPU: fixed). A number fixes it (exact resume needs a fixed count). null: as auto.",
-        resumable=True, ge=1, le=4096)
-    priority: Literal["normal", "low", "idle"] = _f(
-        "normal", "Scheduling priority of `tfm train` against other work on the machine: normal "
-        "(as started); low (nice 10, SCHED_BATCH, lowest best-effort I/O: a `tfm serve` on the same "
-        "machine keeps precedence, an otherwise idle machine still trains at full speed); idle "
-        "(SCHED_IDLE: runs only on CPUs nothing else wants).", resumable=True)
-    data_workers: int | None = _f(None, "Processes that read, augment and pad the training batches "
-                                  "ahead of the step (0: the training process does it; null: one per "
-                                  "CPU the training threads leave free, 1 to 4). The batches are the "
-                                  "same whatever the number.", resumable=True, ge=0, le=64)
-    valid_every: int | None = _f(None, "Also validate every N steps (null: once per epoch).",
-                                 resumable=True, ge=1)
-    valid_bleu: bool = _f(False, "Also decode the validation set and log sacreBLEU/chrF.",
-                          resumable=True)
-    valid_decode: Literal["greedy", "beam"] = _f(
-        "greedy", "Decoding for validation BLEU: greedy, or beam search with decode.beam_size.",
-        resumable=True)
-    patience: int | None = _f(None, "Stop after this many validations without improvement.",
-                              resumable=True, ge=1)
-    checkpoint_every_steps: int | None = _f(None, "Also save last.pt every N steps.",
-                                            resumable=True, ge=1)
-    checkpoint_every_minutes: float | None = _f(5.0, "Also save last.pt every N minutes.",
-                                                resumable=True, gt=0.0)
-    average_last: int = _f(1, "Average the last N snapshots' weights at the end (kept if it "
-                           "validates better). A snapshot is taken at every epoch's end, and every "
-                           "snapshot_every_steps steps when that is set.", resumable=True, ge=1)
-    snapshot_every_steps: int | None = _f(None, "Also take a snapshot for averaging every N "
-                                          "optimizer steps (null: at epoch ends only).",
-                                          resumable=True, ge=1)
-    promote: PromotePolicy = _f(
-        "if-better", "When best.pt replaces published.pt (also --promote).", resumable=True)
-    promote_metric: Literal["valid_loss", "valid_bleu"] = _f(
-        "valid_loss", "What the gate compares (valid_bleu is used anyway when tokenizers differ).",
-        resumable=True)
-    promote_margin_loss: float = _f(0.0, "Validation loss must drop by at least this to promote.",
-                                    resumable=True, ge=0.0)
-    promote_margin_bleu: float = _f(0.2, "Validation BLEU must rise by at least this to promote.",
-                                    resumable=True, ge=0.0, le=100.0)
-    promote_min_bleu: float | None = _f(None, "Greedy validation BLEU a model must reach to be "
-                                        "published at all.", resumable=True, ge=0.0, le=100.0)
-    keep_published: int = _f(3, "Replaced published models kept in published.history/.",
-                             resumable=True, ge=1, le=100)
-    out_dir: str = _f("checkpoints", "Where runs go (<out_dir>/<name>/).", resumable=True)
-    init_from: str | None = _f(None, "Start a new run from a trained model instead of random "
-                               "weights (also --init-from): a tfm checkpoint file, or `published` "
-                               "(this run's published model when a run starts anew, i.e. when the "
-                               "corpus or settings changed; from scratch while none is published). "
-                               "The new run takes its weights, its architecture (model.* but the "
-                               "dropouts: differing keys are listed in a warning) and its "
-                               "tokenizers (the corpus is encoded with them, nothing is fitted); "
-                               "train.continued gives its schedule.")
-    continued: ContinuedConfig = _section(ContinuedConfig, "Settings of a run that starts from "
-                                          "train.init_from's model.")
-    tensorboard: bool = _f(False, "Also write TensorBoard logs (needs the tensorboard extra).",
-                           resumable=True)
-
-
-@dataclass
 class DecodeConfig(Section):
     """Translation by `tfm translate`, `tfm evaluate` and the Python API."""
 
@@ -281,33 +155,42 @@ class DecodeConfig(Section):
 
     beam_size: int = _f(1, "1: greedy search; more: beam search.", ge=1, le=256)
     n_best: int = _f(1, "Hypotheses returned per input (<= beam_size).", ge=1, le=256)
-    length_penalty: float = _f(1.0, "Beam scores are divided by length^penalty (0: none).", ge=0.0,
-                               le=100.0)
-    max_len_a: float = _f(1.5, "Longest output: max_len_a * source length + max_len_b tokens.",
-                          ge=0.0, le=100.0)
+    length_penalty: float = _f(1.0, "Beam scores are divided by length^penalty (0: none).", ge=0.0, le=100.0)
+    max_len_a: float = _f(1.5, "Longest output: max_len_a * source length + max_len_b tokens.", ge=0.0, le=100.0)
     max_len_b: int = _f(10, "See max_len_a.", ge=1, le=16384)
     batch_size: int = _f(128, "Sentences decoded together.", ge=1, le=100_000)
-    strategy: str = _f("auto", "The search (seams.SEARCH_STRATEGIES): auto (greedy for beam_size 1, "
-                       "else beam), greedy, beam, sample, or one registered by a plugin.")
-    strategy_options: dict[str, Any] = _f({}, "The strategy's own settings, for one that has them "
-                                          "(a plugin's).")
-    sampling_topk: int = _f(0, "strategy sample: draw from the k most likely tokens (0: all).",
-                            ge=0, le=1_000_000)
-    sampling_temperature: float = _f(1.0, "strategy sample: below 1 sharpens the distribution, "
-                                     "above 1 flattens it.", gt=0.0, le=100.0)
-    sampling_seed: int | None = _f(None, "strategy sample: a seed that repeats the draws (null: "
-                                   "other draws every call).")
-    recase: bool = _f(True, "Give sources typed all lowercase or all in capitals the casing of "
-                      "the training sources before translating (each word's most frequent "
-                      "spelling); sources with any casing are left as typed.")
-    ensemble: list[str] = _f([], "Models that translate together by default (translate, evaluate "
-                             "and serve without --checkpoint): checkpoint files or Hugging Face "
-                             "folders with the same vocabularies, one beam over their combined "
-                             "predictions; empty: the run's published model alone.")
+    strategy: str = _f(
+        "auto",
+        "The search (seams.SEARCH_STRATEGIES): auto (greedy for beam_size 1, "
+        "else beam), greedy, beam, sample, or one registered by a plugin.",
+    )
+    strategy_options: dict[str, Any] = _f({}, "The strategy's own settings, for one that has them (a plugin's).")
+    sampling_topk: int = _f(0, "strategy sample: draw from the k most likely tokens (0: all).", ge=0, le=1_000_000)
+    sampling_temperature: float = _f(
+        1.0, "strategy sample: below 1 sharpens the distribution, above 1 flattens it.", gt=0.0, le=100.0
+    )
+    sampling_seed: int | None = _f(
+        None, "strategy sample: a seed that repeats the draws (null: other draws every call)."
+    )
+    recase: bool = _f(
+        True,
+        "Give sources typed all lowercase or all in capitals the casing of "
+        "the training sources before translating (each word's most frequent "
+        "spelling); sources with any casing are left as typed.",
+    )
+    ensemble: list[str] = _f(
+        [],
+        "Models that translate together by default (translate, evaluate "
+        "and serve without --checkpoint): checkpoint files or Hugging Face "
+        "folders with the same vocabularies, one beam over their combined "
+        "predictions; empty: the run's published model alone.",
+    )
     ensemble_weights: list[float] | None = _f(None, "One weight per ensemble model (null: equal).")
     ensemble_combine: Literal["log", "prob"] = _f(
-        "log", "How an ensemble combines its models' next-token distributions: log (the weighted "
-        "mean of their log-probabilities) or prob (of their probabilities).")
+        "log",
+        "How an ensemble combines its models' next-token distributions: log (the weighted "
+        "mean of their log-probabilities) or prob (of their probabilities).",
+    )
 
 
 @dataclass
@@ -318,16 +201,19 @@ class DistillConfig(Section):
 
     SECTION: ClassVar[str] = "distill"
 
-    teachers: list[str] = _f([], "Teacher models (checkpoints or Hugging Face folders; several: an "
-                             "ensemble); empty: no distillation.")
+    teachers: list[str] = _f(
+        [], "Teacher models (checkpoints or Hugging Face folders; several: an ensemble); empty: no distillation."
+    )
     beam_size: int = _f(5, "The teachers' beam.", ge=1, le=256)
     combine: Literal["log", "prob"] = _f("log", "How several teachers combine (decode.ensemble_combine).")
     weights: list[float] | None = _f(None, "One weight per teacher (null: equal).")
-    keep_original: bool = _f(False, "Train on the original pairs as well as the teachers' "
-                             "translations of their sources.")
+    keep_original: bool = _f(
+        False, "Train on the original pairs as well as the teachers' translations of their sources."
+    )
     batch_size: int = _f(128, "Sentences the teachers decode together.", ge=1, le=100_000)
-    chunk_lines: int = _f(1000, "Sources translated, then saved, at a time: where a stopped "
-                          "distillation resumes.", ge=1, le=10_000_000)
+    chunk_lines: int = _f(
+        1000, "Sources translated, then saved, at a time: where a stopped distillation resumes.", ge=1, le=10_000_000
+    )
 
 
 @dataclass
@@ -338,29 +224,40 @@ class ServeConfig(Section):
 
     host: str = _f("127.0.0.1", "Address to listen on (also --host).")
     port: int = _f(8000, "Port (also --port; 0: any free port).", ge=0, le=65535)
-    threads: int | None = _f(None, "torch intra-op threads (null: half the cores, leaving the rest "
-                             "to a nightly retrain).", ge=1, le=1024)
-    batch_tokens: int = _f(2048, "Source tokens per batch (one input may exceed it).", ge=1,
-                           le=1_000_000)
-    max_wait_ms: float = _f(20.0, "Longest wait of a batch for the clients it just answered to "
-                            "send again (a lone client never waits).", ge=0.0, le=10_000.0)
+    threads: int | None = _f(
+        None, "torch intra-op threads (null: half the cores, leaving the rest to a nightly retrain).", ge=1, le=1024
+    )
+    batch_tokens: int = _f(2048, "Source tokens per batch (one input may exceed it).", ge=1, le=1_000_000)
+    max_wait_ms: float = _f(
+        20.0,
+        "Longest wait of a batch for the clients it just answered to send again (a lone client never waits).",
+        ge=0.0,
+        le=10_000.0,
+    )
     max_inputs: int = _f(64, "Sentences per request (more: 413).", ge=1, le=100_000)
     max_bytes: int = _f(65536, "Request body size in bytes (more: 413).", ge=64, le=1 << 30)
     max_beam_size: int = _f(8, "Largest beam_size a request may ask for.", ge=1, le=256)
-    max_pending_s: float | None = _f(1.0, "Load shedding: the seconds an admitted request may "
-                                     "wait for its answer, predicted from the recent batches' "
-                                     "times (before the first: one batch, serve.batch_tokens); a "
-                                     "request that would wait longer, or make an earlier one "
-                                     "late, is answered 503 with Retry-After at once (counted in "
-                                     "/metrics: tfm_requests_shed_total). null: no bound.",
-                                     ge=0.001, le=3600.0)
-    reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.",
-                              ge=0.01, le=3600.0)
-    body_timeout_s: float = _f(30.0, "Seconds a client has to send a whole request body, from "
-                               "its headers on (slower: 408).", ge=0.1, le=3600.0)
-    shutdown_grace_s: float = _f(30.0, "On SIGTERM, seconds the requests in flight get to finish; "
-                                 "then they are answered 503 and the server exits.", ge=0.0,
-                                 le=3600.0)
+    max_pending_s: float | None = _f(
+        1.0,
+        "Load shedding: the seconds an admitted request may "
+        "wait for its answer, predicted from the recent batches' "
+        "times (before the first: one batch, serve.batch_tokens); a "
+        "request that would wait longer, or make an earlier one "
+        "late, is answered 503 with Retry-After at once (counted in "
+        "/metrics: tfm_requests_shed_total). null: no bound.",
+        ge=0.001,
+        le=3600.0,
+    )
+    reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.", ge=0.01, le=3600.0)
+    body_timeout_s: float = _f(
+        30.0, "Seconds a client has to send a whole request body, from its headers on (slower: 408).", ge=0.1, le=3600.0
+    )
+    shutdown_grace_s: float = _f(
+        30.0,
+        "On SIGTERM, seconds the requests in flight get to finish; then they are answered 503 and the server exits.",
+        ge=0.0,
+        le=3600.0,
+    )
     token_env: str = _f("TFM_SERVE_TOKEN", "Environment variable holding the bearer token.")
     token_file: str | None = _f(None, "Or a file holding it (read at start).")
 
@@ -371,26 +268,33 @@ class ExportConfig(Section):
 
     SECTION: ClassVar[str] = "export"
 
-    format: str = _f("ctranslate2", "What tfm export writes (also --format): ctranslate2 (a "
-                     "CTranslate2 model tfm runs), hf (a MarianMT folder for transformers), or a "
-                     "format a plugin registers (seams.EXPORTERS).")
-    options: dict[str, Any] = _f({}, "The format's own settings (ctranslate2: quantization, also "
-                                 "--quantization: none, int8, int8_float32, int16, float16, "
-                                 "int8_float16, bfloat16, int8_bfloat16).")
+    format: str = _f(
+        "ctranslate2",
+        "What tfm export writes (also --format): ctranslate2 (a "
+        "CTranslate2 model tfm runs), hf (a MarianMT folder for transformers), or a "
+        "format a plugin registers (seams.EXPORTERS).",
+    )
+    options: dict[str, Any] = _f(
+        {},
+        "The format's own settings (ctranslate2: quantization, also "
+        "--quantization: none, int8, int8_float32, int16, float16, "
+        "int8_float16, bfloat16, int8_bfloat16).",
+    )
 
 
 @dataclass
 class Config:
-    name: str = _f("run", "Run name: data/<name>/ and checkpoints/<name>/ (default: the file's "
-                   "stem).")
-    plugins: list[str] = _f([], "Your modules, imported before the rest of the config is read, "
-                            "which register entries (architectures, tokenizers, criteria, search "
-                            "strategies, export formats, corpora, ...; registry.py): module names, "
-                            "or .py files (relative to the config file).")
+    name: str = _f("run", "Run name: data/<name>/ and checkpoints/<name>/ (default: the file's stem).")
+    plugins: list[str] = _f(
+        [],
+        "Your modules, imported before the rest of the config is read, "
+        "which register entries (architectures, tokenizers, criteria, search "
+        "strategies, export formats, corpora, ...; registry.py): module names, "
+        "or .py files (relative to the config file).",
+    )
     data: DataConfig = _section(DataConfig, "The corpus.")
     tokenizer: TokenizerConfig = _section(TokenizerConfig, "Tokenization.")
-    model: ModelConfig = _section(_default_model, "The model: its architecture and that "
-                                  "architecture's settings.")
+    model: ModelConfig = _section(_default_model, "The model: its architecture and that architecture's settings.")
     train: TrainConfig = _section(TrainConfig, "Training and publication.")
     decode: DecodeConfig = _section(DecodeConfig, "Translation.")
     distill: DistillConfig = _section(DistillConfig, "Distillation from teacher models.")
@@ -403,8 +307,6 @@ class Config:
         unless the one building it runs them later (`checks_deferred`)."""
         if checks_are_deferred():
             return
-        from .config_checks import validate
-
         validate(self)
 
     @property

@@ -3,9 +3,13 @@ culprit first, so that the loader can say which file and line (or --set) gave ea
 
 from __future__ import annotations
 
-from .config import Config
+from typing import TYPE_CHECKING
+
 from .config_values import ConfigError, lookup
 from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TOKENIZERS
+
+if TYPE_CHECKING:  # the schema calls these checks (Config.__post_init__): its type only
+    from .config import Config
 
 
 def validate(cfg: Config) -> None:
@@ -15,47 +19,69 @@ def validate(cfg: Config) -> None:
     check_choices(cfg)
     t, tr, d = cfg.tokenizer, cfg.train, cfg.data
     if t.sampling and not TOKENIZERS[t.kind].samples:
-        raise ConfigError(f"tokenizer.sampling needs a tokenizer that samples segmentations "
-                          f"(sentencepiece; {t.kind} has one)", "tokenizer.sampling", "tokenizer.kind")
+        raise ConfigError(
+            f"tokenizer.sampling needs a tokenizer that samples segmentations (sentencepiece; {t.kind} has one)",
+            "tokenizer.sampling",
+            "tokenizer.kind",
+        )
     if tr.source_lowercase + tr.source_uppercase > 1.0:
-        raise ConfigError("train.source_lowercase + train.source_uppercase must be at most 1",
-                          "train.source_lowercase", "train.source_uppercase")
+        raise ConfigError(
+            "train.source_lowercase + train.source_uppercase must be at most 1",
+            "train.source_lowercase",
+            "train.source_uppercase",
+        )
     cfg.model.check(cfg)
     if tr.batch_size is None and tr.batch_tokens is None:
-        raise ConfigError("set train.batch_size (sentences) or train.batch_tokens (token budget)",
-                          "train.batch_size", "train.batch_tokens")
+        raise ConfigError(
+            "set train.batch_size (sentences) or train.batch_tokens (token budget)",
+            "train.batch_size",
+            "train.batch_tokens",
+        )
     if tr.batch_size is not None and tr.batch_tokens is not None:
-        raise ConfigError("train.batch_size and train.batch_tokens are exclusive: set one to null",
-                          "train.batch_size", "train.batch_tokens")
+        raise ConfigError(
+            "train.batch_size and train.batch_tokens are exclusive: set one to null",
+            "train.batch_size",
+            "train.batch_tokens",
+        )
     if len(tr.betas) != 2 or not all(0.0 <= b < 1.0 for b in tr.betas):
-        raise ConfigError(f"train.betas must be two numbers in [0, 1) (got {tr.betas})",
-                          "train.betas")
+        raise ConfigError(f"train.betas must be two numbers in [0, 1) (got {tr.betas})", "train.betas")
     if tr.schedule == "inverse_sqrt" and tr.warmup_steps < 1:
-        raise ConfigError("train.schedule: inverse_sqrt needs train.warmup_steps >= 1",
-                          "train.warmup_steps", "train.schedule")
+        raise ConfigError(
+            "train.schedule: inverse_sqrt needs train.warmup_steps >= 1", "train.warmup_steps", "train.schedule"
+        )
     if cfg.decode.n_best > cfg.decode.beam_size:
-        raise ConfigError(f"decode.n_best={cfg.decode.n_best} must be <= "
-                          f"decode.beam_size={cfg.decode.beam_size}", "decode.n_best",
-                          "decode.beam_size")
+        raise ConfigError(
+            f"decode.n_best={cfg.decode.n_best} must be <= decode.beam_size={cfg.decode.beam_size}",
+            "decode.n_best",
+            "decode.beam_size",
+        )
     dc = cfg.decode
     if dc.strategy == "sample" and dc.n_best > 1:
-        raise ConfigError("decode.strategy: sample draws one translation: set decode.n_best to 1",
-                          "decode.n_best", "decode.strategy")
-    if dc.ensemble_weights is not None and (len(dc.ensemble_weights) != len(dc.ensemble)
-                                            or not all(w > 0 for w in dc.ensemble_weights)):
-        raise ConfigError(f"decode.ensemble_weights must be one positive number per model of "
-                          f"decode.ensemble ({len(dc.ensemble)})", "decode.ensemble_weights",
-                          "decode.ensemble")
+        raise ConfigError(
+            "decode.strategy: sample draws one translation: set decode.n_best to 1", "decode.n_best", "decode.strategy"
+        )
+    if dc.ensemble_weights is not None and (
+        len(dc.ensemble_weights) != len(dc.ensemble) or not all(w > 0 for w in dc.ensemble_weights)
+    ):
+        raise ConfigError(
+            f"decode.ensemble_weights must be one positive number per model of decode.ensemble ({len(dc.ensemble)})",
+            "decode.ensemble_weights",
+            "decode.ensemble",
+        )
     _check_synthetic(cfg)
     if cfg.distill.weights is not None and len(cfg.distill.weights) != len(cfg.distill.teachers):
-        raise ConfigError(f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",
-                          "distill.weights", "distill.teachers")
+        raise ConfigError(
+            f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",
+            "distill.weights",
+            "distill.teachers",
+        )
     if d.src_lang == d.tgt_lang:
-        raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'",
-                          "data.src_lang", "data.tgt_lang")
+        raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'", "data.src_lang", "data.tgt_lang")
     if tr.init_from is not None and not tr.init_from.strip():
-        raise ConfigError("train.init_from must name a checkpoint file or be `published` (null: "
-                          "start from random weights)", "train.init_from")
+        raise ConfigError(
+            "train.init_from must name a checkpoint file or be `published` (null: start from random weights)",
+            "train.init_from",
+        )
     if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
         raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
 
@@ -73,21 +99,33 @@ def check_choices(cfg: Config) -> None:
             registry.options(value, given)
     settings = ARCHITECTURES.settings_of(cfg.model.architecture)
     if type(cfg.model) is not settings:
-        raise ConfigError(f"model.architecture={cfg.model.architecture!r}: the model section was read as "
-                          f"{type(cfg.model).__name__}, not that architecture's "
-                          f"{getattr(settings, '__name__', settings)}: give model.architecture in the "
-                          "config file (not only with --set)", "model.architecture")
+        raise ConfigError(
+            f"model.architecture={cfg.model.architecture!r}: the model section was read as "
+            f"{type(cfg.model).__name__}, not that architecture's "
+            f"{getattr(settings, '__name__', settings)}: give model.architecture in the "
+            "config file (not only with --set)",
+            "model.architecture",
+        )
 
 
 def _check_synthetic(cfg: Config) -> None:
     ft = cfg.synthetic.forward_translation
     if cfg.synthetic.enabled and cfg.distill.teachers:
-        raise ConfigError("distill and synthetic cannot both be set: distillation is forward "
-                          "translation of the training sources (synthetic.forward_translation.text: "
-                          "[parallel], synthetic.real_upsample: 0)", "synthetic", "distill.teachers")
+        raise ConfigError(
+            "distill and synthetic cannot both be set: distillation is forward "
+            "translation of the training sources (synthetic.forward_translation.text: "
+            "[parallel], synthetic.real_upsample: 0)",
+            "synthetic",
+            "distill.teachers",
+        )
     if ft.text and not ft.teachers:
-        raise ConfigError("synthetic.forward_translation.teachers is empty: name the models that "
-                          "translate synthetic.forward_translation.text", "synthetic.forward_translation.teachers")
+        raise ConfigError(
+            "synthetic.forward_translation.teachers is empty: name the models that "
+            "translate synthetic.forward_translation.text",
+            "synthetic.forward_translation.teachers",
+        )
     if ft.weights is not None and len(ft.weights) != len(ft.teachers):
-        raise ConfigError(f"synthetic.forward_translation.weights must be one number per teacher "
-                          f"({len(ft.teachers)})", "synthetic.forward_translation.weights")
+        raise ConfigError(
+            f"synthetic.forward_translation.weights must be one number per teacher ({len(ft.teachers)})",
+            "synthetic.forward_translation.weights",
+        )

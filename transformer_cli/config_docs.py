@@ -36,15 +36,14 @@ def _type_text(tp: Any, bar: str = " | ") -> str:
 
 def _bounds_text(meta: Any) -> str:
     symbols = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
-    return ", ".join(f"{symbols[k]} {meta[k]:g}" for k in ("ge", "gt", "le", "lt")
-                     if meta.get(k) is not None)
+    return ", ".join(f"{symbols[k]} {meta[k]:g}" for k in ("ge", "gt", "le", "lt") if meta.get(k) is not None)
 
 
 def _value_text(value: Any) -> str:
     return json.dumps(value) if not isinstance(value, str) else value
 
 
-def _rows(section: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field, Any]]:
+def _rows(section: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any], Any]]:
     """(dotted key, field, type) of every leaf field of a section, depth first: of the section
     as it is (the `model:` section: its architecture's keys), or as it is by default (a class)."""
     if isinstance(section, type):
@@ -78,29 +77,43 @@ def describe(cfg: Config) -> str:
 
 def schema_markdown() -> str:
     """docs/config.md: one table per section."""
-    out = ["# Config reference", "",
-           "Generated from the schema in `transformer_cli/config.py` (the `model:` section: the "
-           "default architecture's settings, `transformer_cli/model/transformer_config.py`) by "
-           "`tfm config --markdown > docs/config.md` (a test checks that it is current). "
-           "`tfm config -c CFG [--set ...]` prints a config resolved, with these notes beside "
-           "each value. *Resumable* train keys may change between sessions of a run without "
-           "starting it over.", ""]
+    out = [
+        "# Config reference",
+        "",
+        "Generated from the schema in `transformer_cli/config.py` (the `model:` section: the "
+        "default architecture's settings, `transformer_cli/model/transformer_config.py`) by "
+        "`tfm config --markdown > docs/config.md` (a test checks that it is current). "
+        "`tfm config -c CFG [--set ...]` prints a config resolved, with these notes beside "
+        "each value. *Resumable* train keys may change between sessions of a run without "
+        "starting it over.",
+        "",
+    ]
     hints, defaults = get_type_hints(Config), Config()
     top = [f for f in dataclasses.fields(Config) if not dataclasses.is_dataclass(getattr(defaults, f.name))]
     for f in top:
-        out.append(f"`{f.name}` ({_type_text(hints[f.name])}, default `{_value_text(field_default(f))}`): "
-                   f"{f.metadata.get('help', '')}")
+        out.append(
+            f"`{f.name}` ({_type_text(hints[f.name])}, default `{_value_text(field_default(f))}`): "
+            f"{f.metadata.get('help', '')}"
+        )
     for f in dataclasses.fields(Config):
         section = getattr(defaults, f.name)
         if not dataclasses.is_dataclass(section):
             continue
-        out += ["", f"## `{f.name}`: {f.metadata.get('help', '')}", "",
-                (type(section).__doc__ or "").strip().replace("\n    ", " "), "",
-                "| key | type | default | bounds | help |", "|---|---|---|---|---|"]
+        out += [
+            "",
+            f"## `{f.name}`: {f.metadata.get('help', '')}",
+            "",
+            (type(section).__doc__ or "").strip().replace("\n    ", " "),
+            "",
+            "| key | type | default | bounds | help |",
+            "|---|---|---|---|---|",
+        ]
         for key, field_, tp in _rows(section, f"{f.name}."):
             help_text = field_.metadata.get("help", "")
             if field_.metadata.get("resumable"):
                 help_text += " *Resumable.*"
-            out.append(f"| `{key}` | {_type_text(tp, MARKDOWN_BAR)} | `{_value_text(field_default(field_))}` | "
-                       f"{_bounds_text(field_.metadata)} | {help_text} |")
+            out.append(
+                f"| `{key}` | {_type_text(tp, MARKDOWN_BAR)} | `{_value_text(field_default(field_))}` | "
+                f"{_bounds_text(field_.metadata)} | {help_text} |"
+            )
     return "\n".join(out) + "\n"

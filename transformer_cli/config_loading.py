@@ -29,11 +29,10 @@ class _StrictLoader(yaml.SafeLoader):
             key = self.construct_object(key_node, deep=deep)
             if key in first_line:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first given on line {first_line[key]})",
-                    key_node.start_mark)
+                    None, None, f"duplicate key {key!r} (first given on line {first_line[key]})", key_node.start_mark
+                )
             first_line[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep)
-
 
 
 def packaged_configs() -> dict[str, Path]:
@@ -46,8 +45,7 @@ def resolve_config_path(spec: str, beside: Path | None = None) -> Path:
     """Find a config: in the folder `beside` (that of a config naming it in `extends:`), then
     the path as given, then ./configs/, then the copies shipped with tfm."""
     names = [spec] if spec.endswith((".yaml", ".yml")) else [spec, spec + ".yaml"]
-    folders = list(dict.fromkeys([*([beside] if beside is not None else []), Path("."),
-                                  Path("configs")]))
+    folders = list(dict.fromkeys([*([beside] if beside is not None else []), Path("."), Path("configs")]))
     for name in names:
         for folder in folders:
             if (folder / name).is_file():
@@ -56,8 +54,10 @@ def resolve_config_path(spec: str, beside: Path | None = None) -> Path:
         if shipped is not None and Path(name).name == name:
             return shipped
     shipped_names = ", ".join(sorted(packaged_configs()))
-    raise UsageError(f"config file not found: {spec!r} (looked in {', '.join(map(str, folders))} "
-                     f"and the configs shipped with tfm: {shipped_names})")
+    raise UsageError(
+        f"config file not found: {spec!r} (looked in {', '.join(map(str, folders))} "
+        f"and the configs shipped with tfm: {shipped_names})"
+    )
 
 
 Origins = dict[str, str]  # dotted key -> "file:line" of the YAML that set it
@@ -81,8 +81,10 @@ def _read_mapping(path: Path) -> tuple[dict[str, Any], Origins]:
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: cannot read config: {e}") from None
     if raw is None or raw == {}:
-        raise UsageError(f"{path}: the config is empty: give at least one section (copy one of "
-                         "the shipped configs, e.g. base.yaml, to start from its values)")
+        raise UsageError(
+            f"{path}: the config is empty: give at least one section (copy one of "
+            "the shipped configs, e.g. base.yaml, to start from its values)"
+        )
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: the config must be a YAML mapping of sections")
     assert node is not None  # raw was constructed from it
@@ -146,7 +148,7 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     try:
         _import_plugins_of(raw)  # first: they may add the keys read below
         with checks_deferred():  # validated once the overrides are in
-            cfg = build_section(Config, raw, "")
+            cfg: Config = build_section(Config, raw, "")
         for assignment in overrides or []:  # their own errors name the --set
             origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
         import_plugins(cfg.plugins)  # (those a --set adds)
@@ -158,6 +160,11 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
 
 
 _GIVEN_AS = "_tfm_given_as"  # the (spec, --set overrides) a Config was loaded from
+
+
+def given_overrides(cfg: Config) -> list[str]:
+    """The --set overrides `cfg` was loaded with, as typed (none for a config built otherwise)."""
+    return list(getattr(cfg, _GIVEN_AS, ("", []))[1])
 
 
 def command_for(cfg: Config, command: str, *options: str) -> str:
@@ -180,7 +187,8 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
     """Rebuild a Config saved in a checkpoint or run directory (checked as it is built). The
     plugins it names are not imported: reading a file runs no code it names (a config that is
     loaded, or the Python API's caller, imports them)."""
-    return build_section(Config, raw, "")
+    cfg: Config = build_section(Config, raw, "")
+    return cfg
 
 
 def _import_plugins_of(raw: dict[str, Any]) -> None:
@@ -196,5 +204,4 @@ def _plugins_beside(raw: dict[str, Any], folder: Path) -> None:
     names, and values that are no list of strings, are left for the schema's checks)."""
     plugins = raw.get("plugins")
     if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):
-        raw["plugins"] = [str((folder / p).resolve()) if p.endswith(".py") or "/" in p else p
-                          for p in plugins]
+        raw["plugins"] = [str((folder / p).resolve()) if p.endswith(".py") or "/" in p else p for p in plugins]

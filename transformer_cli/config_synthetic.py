@@ -16,9 +16,11 @@ from .config_values import schema_section as _section
 BackSearch = Literal["beam", "sample", "noised_beam"]
 
 
-TEXT_HELP = ("monolingual text: corpus names (multi30k-task2), files or folders of text (every "
-             "*.{lang} and *.{lang}.gz file in them), or `parallel` (the config's own training "
-             "corpus, that side); empty: none.")
+TEXT_HELP = (
+    "monolingual text: corpus names (multi30k-task2), files or folders of text (every "
+    "*.{lang} and *.{lang}.gz file in them), or `parallel` (the config's own training "
+    "corpus, that side); empty: none."
+)
 
 
 @dataclass
@@ -28,19 +30,26 @@ class BackTranslationConfig(Section):
     SECTION: ClassVar[str] = "synthetic.back_translation"
 
     text: list[str] = _f([], "Target-language " + TEXT_HELP)
-    model: str = _f("reverse", "The reverse model: `reverse` (this config's reverse run, trained "
-                    "by `tfm train -c CFG --reverse`), or a checkpoint.")
-    search: BackSearch = _f("sample", "beam, sample (one draw from the model's distribution: "
-                            "sampling_topk, sampling_temperature) or noised_beam (beam output with "
-                            "words dropped, blanked and swapped, Edunov et al. 2018).")
+    model: str = _f(
+        "reverse",
+        "The reverse model: `reverse` (this config's reverse run, trained "
+        "by `tfm train -c CFG --reverse`), or a checkpoint.",
+    )
+    search: BackSearch = _f(
+        "sample",
+        "beam, sample (one draw from the model's distribution: "
+        "sampling_topk, sampling_temperature) or noised_beam (beam output with "
+        "words dropped, blanked and swapped, Edunov et al. 2018).",
+    )
     beam_size: int = _f(5, "beam and noised_beam: the beam.", ge=1, le=256)
     sampling_topk: int = _f(0, "sample: from the k most likely tokens (0: all).", ge=0, le=1_000_000)
-    sampling_temperature: float = _f(1.0, "sample: below 1 sharpens, above 1 flattens.", gt=0.0,
-                                     le=100.0)
-    tag: bool = _f(True, "Mark synthetic sources with a tag token the model learns to tell them "
-                   "by (Caswell et al. 2019); users' input never carries it.")
-    max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).",
-                               ge=1)
+    sampling_temperature: float = _f(1.0, "sample: below 1 sharpens, above 1 flattens.", gt=0.0, le=100.0)
+    tag: bool = _f(
+        True,
+        "Mark synthetic sources with a tag token the model learns to tell them "
+        "by (Caswell et al. 2019); users' input never carries it.",
+    )
+    max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).", ge=1)
 
 
 @dataclass
@@ -55,8 +64,7 @@ class ForwardTranslationConfig(Section):
     combine: Literal["log", "prob"] = _f("log", "How several teachers combine.")
     beam_size: int = _f(5, "The teachers' beam.", ge=1, le=256)
     tag: bool = _f(False, "Mark these pairs' sources with their own tag token.")
-    max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).",
-                               ge=1)
+    max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).", ge=1)
 
 
 @dataclass
@@ -68,16 +76,29 @@ class SyntheticConfig(Section):
     SECTION: ClassVar[str] = "synthetic"
 
     back_translation: BackTranslationConfig = _section(BackTranslationConfig, "Back-translation.")
-    forward_translation: ForwardTranslationConfig = _section(ForwardTranslationConfig,
-                                                             "Forward translation.")
-    real_upsample: int = _f(1, "Each real pair appears this many times in the training corpus "
-                            "(0: synthetic pairs only, as a distilled student).", ge=0, le=1000)
-    chunk_lines: int = _f(2000, "Lines translated, then saved, at a time: where a stopped "
-                          "translation resumes.", ge=1, le=10_000_000)
+    forward_translation: ForwardTranslationConfig = _section(ForwardTranslationConfig, "Forward translation.")
+    reverse_recipe: str | None = _f(
+        None,
+        "The config whose tokenizer, model and train sections the "
+        "reverse run (--reverse) takes, e.g. base.yaml: a recipe for the "
+        "real pairs alone; null: this config's own.",
+    )
+    real_upsample: int = _f(
+        1,
+        "Each real pair appears this many times in the training corpus "
+        "(0: synthetic pairs only, as a distilled student).",
+        ge=0,
+        le=1000,
+    )
+    chunk_lines: int = _f(
+        2000, "Lines translated, then saved, at a time: where a stopped translation resumes.", ge=1, le=10_000_000
+    )
     batch_size: int = _f(128, "Sentences translated together.", ge=1, le=100_000)
     seed: int = _f(1, "Seed of the sampled and noised translations (one draw per chunk).")
-    cache_dir: str = _f("data/synthetic-cache", "Where translations are kept by line, per model "
-                        "and search: a later run translates only lines it has not seen.")
+    cache_dir: str = _f(
+        "data/synthetic-cache",
+        "Where translations are kept by line, per model and search: a later run translates only lines it has not seen.",
+    )
 
     @property
     def enabled(self) -> bool:

@@ -34,6 +34,7 @@ class ConfigError(UsageError):
 
 # --------------------------------------------------------------------------- coercion
 
+
 def _type_name(tp: Any) -> str:
     if get_origin(tp) in (Union, types.UnionType):
         names = [_type_name(a) for a in get_args(tp) if a is not type(None)]
@@ -42,7 +43,8 @@ def _type_name(tp: Any) -> str:
         args = get_args(tp)
         return repr(args[0]) if len(args) == 1 else "one of " + ", ".join(repr(a) for a in args)
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
-        tp, getattr(tp, "__name__", str(tp)))
+        tp, getattr(tp, "__name__", str(tp))
+    )
 
 
 def split_optional(tp: Any) -> tuple[bool, Any]:
@@ -119,8 +121,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     raise ConfigError(f"{key} must be {_type_name(tp)} (got {value!r})", key)
 
 
-_BOUND_OPS = {"ge": (operator.ge, ">="), "le": (operator.le, "<="),
-              "gt": (operator.gt, ">"), "lt": (operator.lt, "<")}
+_BOUND_OPS = {"ge": (operator.ge, ">="), "le": (operator.le, "<="), "gt": (operator.gt, ">"), "lt": (operator.lt, "<")}
 
 
 def _check_bounds(value: Any, meta: Any, key: str) -> None:
@@ -154,8 +155,7 @@ def check_fields(section: Any, key: str) -> None:
         _check_bounds(value, f.metadata, name)
 
 
-_CHECKS_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("tfm_config_checks_deferred",
-                                                                       default=False)
+_CHECKS_DEFERRED: contextvars.ContextVar[bool] = contextvars.ContextVar("tfm_config_checks_deferred", default=False)
 
 
 @contextlib.contextmanager
@@ -169,15 +169,21 @@ def checks_deferred() -> Iterator[None]:
         _CHECKS_DEFERRED.reset(token)
 
 
-def schema_field(default: Any, help: str, resumable: bool = False, added: bool = False,
-                 **bounds: float) -> Any:
+def schema_field(default: Any, help: str, resumable: bool = False, added: bool = False, **bounds: float) -> Any:
     """A field of the schema: its default, help text, optional numeric bounds (ge/le/gt/lt), for
     train keys whether it may change between sessions of one run without starting it over,
     and whether it was `added` to a section after runs were first saved: such a key, at its
     default (which keeps the behaviour from before it), is left out of run identities, so a
     run of an earlier version still resumes (training/run_dir.py)."""
-    metadata = {"ge": bounds.get("ge"), "le": bounds.get("le"), "gt": bounds.get("gt"),
-                "lt": bounds.get("lt"), "help": help, "resumable": resumable, "added": added}
+    metadata = {
+        "ge": bounds.get("ge"),
+        "le": bounds.get("le"),
+        "gt": bounds.get("gt"),
+        "lt": bounds.get("lt"),
+        "help": help,
+        "resumable": resumable,
+        "added": added,
+    }
     if isinstance(default, (dict, list)):
         return dataclasses.field(default_factory=lambda: type(default)(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -247,6 +253,7 @@ def build_section(cls: type, raw: Any, key: str) -> Any:
 
 
 # --------------------------------------------------------------------------- overrides
+
 
 def apply_override(cfg: Any, assignment: str) -> str:
     """Apply one `section.key=value` override in place, with the same checks as the file

@@ -64,7 +64,7 @@ def autocast_dtype(device: torch.device, precision: str) -> torch.dtype | None:
     return None
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None):
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
     """Mixed-precision context for forward passes (a no-op for fp32)."""
     if dtype is None:
         return contextlib.nullcontext()

@@ -11,6 +11,8 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -48,8 +50,7 @@ def score_translations(hypotheses: list[str], references: list[str], lowercase: 
     bleu, chrf = BLEU(lowercase=lowercase), CHRF(lowercase=lowercase)
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
-    return BleuResult(round(b.score, 2), round(c.score, 2), str(bleu.get_signature()),
-                      str(chrf.get_signature()))
+    return BleuResult(round(b.score, 2), round(c.score, 2), str(bleu.get_signature()), str(chrf.get_signature()))
 
 
 @dataclass
@@ -62,14 +63,21 @@ class DecodeResult:
     def sentences_per_s(self) -> float:
         return len(self.hypotheses) / max(self.seconds, 1e-9)
 
-    def as_dict(self) -> dict:
-        return {**asdict(self.scores), "n_sentences": len(self.hypotheses),
-                "sentences_per_s": round(self.sentences_per_s, 2)}
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self.scores),
+            "n_sentences": len(self.hypotheses),
+            "sentences_per_s": round(self.sentences_per_s, 2),
+        }
 
 
-def translate_and_score(translator: TranslationBackend, sources: list[str], references: list[str],
-                        check_stop: Callable[[], None] | None = None,
-                        decode: DecodeConfig | None = None) -> DecodeResult:
+def translate_and_score(
+    translator: TranslationBackend,
+    sources: list[str],
+    references: list[str],
+    check_stop: Callable[[], None] | None = None,
+    decode: DecodeConfig | None = None,
+) -> DecodeResult:
     """Translate `sources` (best hypothesis each, with `decode` or the translator's settings)
     and score against `references`. `check_stop` is called between batches."""
     started = time.perf_counter()
@@ -95,21 +103,30 @@ class EvaluationReport:
     hypotheses: str  # path of the written hypotheses
     decoding: str  # how it decoded: "greedy", "beam 5", ... (inference/strategies.py)
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return asdict(self)
 
     def as_table(self) -> str:
-        rows = [("checkpoint", self.checkpoint), ("split", f"{self.split} ({self.n_sentences} sentences)"),
-                ("loss / PPL", f"{self.loss:.3f} / {self.ppl:.3f}"),
-                ("BLEU", f"{self.bleu:.2f}  {self.signature}"),
-                ("chrF", f"{self.chrf:.2f}  {self.chrf_signature}"),
-                ("decoding", f"{self.decoding}, {self.sentences_per_s:.1f} sentences/s"),
-                ("hypotheses", self.hypotheses)]
+        rows = [
+            ("checkpoint", self.checkpoint),
+            ("split", f"{self.split} ({self.n_sentences} sentences)"),
+            ("loss / PPL", f"{self.loss:.3f} / {self.ppl:.3f}"),
+            ("BLEU", f"{self.bleu:.2f}  {self.signature}"),
+            ("chrF", f"{self.chrf:.2f}  {self.chrf_signature}"),
+            ("decoding", f"{self.decoding}, {self.sentences_per_s:.1f} sentences/s"),
+            ("hypotheses", self.hypotheses),
+        ]
         return "\n".join(f"{k:<11} {v}" for k, v in rows)
 
 
-def evaluate_texts(translator: TranslationBackend, sources: list[str], references: list[str], label: str,
-                   checkpoint: str, hypotheses_path) -> EvaluationReport:
+def evaluate_texts(
+    translator: TranslationBackend,
+    sources: list[str],
+    references: list[str],
+    label: str,
+    checkpoint: str,
+    hypotheses_path: Path,
+) -> EvaluationReport:
     """Loss/PPL (teacher-forced) and BLEU/chrF (decoded) of a model on aligned texts.
 
     Texts are encoded with the checkpoint's own tokenizer, so any checkpoint can be scored on
@@ -123,7 +140,18 @@ def evaluate_texts(translator: TranslationBackend, sources: list[str], reference
     decoded = translate_and_score(translator, sources, references)
     atomic_write_text(hypotheses_path, "".join(f"{h}\n" for h in decoded.hypotheses))
     s = decoded.scores
-    return EvaluationReport(checkpoint, label, len(sources), round(losses.loss, 5), round(losses.ppl, 4),
-                            s.bleu, s.chrf, s.signature, s.chrf_signature, translator.decode.beam_size,
-                            round(decoded.sentences_per_s, 2), str(hypotheses_path),
-                            strategy_for(translator.decode).describe(translator.decode))
+    return EvaluationReport(
+        checkpoint,
+        label,
+        len(sources),
+        round(losses.loss, 5),
+        round(losses.ppl, 4),
+        s.bleu,
+        s.chrf,
+        s.signature,
+        s.chrf_signature,
+        translator.decode.beam_size,
+        round(decoded.sentences_per_s, 2),
+        str(hypotheses_path),
+        strategy_for(translator.decode).describe(translator.decode),
+    )

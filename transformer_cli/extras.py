@@ -17,9 +17,14 @@ from .errors import UsageError, first_line
 
 # module -> the extra that installs it
 EXTRAS = {
-    "fastapi": "serve", "uvicorn": "serve", "prometheus_client": "serve",
+    "fastapi": "serve",
+    "uvicorn": "serve",
+    "prometheus_client": "serve",
     "ctranslate2": "ctranslate2",
-    "safetensors": "hf", "safetensors.torch": "hf", "huggingface_hub": "hf", "transformers": "hf",
+    "safetensors": "hf",
+    "safetensors.torch": "hf",
+    "huggingface_hub": "hf",
+    "transformers": "hf",
     "tensorboard": "tensorboard",
 }
 
@@ -35,8 +40,7 @@ def import_extra(module: str, needed_by: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        raise UsageError(f"{needed_by} needs the {extra} extra: {install_hint(extra)} "
-                         f"({first_line(e)})") from None
+        raise UsageError(f"{needed_by} needs the {extra} extra: {install_hint(extra)} ({first_line(e)})") from None
 
 
 def require_extra(extra: str, needed_by: str) -> None:

@@ -96,8 +96,7 @@ def remove_stale_temp_files(folder: Path) -> int:
     return removed
 
 
-def atomic_write(path: Path, write: Callable[[io.BufferedWriter], object],
-                 keep_previous: Path | None = None) -> None:
+def atomic_write(path: Path, write: Callable[[io.BufferedWriter], object], keep_previous: Path | None = None) -> None:
     """Create or replace `path` atomically; `write` receives the open temp file.
 
     With `keep_previous`, an existing `path` becomes `keep_previous` once the new content is

@@ -8,8 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def sequence_loss(logits: Tensor, target: Tensor, pad_id: int, label_smoothing: float = 0.0
-                  ) -> tuple[Tensor, Tensor]:
+def sequence_loss(logits: Tensor, target: Tensor, pad_id: int, label_smoothing: float = 0.0) -> tuple[Tensor, Tensor]:
     """Summed losses over the non-pad positions of `target`.
 
     logits: [batch, len, vocab] (any float dtype); target: [batch, len].
@@ -21,8 +20,7 @@ def sequence_loss(logits: Tensor, target: Tensor, pad_id: int, label_smoothing: 
     in fp32) and only the per-token values are summed in fp32, which keeps the sum accurate.
     """
     logits, target = logits.flatten(0, 1), target.flatten()
-    per_token = F.cross_entropy(logits, target, ignore_index=pad_id, reduction="none",
-                                label_smoothing=label_smoothing)
+    per_token = F.cross_entropy(logits, target, ignore_index=pad_id, reduction="none", label_smoothing=label_smoothing)
     loss = per_token.float().sum()
     if label_smoothing == 0.0:
         return loss, loss.detach()

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint, CheckpointError
 from .errors import UsageError
-from .export.bundle import MANIFEST, export_engine, is_ct2_model_folder
+from .export.engine import is_ct2_model_folder
+from .export.manifest import MANIFEST, export_engine
 
 
 def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
@@ -30,17 +31,22 @@ def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
     if path.is_dir():
         engine = export_engine(path)
         if engine == "ctranslate2":
-            raise UsageError(f"{path} is a CTranslate2 export, which holds no trainable weights: "
-                             "give the checkpoint it was exported from")
+            raise UsageError(
+                f"{path} is a CTranslate2 export, which holds no trainable weights: "
+                "give the checkpoint it was exported from"
+            )
         if engine not in (None, "transformers"):  # a plugin's format
-            raise UsageError(f"{path} is an export for the {engine} engine, not a model tfm reads as "
-                             "a checkpoint: give the checkpoint it was exported from")
+            raise UsageError(
+                f"{path} is an export for the {engine} engine, not a model tfm reads as "
+                "a checkpoint: give the checkpoint it was exported from"
+            )
         if is_ct2_model_folder(path):  # config.json too, but CTranslate2's, not transformers'
-            raise CheckpointError(f"{path} is a CTranslate2 export folder whose {MANIFEST} is "
-                                  "missing: tfm runs an export only with its manifest (export the "
-                                  "checkpoint again with `tfm export`)")
+            raise CheckpointError(
+                f"{path} is a CTranslate2 export folder whose {MANIFEST} is "
+                "missing: tfm runs an export only with its manifest (export the "
+                "checkpoint again with `tfm export`)"
+            )
         if not is_hf_folder(path):
-            raise UsageError(f"{path} is a folder but not a model: no tfm export manifest, no "
-                             "transformers config.json")
+            raise UsageError(f"{path} is a folder but not a model: no tfm export manifest, no transformers config.json")
         return read_folder(path), path
     return Checkpoint.read(path), path

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from .fsutil import atomic_write
 
 
-def _pyplot():
+def _pyplot() -> Any:  # matplotlib.pyplot, imported when a figure is drawn
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display

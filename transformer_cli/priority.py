@@ -90,8 +90,11 @@ def describe() -> str:
     parts = [f"nice {os.getpriority(os.PRIO_PROCESS, 0)}"]
     if hasattr(os, "sched_getscheduler"):
         policy = os.sched_getscheduler(0)
-        names = {getattr(os, n): n for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO",
-                                             "SCHED_RR") if hasattr(os, n)}
+        names = {
+            getattr(os, n): n
+            for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO", "SCHED_RR")
+            if hasattr(os, n)
+        }
         parts.append(names.get(policy, f"policy {policy}"))
     io = io_priority()
     if io is not None:

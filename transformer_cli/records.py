@@ -30,7 +30,7 @@ def type_hints(cls: type) -> dict[str, Any]:
     return _HINTS[cls]
 
 
-def field_default(f: dataclasses.Field) -> Any:
+def field_default(f: dataclasses.Field[Any]) -> Any:
     """The value a dataclass field takes when it is not given (a fresh one from its factory)."""
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()

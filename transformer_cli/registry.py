@@ -52,8 +52,7 @@ def resolve(path: str, key: str = "") -> Any:
         with _all_or_nothing():
             obj: Any = importlib.import_module(module_name)
     except Exception as e:  # a plugin's own error, whatever it is, is reported in one line
-        raise ConfigError(f"{where}cannot import {module_name!r} (for {path!r}): {_first_line(e)}", key
-                          ) from None
+        raise ConfigError(f"{where}cannot import {module_name!r} (for {path!r}): {_first_line(e)}", key) from None
     for part in filter(None, attribute.split(".")):
         try:
             obj = getattr(obj, part)
@@ -68,16 +67,14 @@ class Registry(Generic[T]):
     the chosen entry's own settings, and `keywords` the values of `key` that are no entry (a
     choice made elsewhere: decode.strategy's `auto`)."""
 
-    def __init__(self, kind: str, what: str, key: str = "", options_key: str = "",
-                 keywords: tuple[str, ...] = ()):
+    def __init__(self, kind: str, what: str, key: str = "", options_key: str = "", keywords: tuple[str, ...] = ()):
         self.kind, self.what, self.key, self.options_key = kind, what, key, options_key
         self.keywords = keywords
         self._entries: dict[str, Any] = {}  # name -> entry, or the dotted path of one
         self._settings: dict[str, Any] = {}  # name -> a dataclass or its dotted path, or _NO_SETTINGS
         _REGISTRIES.append(self)
 
-    def register(self, name: str, entry: T | str, settings: type | str | None = None,
-                 replace: bool = False) -> T | str:
+    def register(self, name: str, entry: T | str, settings: type | str | None = None, replace: bool = False) -> T | str:
         """Add the entry `name` (an object, or the dotted path `module:object` of one, imported
         when first used) with its `settings` dataclass (or its dotted path); returns `entry`.
         A name already registered to another entry is refused unless `replace`."""
@@ -85,8 +82,11 @@ class Registry(Generic[T]):
             raise ValueError(f"a {self.what} needs a name (got {name!r})")
         known = self._entries.get(name)
         if known is not None and known is not entry and known != entry and not replace:
-            raise ConfigError(f"{self._where()}{self.what} {name!r} is already registered ({_label(known)}): "
-                              "register it with replace=True to replace it", self.key)
+            raise ConfigError(
+                f"{self._where()}{self.what} {name!r} is already registered ({_label(known)}): "
+                "register it with replace=True to replace it",
+                self.key,
+            )
         self._entries[name] = entry
         self._settings[name] = _NO_SETTINGS if settings is None else settings
         return entry
@@ -134,16 +134,17 @@ class Registry(Generic[T]):
         failures = load_plugins(self.kind, self)
         known = ", ".join([*self.names(), *self.keywords])
         broken = "".join(f"; {failure}" for failure in failures)
-        return ConfigError(f"{self._where(key)}unknown {self.what} {name!r} (known: {known}){broken}",
-                           key or self.key)
+        return ConfigError(f"{self._where(key)}unknown {self.what} {name!r} (known: {known}){broken}", key or self.key)
 
     def settings_of(self, name: str) -> type | None:
         """The dataclass of the entry's own settings (None: it has none)."""
         self.check(name)
         settings = self._settings.get(name, _NO_SETTINGS)
         if settings is _NO_SETTINGS:
-            return getattr(self[name], "settings", None)
-        return resolve(settings, self.key) if isinstance(settings, str) else settings
+            own: type | None = getattr(self[name], "settings", None)
+            return own
+        found: type | None = resolve(settings, self.key) if isinstance(settings, str) else settings
+        return found
 
     def options(self, name: str, given: Mapping[str, Any] | None, key: str = "") -> Any:
         """The entry's settings read from the mapping `given` (the config's options_key: its
@@ -153,8 +154,9 @@ class Registry(Generic[T]):
         settings = None if name in self.keywords else self.settings_of(name)
         if settings is None:
             if given:
-                raise ConfigError(f"{key}: the {self.what} {name!r} takes no options (got "
-                                  f"{', '.join(map(str, given))})", key)
+                raise ConfigError(
+                    f"{key}: the {self.what} {name!r} takes no options (got {', '.join(map(str, given))})", key
+                )
             return None
         return build_section(settings, dict(given or {}), key)
 
@@ -199,8 +201,9 @@ def load_plugins(kind: str, registry: Registry[Any] | None = None) -> list[str]:
                 with _all_or_nothing():
                     importlib.import_module(point.module)
         except Exception as e:  # a plugin's own error, whatever it is, in one line
-            failures.append(f"the plugin {point.name} = {point.value} (tfm.{kind}{package}) failed to "
-                            f"load: {_first_line(e)}")
+            failures.append(
+                f"the plugin {point.name} = {point.value} (tfm.{kind}{package}) failed to load: {_first_line(e)}"
+            )
             continue
         _LOADED.add(done)
     return failures
@@ -248,8 +251,11 @@ def _import_file(path: Path, key: str) -> None:
     if loaded is not None:
         if Path(getattr(loaded, "__file__", "") or "").resolve() == path:
             return
-        raise ConfigError(f"{key}: {path} would be imported as {name!r}, which is already the module "
-                          f"{getattr(loaded, '__file__', None) or name}: rename the file", key)
+        raise ConfigError(
+            f"{key}: {path} would be imported as {name!r}, which is already the module "
+            f"{getattr(loaded, '__file__', None) or name}: rename the file",
+            key,
+        )
     if not path.is_file():
         raise ConfigError(f"{key}: no such plugin file: {path}", key)
     spec = importlib.util.spec_from_file_location(name, path)

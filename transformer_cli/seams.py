@@ -2,8 +2,8 @@
 by the dotted path of the object that implements them (imported when first used).
 
 A config's names are therefore checked where it is loaded (config_checks), with the known
-names listed, without importing torch or the layers that implement them. Each registry is
-also importable from the module that uses it (model.builders.ARCHITECTURES, ...). How an
+names listed, without importing torch or the layers that implement them. A registry is
+imported from here, by tfm's modules and plugins alike. How an
 entry is added from outside (a config's `plugins:`, an installed package's entry point, a
 dotted path as the value): registry.py and docs/architecture.md.
 """
@@ -19,36 +19,37 @@ from .registry import Registry
 if TYPE_CHECKING:  # the entries' types, for type checkers only: this module imports no layer
     import torch
 
-    from .config import Config, DecodeConfig, TrainConfig
+    from .config import Config, DecodeConfig
+    from .config_train import TrainConfig
     from .data.augment import Transform
     from .data.sources import ParallelCorpus
-    from .data.tokenizer_base import Tokenizer
     from .export.exporter import Exporter
     from .inference.strategies import SearchStrategy
     from .inference.translate import TranslationBackend
     from .model.builders import Architecture
+    from .tokenizers.base import Tokenizer
     from .training.step import Criterion
 
 TFM = "transformer_cli."  # tfm's own modules
 # The entries' types (strings: only type checkers read them)
 MakeTransform = Callable[["Config"], "Transform | None"]
 MakeCriterion = Callable[["TrainConfig", int], "Criterion"]
-MakeOptimizer = Callable[[list[dict], "TrainConfig", "torch.device"], "torch.optim.Optimizer"]
+MakeOptimizer = Callable[[list[dict[str, Any]], "TrainConfig", "torch.device"], "torch.optim.Optimizer"]
 Schedule = Callable[["TrainConfig", int], float]
 OpenEngine = Callable[[Path, str, str, "DecodeConfig | None", Any], "TranslationBackend"]
 
 # model.architecture: an Architecture (model/builders.py): a builder and the dataclass of the
 # `model:` section (config.ModelConfig or a subclass), which is the entry's settings.
 ARCHITECTURES: Registry[Architecture] = Registry("architectures", "model architecture", "model.architecture")
-ARCHITECTURES.register("transformer", TFM + "model.builders:TRANSFORMER",
-                       settings=TFM + "model.transformer_config:TransformerConfig")
+ARCHITECTURES.register(
+    "transformer", TFM + "model.builders:TRANSFORMER", settings=TFM + "model.transformer_config:TransformerConfig"
+)
 
-# tokenizer.kind: a Tokenizer subclass (data/tokenizer_base.py); its own keys: tokenizer.options
-TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind",
-                                                 "tokenizer.options")
-TOKENIZERS.register("spacy", TFM + "data.word_tokenizer:WordTokenizer")
-TOKENIZERS.register("sentencepiece", TFM + "data.subword_tokenizer:SubwordTokenizer")
-TOKENIZERS.register("piece-vocab", TFM + "data.piece_vocab_tokenizer:PieceVocabTokenizer")
+# tokenizer.kind: a Tokenizer subclass (tokenizers/base.py); its own keys: tokenizer.options
+TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind", "tokenizer.options")
+TOKENIZERS.register("spacy", TFM + "tokenizers.word:WordTokenizer")
+TOKENIZERS.register("sentencepiece", TFM + "tokenizers.subword:SubwordTokenizer")
+TOKENIZERS.register("piece-vocab", TFM + "tokenizers.piece_vocab:PieceVocabTokenizer")
 
 # data.corpus: a ParallelCorpus (data/sources.py); its own keys: data.corpus_options
 CORPORA: Registry[ParallelCorpus] = Registry("corpora", "parallel corpus", "data.corpus", "data.corpus_options")
@@ -61,8 +62,9 @@ TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise")
 
 # train.criterion: (train settings, target pad id) -> a criterion (training/step.py); its own
 # keys: train.criterion_options
-CRITERIA: Registry[MakeCriterion] = Registry("criteria", "training criterion", "train.criterion",
-                                             "train.criterion_options")
+CRITERIA: Registry[MakeCriterion] = Registry(
+    "criteria", "training criterion", "train.criterion", "train.criterion_options"
+)
 CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config")
 
 # train.optimizer: (parameter groups, train settings, device) -> a torch optimizer (training/optim.py)
@@ -76,8 +78,9 @@ SCHEDULES.register("constant", TFM + "training.optim:constant")
 SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt")
 
 # decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
-SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry("search_strategies", "search strategy", "decode.strategy",
-                                                       "decode.strategy_options", keywords=("auto",))
+SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry(
+    "search_strategies", "search strategy", "decode.strategy", "decode.strategy_options", keywords=("auto",)
+)
 SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY")
 SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM")
 SEARCH_STRATEGIES.register("sample", TFM + "inference.strategies:SAMPLING")
@@ -95,5 +98,14 @@ ENGINES.register("transformers", TFM + "api:open_torch")  # tfm export --format 
 ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")
 
 # What a config chooses by name, checked when it is loaded (config_checks.check_choices).
-CHOSEN_BY_CONFIG: tuple[Registry[Any], ...] = (ARCHITECTURES, TOKENIZERS, CORPORA, TRANSFORMS, CRITERIA,
-                                               OPTIMIZERS, SCHEDULES, SEARCH_STRATEGIES, EXPORTERS)
+CHOSEN_BY_CONFIG: tuple[Registry[Any], ...] = (
+    ARCHITECTURES,
+    TOKENIZERS,
+    CORPORA,
+    TRANSFORMS,
+    CRITERIA,
+    OPTIMIZERS,
+    SCHEDULES,
+    SEARCH_STRATEGIES,
+    EXPORTERS,
+)

@@ -76,8 +76,7 @@ class Threads(Protocol):
 class FixedThreads:
     """A fixed count: set once, never changed. `what` and `why` name it in `describe()`."""
 
-    def __init__(self, count: int, apply: Callable[[int], None] | None = None, what: str = "threads",
-                 why: str = ""):
+    def __init__(self, count: int, apply: Callable[[int], None] | None = None, what: str = "threads", why: str = ""):
         self.count, self.what, self.why = count, what, why
         (apply or torch_threads)(count)
 
@@ -126,10 +125,17 @@ class ThreadTuner:
     `what` names the setting in log lines ("train.threads"), `unit` the work ("tokens").
     `load` and `clock` are cpu_load.sample and time.monotonic, replaceable for tests."""
 
-    def __init__(self, what: str, unit: str, cpus: int | None = None, start: int | None = None,
-                 apply: Callable[[int], None] | None = None, timing: Timing | None = None,
-                 load: Callable[[], cpu_load.Sample | None] = cpu_load.sample,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        what: str,
+        unit: str,
+        cpus: int | None = None,
+        start: int | None = None,
+        apply: Callable[[int], None] | None = None,
+        timing: Timing | None = None,
+        load: Callable[[], cpu_load.Sample | None] = cpu_load.sample,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.what, self.unit = what, unit
         self.candidates = ladder(cpus or available_cpus())
         self.current = start if start in self.candidates else self.candidates[-1]
@@ -151,8 +157,10 @@ class ThreadTuner:
         self._begin()
 
     def describe(self) -> str:
-        return (f"{self.what} auto: {_n(self.count)} to start (of {self.candidates[-1]} CPUs), "
-                f"re-chosen from the measured speed")
+        return (
+            f"{self.what} auto: {_n(self.count)} to start (of {self.candidates[-1]} CPUs), "
+            f"re-chosen from the measured speed"
+        )
 
     # ------------------------------------------------------------------ measuring
     def _begin(self) -> None:
@@ -182,8 +190,7 @@ class ThreadTuner:
             return
         rate = self._work / max(self._seconds, 1e-9)
         end = self._load()
-        load = (cpu_load.between(self._sample, end, self.count)
-                if self._sample is not None and end is not None else None)
+        load = cpu_load.between(self._sample, end, self.count) if self._sample is not None and end is not None else None
         if self._probe is not None:
             self._conclude(rate, load, now)
         else:
@@ -236,12 +243,27 @@ class ThreadTuner:
             self.changes.append((previous, probe))
             self._gap, self._recheck = self.timing.min_gap_s, self.timing.recheck_s
             why = self._reference_load.describe() if self._reference_load is not None else "re-checked"
-            log.info("%s auto: %s now (%s %s/s against %s with %s; %s)", self.what, _n(probe),
-                     f"{rate:,.0f}", self.unit, f"{self._reference:,.0f}", _n(previous), why)
+            log.info(
+                "%s auto: %s now (%s %s/s against %s with %s; %s)",
+                self.what,
+                _n(probe),
+                f"{rate:,.0f}",
+                self.unit,
+                f"{self._reference:,.0f}",
+                _n(previous),
+                why,
+            )
             return
         self._gap = min(max(self._gap * 2, self.timing.min_gap_s), self.timing.max_gap_s)
-        log.debug("%s auto: kept %s (%.0f %s/s; %s: %.0f)", self.what, _n(previous), self._reference,
-                  self.unit, _n(probe), rate)
+        log.debug(
+            "%s auto: kept %s (%.0f %s/s; %s: %.0f)",
+            self.what,
+            _n(previous),
+            self._reference,
+            self.unit,
+            _n(probe),
+            rate,
+        )
         self._set(previous)
 
     def _set(self, count: int) -> None:

@@ -18,9 +18,13 @@ from transformer_cli.errors import UsageError
 
 
 def _config(tmp_path, corpus_dir, tokenizer=None, **train):
-    path = write_config(tmp_path / "ep.yaml", tmp_path, corpus_dir,
-                        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True,
-                                   **(tokenizer or {})}, train=train)
+    path = write_config(
+        tmp_path / "ep.yaml",
+        tmp_path,
+        corpus_dir,
+        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True, **(tokenizer or {})},
+        train=train,
+    )
     return load_config(str(path))
 
 
@@ -40,8 +44,11 @@ def test_source_noise_is_seeded_and_keeps_its_shares():
 def test_source_variants_rewrite_whole_sentences_as_users_type_them():
     line = "Ein Mann sieht einen Ball ?  "
     assert {name: f(line) for name, f in SOURCE_VARIANTS.items()} == {
-        "as_given": line, "lowercased": "ein mann sieht einen ball ?  ",
-        "uppercased": "EIN MANN SIEHT EINEN BALL ?  ", "unpunctuated": "Ein Mann sieht einen Ball"}
+        "as_given": line,
+        "lowercased": "ein mann sieht einen ball ?  ",
+        "uppercased": "EIN MANN SIEHT EINEN BALL ?  ",
+        "unpunctuated": "Ein Mann sieht einen Ball",
+    }
     assert SOURCE_VARIANTS["unpunctuated"]("Ja ... nein!") == "Ja ... nein"
 
 
@@ -57,7 +64,8 @@ def _epoch(data, epoch):
 
 def _same(a, b):
     return len(a) == len(b) and all(
-        torch.equal(x.src, y.src) and torch.equal(x.tgt_out, y.tgt_out) for x, y in zip(a, b))
+        torch.equal(x.src, y.src) and torch.equal(x.tgt_out, y.tgt_out) for x, y in zip(a, b)
+    )
 
 
 def test_without_sampling_or_noise_the_batches_are_the_preprocessed_ids(tmp_path, corpus_dir):
@@ -66,8 +74,11 @@ def test_without_sampling_or_noise_the_batches_are_the_preprocessed_ids(tmp_path
     data = _data(cfg, prepared)
     assert not data.augmentation.active
     split = prepared.split("train")
-    planned = [collate(split, idx, prepared.tokenizers.framing, cfg.model.max_len) for s in range(data.steps(0))
-               for idx in data.step_indices(0, s)]
+    planned = [
+        collate(split, idx, prepared.tokenizers.framing, cfg.model.max_len)
+        for s in range(data.steps(0))
+        for idx in data.step_indices(0, s)
+    ]
     assert _same(_epoch(data, 0), planned)
     assert sum(len(b.src) for b in planned) == len(split)  # every pair once (one process)
 
@@ -79,8 +90,11 @@ def test_subword_sampling_differs_per_epoch_and_keeps_the_text(tmp_path, corpus_
     e0, e1 = _epoch(one, 0), _epoch(one, 1)
     assert not _same(e0, e1)
     split = prepared.split("train")
-    fixed = [collate(split, idx, prepared.tokenizers.framing, cfg.model.max_len) for s in range(one.steps(0))
-             for idx in one.step_indices(0, s)]
+    fixed = [
+        collate(split, idx, prepared.tokenizers.framing, cfg.model.max_len)
+        for s in range(one.steps(0))
+        for idx in one.step_indices(0, s)
+    ]
     assert not _same(e0, fixed)
     tok = prepared.tokenizers
     indices = [i for s in range(one.steps(0)) for idx in one.step_indices(0, s) for i in idx]
@@ -91,8 +105,9 @@ def test_subword_sampling_differs_per_epoch_and_keeps_the_text(tmp_path, corpus_
 def test_the_number_of_workers_changes_no_batch(tmp_path, corpus_dir):
     """Source noise (and the batch plan) follow (seed, epoch, batch) only. Subword sampling
     is SentencePiece's and not seedable per call, so it is left out here."""
-    cfg = _config(tmp_path, corpus_dir, source_lowercase=0.3, source_uppercase=0.1,
-                  source_unpunctuated=0.3, accumulate=2)
+    cfg = _config(
+        tmp_path, corpus_dir, source_lowercase=0.3, source_uppercase=0.1, source_unpunctuated=0.3, accumulate=2
+    )
     prepared, _ = prepare(cfg)
     alone = _epoch(_data(cfg, prepared, workers=0), 1)
     assert _same(alone, _epoch(_data(cfg, prepared, workers=2), 1))
@@ -138,7 +153,7 @@ class UpperTargets:
 
 
 def test_a_transform_registered_from_outside_runs_after_the_noise_in_order(tmp_path, corpus_dir):
-    from transformer_cli.data.augment import TRANSFORMS
+    from transformer_cli.seams import TRANSFORMS
 
     TRANSFORMS.register("upper_targets", lambda cfg: UpperTargets())
     try:
@@ -162,8 +177,7 @@ def test_sampling_needs_sentencepiece(tmp_path, corpus_dir):
         _config(tmp_path, corpus_dir, tokenizer={"kind": "spacy", "sampling": 0.1})
 
 
-def test_the_next_epoch_is_planned_in_the_background_as_it_would_be_at_once(tmp_path, corpus_dir,
-                                                                             monkeypatch):
+def test_the_next_epoch_is_planned_in_the_background_as_it_would_be_at_once(tmp_path, corpus_dir, monkeypatch):
     import threading
 
     started = []
@@ -180,6 +194,7 @@ def test_the_next_epoch_is_planned_in_the_background_as_it_would_be_at_once(tmp_
     _epoch(data, 0)
     assert "plan-epoch-1" in started  # epoch 2 (index 1) was planned while epoch 1 ran
     assert [list(i) for s in range(data.steps(1)) for i in data.step_indices(1, s)] == [
-        list(i) for s in range(fresh.steps(1)) for i in fresh.step_indices(1, s)]
+        list(i) for s in range(fresh.steps(1)) for i in fresh.step_indices(1, s)
+    ]
     _epoch(data, 1)
     assert "plan-epoch-2" not in started  # nothing is planned past train.epochs

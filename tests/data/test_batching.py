@@ -7,7 +7,7 @@ import torch
 
 from transformer_cli.data.batching import batch_seed, collate, plan_batches, within_budget
 from transformer_cli.data.shards import EncodedSplit
-from transformer_cli.data.vocab import EOS, PAD, SOS, TFM_IDS, Framing, SpecialIds
+from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, TFM_IDS, Framing, SpecialIds
 
 FRAMING = Framing(TFM_IDS, TFM_IDS)
 
@@ -55,14 +55,16 @@ def test_batch_plans():
     assert sorted(int(i) for b in plan for i in b) == list(range(500))
     for b in plan:
         assert len(b) * int(max(max(src[i], tgt[i]) for i in b) + 2) <= 400 or len(b) == 1
+
     def same(a, b):
         return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
 
     assert same(plan, plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=0))
     assert not same(plan, plan_batches(src, tgt, batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=1))
     # numpy lengths (a memory-mapped split's) plan the same batches as tensors
-    assert same(plan, plan_batches(src.numpy(), tgt.numpy(), batch_size=None, batch_tokens=400,
-                                   shuffle=True, seed=1, epoch=0))
+    assert same(
+        plan, plan_batches(src.numpy(), tgt.numpy(), batch_size=None, batch_tokens=400, shuffle=True, seed=1, epoch=0)
+    )
     by_count = plan_batches(src, tgt, batch_size=64, batch_tokens=None, shuffle=False)
     assert [len(b) for b in by_count] == [64] * 7 + [52]
 

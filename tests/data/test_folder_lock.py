@@ -14,16 +14,19 @@ from helpers import run_tfm, write_config
 from transformer_cli.data.folder_lock import hold_shared, lock_file
 
 
-def _holder(script: str) -> subprocess.Popen:
+def _holder(script: str) -> subprocess.Popen[str]:
     """A Python process that runs `script`, prints "held", then waits for a line on stdin."""
     code = textwrap.dedent(script) + "\nprint('held', flush=True)\nimport sys; sys.stdin.readline()\n"
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdin and proc.stdout and proc.stderr  # (all three piped)
     assert proc.stdout.readline().strip() == "held", proc.stderr.read()
     return proc
 
 
-def _release(proc: subprocess.Popen) -> None:
+def _release(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdin and proc.stderr  # (piped by _holder)
     proc.stdin.write("\n")
     proc.stdin.flush()
     assert proc.wait(timeout=30) == 0, proc.stderr.read()

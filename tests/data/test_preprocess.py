@@ -50,10 +50,14 @@ def test_rerun_is_a_no_op_and_changes_rebuild(tmp_path, corpus_dir):
 
 @pytest.mark.slow
 def test_spacy_pipeline_and_length_filter(tmp_path, corpus_dir):
-    cfg_path = write_config(tmp_path / "words.yaml", tmp_path, corpus_dir,
-                            tokenizer={"kind": "spacy", "lowercase": True, "min_freq": 2},
-                            model={"share_embeddings": False, "tie_output": False},
-                            data={"train_max_len": 8, "min_train_pairs": 10})
+    cfg_path = write_config(
+        tmp_path / "words.yaml",
+        tmp_path,
+        corpus_dir,
+        tokenizer={"kind": "spacy", "lowercase": True, "min_freq": 2},
+        model={"share_embeddings": False, "tie_output": False},
+        data={"train_max_len": 8, "min_train_pairs": 10},
+    )
     r = run_tfm("preprocess", "-c", str(cfg_path))
     assert r.returncode == 0, r.stderr
     manifest = json.loads((tmp_path / "data" / "words" / "manifest.json").read_text())
@@ -108,8 +112,8 @@ def test_unchanged_files_are_not_reread_and_verify_reads_them_all(tmp_path):
 
 def test_the_truecaser_is_learned_once_by_preprocessing_and_stored(tmp_path, corpus_dir):
     from transformer_cli.data.preprocess import prepare
-    from transformer_cli.data.tokenizers import TokenizerPair
-    from transformer_cli.data.truecase import Truecaser
+    from transformer_cli.tokenizers.pair import TokenizerPair
+    from transformer_cli.tokenizers.truecase import Truecaser
 
     cfg = load_config(str(write_config(tmp_path / "tc.yaml", tmp_path, corpus_dir)))
     prepared, _ = prepare(cfg)

@@ -24,16 +24,26 @@ def _chunk(pairs, lines) -> EncodedChunk:
     src_text = [f"{a}\n".encode() for a, _ in lines]
     tgt_text = [f"{b}\n".encode() for _, b in lines]
     return EncodedChunk(
-        np.array([i for a, _ in pairs for i in a], dtype=np.int64), np.array([len(a) for a, _ in pairs]),
-        np.array([i for _, b in pairs for i in b], dtype=np.int64), np.array([len(b) for _, b in pairs]),
-        b"".join(src_text), np.array([len(x) for x in src_text]),
-        b"".join(tgt_text), np.array([len(x) for x in tgt_text]))
+        np.array([i for a, _ in pairs for i in a], dtype=np.int64),
+        np.array([len(a) for a, _ in pairs]),
+        np.array([i for _, b in pairs for i in b], dtype=np.int64),
+        np.array([len(b) for _, b in pairs]),
+        b"".join(src_text),
+        np.array([len(x) for x in src_text]),
+        b"".join(tgt_text),
+        np.array([len(x) for x in tgt_text]),
+    )
 
 
 def _random_pairs(n: int, vocab: int, seed: int = 0):
     rng = random.Random(seed)
-    pairs = [([rng.randrange(vocab) for _ in range(rng.randrange(0, 9))],
-              [rng.randrange(vocab) for _ in range(rng.randrange(1, 9))]) for _ in range(n)]
+    pairs = [
+        (
+            [rng.randrange(vocab) for _ in range(rng.randrange(0, 9))],
+            [rng.randrange(vocab) for _ in range(rng.randrange(1, 9))],
+        )
+        for _ in range(n)
+    ]
     lines = [(f"Quelle {i} äöü", f"target {i}") for i in range(n)]
     return pairs, lines
 
@@ -90,8 +100,13 @@ def test_a_corpus_larger_than_a_shard_spans_shards_and_encodes_as_one(tmp_path, 
     """Preprocessing in several worker processes, in chunks, into many shards gives the ids
     that encoding the whole split at once gives."""
     monkeypatch.setattr(preprocess, "CHUNK_PAIRS", 70)  # several chunks per worker
-    path = write_config(tmp_path / "sh.yaml", tmp_path, corpus_dir, data={"shard_tokens": 2000},
-                        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True})
+    path = write_config(
+        tmp_path / "sh.yaml",
+        tmp_path,
+        corpus_dir,
+        data={"shard_tokens": 2000},
+        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True},
+    )
     cfg = load_config(str(path))
     prepared, _ = prepare(cfg)
     train = prepared.split("train")

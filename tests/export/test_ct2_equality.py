@@ -15,7 +15,7 @@ import os
 
 import pytest
 import torch
-from conftest import VARIANTS
+from export.conftest import VARIANTS
 from helpers import run_tfm
 
 from transformer_cli.data.shards import EncodedSplit
@@ -25,8 +25,13 @@ from transformer_cli.export.ct2_translator import Ct2Translator
 from transformer_cli.export.engine import INT8_WARNING, int8_loses_accuracy_here
 from transformer_cli.inference.translate import TorchTranslator
 
-HARD = ["Ein mädchen trägt zwei hunde am park.", "Xylophon Quatsch zzz 123 ÄÖÜ!", "",
-        "Zwei hunde.", " ".join(["Ein mann sieht einen ball im park."] * 9)]
+HARD = [
+    "Ein mädchen trägt zwei hunde am park.",
+    "Xylophon Quatsch zzz 123 ÄÖÜ!",
+    "",
+    "Zwei hunde.",
+    " ".join(["Ein mann sieht einen ball im park."] * 9),
+]
 
 
 def evaluation_lines(corpus_dir) -> list[str]:
@@ -41,8 +46,13 @@ def references(corpus_dir) -> list[str]:
 def pairs(models):
     """name -> (tfm TorchTranslator, float32 export's Ct2Translator), both on 1 CPU thread."""
     torch.set_num_threads(1)
-    return {name: (TorchTranslator.from_checkpoint(m["checkpoint"], torch.device("cpu")),
-                   Ct2Translator(m["fp32"], "cpu", threads=1)) for name, m in models.items()}
+    return {
+        name: (
+            TorchTranslator.from_checkpoint(m["checkpoint"], torch.device("cpu")),
+            Ct2Translator(m["fp32"], "cpu", threads=1),
+        )
+        for name, m in models.items()
+    }
 
 
 def decode(translator, lines, beam_size, n_best=1):
@@ -78,9 +88,19 @@ def test_int8_export_keeps_bleu(models, pairs, corpus_dir, tmp_path, name):
     if int8_loses_accuracy_here():
         (tmp_path / "src").write_text("\n".join(lines) + "\n", encoding="utf-8")
         (tmp_path / "ref").write_text("\n".join(refs) + "\n", encoding="utf-8")
-        r = run_tfm("evaluate", "--checkpoint", str(models[name]["int8"]), "--src", str(tmp_path / "src"),
-                    "--ref", str(tmp_path / "ref"), "--beam-size", "5", "--json",
-                    env={**os.environ, "CT2_USE_MKL": "1"})
+        r = run_tfm(
+            "evaluate",
+            "--checkpoint",
+            str(models[name]["int8"]),
+            "--src",
+            str(tmp_path / "src"),
+            "--ref",
+            str(tmp_path / "ref"),
+            "--beam-size",
+            "5",
+            "--json",
+            env={**os.environ, "CT2_USE_MKL": "1"},
+        )
         assert r.returncode == 0, r.stderr
         int8_bleu = json.loads(r.stdout)["bleu"]
     else:

@@ -38,7 +38,6 @@ print(json.dumps(added))
 def test_threads_reach_ctranslate2(tmp_path):
     export = tmp_path / "export"
     export_checkpoint(untrained_checkpoint(tmp_path / "untrained.pt"), export)
-    r = subprocess.run([sys.executable, "-c", COUNT, str(export)], capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", COUNT, str(export)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"1": 1, "3": 3, "torch's 2": 2}

@@ -19,17 +19,18 @@ from transformer_cli.checkpoint import read_payload
 from transformer_cli.cli import app
 from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import evaluate_texts
-from transformer_cli.export.bundle import MANIFEST, is_export
+from transformer_cli.export.manifest import MANIFEST, is_export
 from transformer_cli.fsutil import file_sha256
 
 LINES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.", "Zwei hunde."]
-NO_CT2 = ("import sys, runpy; sys.modules['ctranslate2'] = None; "  # `import ctranslate2` fails
-          "sys.argv = ['tfm', *sys.argv[1:]]; runpy.run_module('transformer_cli', run_name='__main__')")
+NO_CT2 = (
+    "import sys, runpy; sys.modules['ctranslate2'] = None; "  # `import ctranslate2` fails
+    "sys.argv = ['tfm', *sys.argv[1:]]; runpy.run_module('transformer_cli', run_name='__main__')"
+)
 
 
 def run_side_by_side(*argvs: list[str]) -> list[subprocess.CompletedProcess]:
-    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for argv in argvs]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for argv in argvs]
     outputs = [p.communicate(timeout=180) for p in procs]
     return [subprocess.CompletedProcess(p.args, p.returncode, *o) for p, o in zip(procs, outputs)]
 
@@ -40,7 +41,8 @@ def test_export_then_translate_and_evaluate(models, corpus_dir, tmp_path):
     cfg, fp32 = str(m["config"]), str(m["fp32"])
     export, no_ct2 = run_side_by_side(  # as a user runs it
         [*TFM, "export", "-c", cfg, "--quantization", "int8", "--output", str(out)],
-        [sys.executable, "-c", NO_CT2, "export", "-c", cfg, "--output", str(tmp_path / "never")])
+        [sys.executable, "-c", NO_CT2, "export", "-c", cfg, "--output", str(tmp_path / "never")],
+    )
     cli = CliRunner()  # in this process: no second torch import
     translated = cli.invoke(app, ["translate", "--checkpoint", fp32, "--beam-size", "5", "--n-best", "2", *LINES])
     evaluated = cli.invoke(app, ["evaluate", "-c", cfg, "--checkpoint", fp32, "--json", "-q"])
@@ -70,8 +72,10 @@ def test_export_then_translate_and_evaluate(models, corpus_dir, tmp_path):
     assert Path(report["hypotheses"]).read_text() == (tmp_path / "hyps.txt").read_text()
 
     assert no_ct2.returncode == 2 and not (tmp_path / "never").exists()
-    assert no_ct2.stderr == ("tfm: error: tfm export needs the ctranslate2 extra: pip install "
-                             "'tfm[ctranslate2]' (import of ctranslate2 halted; None in sys.modules)\n")
+    assert no_ct2.stderr == (
+        "tfm: error: tfm export needs the ctranslate2 extra: pip install "
+        "'tfm[ctranslate2]' (import of ctranslate2 halted; None in sys.modules)\n"
+    )
 
 
 def test_python_api_loads_an_export_by_its_content(models, tmp_path):

@@ -13,21 +13,25 @@ import pytest
 from helpers import untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
-from transformer_cli.data.tokenizers import WordTokenizer
-from transformer_cli.data.vocab import SPECIALS, Vocab
 from transformer_cli.errors import TfmError, UsageError
-from transformer_cli.export.bundle import MANIFEST, export_checkpoint
+from transformer_cli.export.bundle import export_checkpoint
 from transformer_cli.export.ct2_spec import build_spec, refusals, vocabulary
 from transformer_cli.export.ct2_translator import Ct2Translator
+from transformer_cli.export.manifest import MANIFEST
 from transformer_cli.inference.translate import model_from_checkpoint
 from transformer_cli.model.transformer_config import TransformerConfig
+from transformer_cli.tokenizers.vocab import SPECIALS, Vocab
+from transformer_cli.tokenizers.word import WordTokenizer
 
 
 def schema_choices() -> dict[str, tuple]:
     """Every TransformerConfig field with a closed set of values (Literal or bool) and its values."""
     hints = get_type_hints(TransformerConfig)
-    return {name: (get_args(tp) if get_origin(tp) is Literal else (False, True))
-            for name, tp in hints.items() if get_origin(tp) is Literal or tp is bool}
+    return {
+        name: (get_args(tp) if get_origin(tp) is Literal else (False, True))
+        for name, tp in hints.items()
+        if get_origin(tp) is Literal or tp is bool
+    }
 
 
 def test_every_architecture_of_the_schema_exports(models):
@@ -35,11 +39,26 @@ def test_every_architecture_of_the_schema_exports(models):
 
     joint = model_from_checkpoint(Checkpoint.read(models["subword-post"]["checkpoint"]))[1]
     choices = schema_choices()
-    assert {"activation", "positional", "norm", "tie_output", "share_embeddings", "scale_embeddings",
-            "output_bias", "sinusoid_layout"} <= set(choices)
+    assert {
+        "activation",
+        "positional",
+        "norm",
+        "tie_output",
+        "share_embeddings",
+        "scale_embeddings",
+        "output_bias",
+        "sinusoid_layout",
+    } <= set(choices)
     for values in itertools.product(*choices.values()):
-        cfg = TransformerConfig(**dict(zip(choices, values)), d_model=16, n_heads=2, d_ff=32,
-                          n_encoder_layers=1, n_decoder_layers=2, max_len=16)
+        cfg = TransformerConfig(
+            **dict(zip(choices, values)),
+            d_model=16,
+            n_heads=2,
+            d_ff=32,
+            n_encoder_layers=1,
+            n_decoder_layers=2,
+            max_len=16,
+        )
         assert refusals("transformer", cfg) == [], cfg
         model = Seq2SeqTransformer(cfg, joint.src.vocab_size, joint.tgt.vocab_size)
         build_spec(model, joint)  # raises if CTranslate2's spec does not validate
@@ -56,13 +75,17 @@ def _unchecked(**values) -> TransformerConfig:
 
 def test_what_ctranslate2_cannot_express_is_refused_in_one_line():
     cfg = TransformerConfig()
-    assert refusals("transformer", _unchecked(activation="swiglu")) == \
-        ["model.activation='swiglu' has no CTranslate2 equivalent"]
+    assert refusals("transformer", _unchecked(activation="swiglu")) == [
+        "model.activation='swiglu' has no CTranslate2 equivalent"
+    ]
     both = refusals("transformer", _unchecked(positional="rotary", norm="rms"))
-    assert both == ["model.norm='rms' has no CTranslate2 equivalent",  # every one at once
-                    "model.positional='rotary' has no CTranslate2 equivalent"]
-    assert refusals("mamba", cfg) == ["model.architecture='mamba' is not one the CTranslate2 "
-                                      "exporter converts (transformer)"]
+    assert both == [
+        "model.norm='rms' has no CTranslate2 equivalent",  # every one at once
+        "model.positional='rotary' has no CTranslate2 equivalent",
+    ]
+    assert refusals("mamba", cfg) == [
+        "model.architecture='mamba' is not one the CTranslate2 exporter converts (transformer)"
+    ]
 
     @dataclasses.dataclass
     class Later(TransformerConfig):  # an option a later tfm adds: refused until the exporter knows it,

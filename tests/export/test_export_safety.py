@@ -16,7 +16,8 @@ from reliability.cron_helpers import Zygote
 from typer.testing import CliRunner
 
 from transformer_cli.cli import app
-from transformer_cli.export.bundle import MANIFEST, export_checkpoint
+from transformer_cli.export.bundle import export_checkpoint
+from transformer_cli.export.manifest import MANIFEST
 
 # Big enough (16 MB) that its export takes a good fraction of a second after the work folder
 # appears, small enough to write in a fraction of one.
@@ -25,7 +26,7 @@ MEDIUM = {"d_model": 256, "n_heads": 4, "d_ff": 512, "n_encoder_layers": 3, "n_d
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory) -> Path:
-    return untrained_checkpoint(tmp_path_factory.mktemp("export-safety") / "medium.pt", **MEDIUM)
+    return untrained_checkpoint(tmp_path_factory.mktemp("export-safety") / "medium.pt", None, **MEDIUM)
 
 
 def _unwritable(kind: str, tmp_path: Path) -> tuple[Path, str]:
@@ -49,8 +50,7 @@ def test_an_output_that_cannot_be_written_is_one_line(kind, checkpoint, tmp_path
     assert r.stderr == f"tfm: error: cannot write {output}: {reason}\n"
 
 
-def _signal_mid_export(zygote: Zygote, checkpoint: Path, output: Path, signum: int
-                       ) -> tuple[int, str, Path]:
+def _signal_mid_export(zygote: Zygote, checkpoint: Path, output: Path, signum: int) -> tuple[int, str, Path]:
     """Run `tfm export` (a fork with the imports done, so that the signal lands in the export)
     and send it `signum` once it has started writing: its exit code, stderr and work folder."""
     log = output.with_name(f"{output.name}-{signum}.err")
@@ -67,8 +67,7 @@ def _signal_mid_export(zygote: Zygote, checkpoint: Path, output: Path, signum: i
     return code, stderr, work
 
 
-def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next_time(
-        checkpoint, tmp_path):
+def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next_time(checkpoint, tmp_path):
     tiny = untrained_checkpoint(tmp_path / "tiny.pt")
     kept = tmp_path / "kept"  # an earlier export, which the stopped ones must leave as it was
     export_checkpoint(tiny, kept)
@@ -76,14 +75,17 @@ def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next
     killed = tmp_path / "killed"
     zygote = Zygote()
     try:
-        stopped = {signum: _signal_mid_export(zygote, checkpoint, kept, signum)
-                   for signum in (signal.SIGTERM, signal.SIGINT)}
+        stopped = {
+            signum: _signal_mid_export(zygote, checkpoint, kept, signum) for signum in (signal.SIGTERM, signal.SIGINT)
+        }
         code, stderr, work = _signal_mid_export(zygote, checkpoint, killed, signal.SIGKILL)
     finally:
         zygote.close()
     for signum, (code_, stderr_, work_) in stopped.items():
-        assert (code_, stderr_) == (128 + signum, f"tfm: error: stopped by signal {signum} during "
-                                                  f"export; nothing was written to {kept}\n")
+        assert (code_, stderr_) == (
+            128 + signum,
+            f"tfm: error: stopped by signal {signum} during export; nothing was written to {kept}\n",
+        )
         assert not work_.exists()
     assert (kept / MANIFEST).read_text() == before and "checkpoint" in json.loads(before)
 
@@ -97,15 +99,18 @@ def test_an_export_removes_dead_work_folders_of_every_name_beside_it(fmt, tmp_pa
     tiny = untrained_checkpoint(tmp_path / "tiny.pt")
     dead = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process can have this id
     (tmp_path / "kept").mkdir()
-    folders = {".other.tmp": dead, ".kept.old": dead,  # removed: another name's work, an old copy
-               ".gone.old": dead,  # put back: its process died between its two renames
-               ".busy.tmp": os.getppid()}  # a live process's: left alone
+    folders = {
+        ".other.tmp": dead,
+        ".kept.old": dead,  # removed: another name's work, an old copy
+        ".gone.old": dead,  # put back: its process died between its two renames
+        ".busy.tmp": os.getppid(),
+    }  # a live process's: left alone
     for name, pid in folders.items():
         (tmp_path / f"{name}-{pid}").mkdir()
         (tmp_path / f"{name}-{pid}" / "model.bin").write_bytes(b"half")
-    r = CliRunner().invoke(app, ["export", "--checkpoint", str(tiny), "--format", fmt,
-                                 "--output", str(tmp_path / "new")])
+    r = CliRunner().invoke(
+        app, ["export", "--checkpoint", str(tiny), "--format", fmt, "--output", str(tmp_path / "new")]
+    )
     assert r.exit_code == 0, r.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f".busy.tmp-{os.getppid()}", "gone", "kept",
-                                                          "new", "tiny.pt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".busy.tmp-{os.getppid()}", "gone", "kept", "new", "tiny.pt"]
     assert (tmp_path / "gone" / "model.bin").read_bytes() == b"half"

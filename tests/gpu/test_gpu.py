@@ -20,15 +20,18 @@ from transformer_cli.errors import TfmError
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU visible to torch")]
 
 
 def gpu_config(tmp_path, **train):
     corpus = write_corpus(tmp_path / "corpus", {"train": 300, "val": 30, "test_2016_flickr": 10})
-    path = write_config(tmp_path / "gpu.yaml", tmp_path, corpus,
-                        model={"d_model": 64, "n_heads": 4, "d_ff": 128},
-                        train={"epochs": 3, "batch_size": 32, "lr": 2e-3, "device": "cuda", **train})
+    path = write_config(
+        tmp_path / "gpu.yaml",
+        tmp_path,
+        corpus,
+        model={"d_model": 64, "n_heads": 4, "d_ff": 128},
+        train={"epochs": 3, "batch_size": 32, "lr": 2e-3, "device": "cuda", **train},
+    )
     return load_config(str(path))
 
 

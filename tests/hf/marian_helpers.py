@@ -15,9 +15,15 @@ def fit_spm(lines: list[str], vocab_size: int) -> bytes:
     import sentencepiece as spm
 
     buffer = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=buffer,
-                                   vocab_size=vocab_size, model_type="unigram", minloglevel=2,
-                                   character_coverage=1.0, hard_vocab_limit=False)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=buffer,
+        vocab_size=vocab_size,
+        model_type="unigram",
+        minloglevel=2,
+        character_coverage=1.0,
+        hard_vocab_limit=False,
+    )
     return buffer.getvalue()
 
 
@@ -36,10 +42,21 @@ def marian_vocab(*models: bytes) -> dict[str, int]:
     return {t: i for i, t in enumerate(tokens)}
 
 
-def make_marian(folder: Path, src_lines: list[str], tgt_lines: list[str], *, shared: bool = True,
-                tied: bool = True, activation: str = "swish", d_model: int = 32, layers=(2, 1),
-                vocab: int = 120, seed: int = 0, scale_embedding: bool = True,
-                eos_bias: float = 4.0) -> Path:
+def make_marian(
+    folder: Path,
+    src_lines: list[str],
+    tgt_lines: list[str],
+    *,
+    shared: bool = True,
+    tied: bool = True,
+    activation: str = "swish",
+    d_model: int = 32,
+    layers=(2, 1),
+    vocab: int = 120,
+    seed: int = 0,
+    scale_embedding: bool = True,
+    eos_bias: float = 4.0,
+) -> Path:
     """A random MarianMTModel saved by transformers with its tokenizer files, in `folder`.
     Weights are drawn wider than transformers' default (std 0.02) so that next-token choices
     are clear-cut, and the output bias is random, `eos_bias` added to </s>'s so that some
@@ -56,16 +73,29 @@ def make_marian(folder: Path, src_lines: list[str], tgt_lines: list[str], *, sha
     (folder / "vocab.json").write_text(json.dumps(src_vocab))
     if not shared:
         (folder / "target_vocab.json").write_text(json.dumps(tgt_vocab))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": not shared,
-                                                              "model_max_length": 128}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"separate_vocabs": not shared, "model_max_length": 128}))
     pad = len(tgt_vocab) - 1
     cfg = MarianConfig(
-        vocab_size=len(src_vocab), decoder_vocab_size=len(tgt_vocab), d_model=d_model,
-        encoder_layers=layers[0], decoder_layers=layers[1], encoder_attention_heads=4,
-        decoder_attention_heads=4, encoder_ffn_dim=2 * d_model, decoder_ffn_dim=2 * d_model,
-        max_position_embeddings=128, pad_token_id=pad, decoder_start_token_id=pad, eos_token_id=0,
-        forced_eos_token_id=0, share_encoder_decoder_embeddings=shared, tie_word_embeddings=tied,
-        scale_embedding=scale_embedding, activation_function=activation, init_std=0.3)
+        vocab_size=len(src_vocab),
+        decoder_vocab_size=len(tgt_vocab),
+        d_model=d_model,
+        encoder_layers=layers[0],
+        decoder_layers=layers[1],
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=2 * d_model,
+        decoder_ffn_dim=2 * d_model,
+        max_position_embeddings=128,
+        pad_token_id=pad,
+        decoder_start_token_id=pad,
+        eos_token_id=0,
+        forced_eos_token_id=0,
+        share_encoder_decoder_embeddings=shared,
+        tie_word_embeddings=tied,
+        scale_embedding=scale_embedding,
+        activation_function=activation,
+        init_std=0.3,
+    )
     torch.manual_seed(seed)
     model = MarianMTModel(cfg)
     with torch.no_grad():
@@ -75,8 +105,9 @@ def make_marian(folder: Path, src_lines: list[str], tgt_lines: list[str], *, sha
     return folder
 
 
-def hf_generate(folder: Path, lines: list[str], num_beams: int, max_new_tokens: int,
-                length_penalty: float = 1.0, n_best: int = 1) -> list[list[list[int]]]:
+def hf_generate(
+    folder: Path, lines: list[str], num_beams: int, max_new_tokens: int, length_penalty: float = 1.0, n_best: int = 1
+) -> list[list[list[int]]]:
     """transformers' own tokenization and generate: each line's n_best outputs (ids, without
     the start token and the final </s>), tfm's search settings spelled out."""
     from transformers import MarianMTModel, MarianTokenizer
@@ -85,11 +116,18 @@ def hf_generate(folder: Path, lines: list[str], num_beams: int, max_new_tokens: 
     model = MarianMTModel.from_pretrained(folder).eval()
     batch = tokenizer(lines, return_tensors="pt", padding=True)
     with torch.no_grad():
-        out = model.generate(**batch, num_beams=num_beams, num_return_sequences=n_best,
-                             max_new_tokens=max_new_tokens, length_penalty=length_penalty,
-                             early_stopping=True, do_sample=False, no_repeat_ngram_size=0,
-                             bad_words_ids=[[model.config.decoder_start_token_id]],
-                             forced_eos_token_id=model.config.eos_token_id)
+        out = model.generate(
+            **batch,
+            num_beams=num_beams,
+            num_return_sequences=n_best,
+            max_new_tokens=max_new_tokens,
+            length_penalty=length_penalty,
+            early_stopping=True,
+            do_sample=False,
+            no_repeat_ngram_size=0,
+            bad_words_ids=[[model.config.decoder_start_token_id]],
+            forced_eos_token_id=model.config.eos_token_id,
+        )
     results = []
     for row in out.tolist():
         ids = row[1:]  # the start token

@@ -25,8 +25,13 @@ from transformer_cli.inference.translate import TorchTranslator, model_from_chec
 
 transformers = pytest.importorskip("transformers")
 
-LINES = ["Ein Mann sieht einen Ball.", "Zwei Hunde tragen ein Buch im Park.", "Eine Frau malt.",
-         "Ein Kind hält eine Blume am Strand.", "ein mädchen trägt einen hut in der stadt"] * 8
+LINES = [
+    "Ein Mann sieht einen Ball.",
+    "Zwei Hunde tragen ein Buch im Park.",
+    "Eine Frau malt.",
+    "Ein Kind hält eine Blume am Strand.",
+    "ein mädchen trägt einen hut in der stadt",
+] * 8
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +59,21 @@ def test_transformers_loads_it_without_warnings_and_computes_tfms_logits(exporte
     batch = tokenizer(LINES[:5], return_tensors="pt", padding=True)
     ours = tokenizers.src.encode_batch(LINES[:5])
     pieces = [tokenizer.convert_ids_to_tokens(row) for row in batch["input_ids"].tolist()]
-    assert [[*tokenizers.src.id_to_token(ids), tokenizer.eos_token] for ids in ours] == \
-        [[p for p in row if p != tokenizer.pad_token] for row in pieces]  # same pieces, other ids
-    ids = torch.nn.utils.rnn.pad_sequence([torch.tensor([*i, tokenizers.src.ids.eos]) for i in ours],
-                                          batch_first=True, padding_value=tokenizers.src.ids.pad)
+    assert [[*tokenizers.src.id_to_token(ids), tokenizer.eos_token] for ids in ours] == [
+        [p for p in row if p != tokenizer.pad_token] for row in pieces
+    ]  # same pieces, other ids
+    ids = torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor([*i, tokenizers.src.ids.eos]) for i in ours],
+        batch_first=True,
+        padding_value=tokenizers.src.ids.pad,
+    )
     start = torch.tensor([tokenizers.tgt.ids.sos, 40, 17, 8, 25])[None].repeat(5, 1)
-    to_hf = {tfm: i for i, tfm in enumerate([j for j in range(model.tgt_vocab_size)
-                                             if j != tokenizers.tgt.ids.pad] + [tokenizers.tgt.ids.pad])}
+    to_hf = {
+        tfm: i
+        for i, tfm in enumerate(
+            [j for j in range(model.tgt_vocab_size) if j != tokenizers.tgt.ids.pad] + [tokenizers.tgt.ids.pad]
+        )
+    }
     remap = torch.tensor([to_hf[j] for j in range(model.tgt_vocab_size)])
     with torch.no_grad():
         got = model(ids, start)[..., remap.argsort()]  # tfm's logits in the exported id order
@@ -74,12 +87,12 @@ def test_generate_gives_tfms_translations(exported, beam):
 
     hf = MarianMTModel.from_pretrained(exported["folder"]).eval()
     tokenizer = MarianTokenizer.from_pretrained(exported["folder"])
-    translator = TorchTranslator.from_checkpoint(exported["checkpoint"], torch.device("cpu"),
-                                                 DecodeConfig(beam_size=beam, max_len_a=0.0, max_len_b=30))
+    translator = TorchTranslator.from_checkpoint(
+        exported["checkpoint"], torch.device("cpu"), DecodeConfig(beam_size=beam, max_len_a=0.0, max_len_b=30)
+    )
     ours = [hyps[0].text for hyps in translator.translate(LINES, translator.decode).translations]
     with torch.no_grad():  # generation_config.json holds tfm's settings: start, end, early stop
-        out = hf.generate(**tokenizer(LINES, return_tensors="pt", padding=True), num_beams=beam,
-                          max_new_tokens=30)
+        out = hf.generate(**tokenizer(LINES, return_tensors="pt", padding=True), num_beams=beam, max_new_tokens=30)
     assert tokenizer.batch_decode(out, skip_special_tokens=True) == ours
 
 
@@ -95,8 +108,9 @@ def test_round_trips_keep_every_weight(exported, tmp_path):
     from transformers import MarianMTModel  # hf -> tfm -> hf
 
     pairs = sentence_pairs(200)
-    marian = make_marian(tmp_path / "m", [de for de, _ in pairs], [en for _, en in pairs], shared=False,
-                         tied=False, activation="relu")
+    marian = make_marian(
+        tmp_path / "m", [de for de, _ in pairs], [en for _, en in pairs], shared=False, tied=False, activation="relu"
+    )
     export_hf(read_folder(marian), marian, tmp_path / "again")
     first, second = (load_file(str(f / "model.safetensors")) for f in (marian, tmp_path / "again"))
     assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
@@ -112,8 +126,12 @@ def test_ctranslate2s_own_converter_converts_it(exported, tmp_path):
 
     out = tmp_path / "ct2"
     converter = Path(sys.executable).parent / "ct2-transformers-converter"
-    r = subprocess.run([str(converter), "--model", str(exported["folder"]), "--output_dir", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [str(converter), "--model", str(exported["folder"]), "--output_dir", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     from transformers import MarianTokenizer
 
@@ -128,29 +146,40 @@ def test_what_marian_cannot_express_is_refused_in_one_line(tmp_path):
     path = untrained_checkpoint(tmp_path / "pre.pt", norm="pre", positional="learned")
     with pytest.raises(UsageError) as e:
         export_hf(Checkpoint.read(path), path, tmp_path / "out")
-    assert str(e.value) == (f"cannot export {path} to the Hugging Face format: model.norm='pre' "
-                            "(Marian is post-norm); model.positional='learned' (Marian computes sinusoids)")
+    assert str(e.value) == (
+        f"cannot export {path} to the Hugging Face format: model.norm='pre' "
+        "(Marian is post-norm); model.positional='learned' (Marian computes sinusoids)"
+    )
     assert not (tmp_path / "out").exists()
-    r = run_tfm("export", "--checkpoint", str(path), "--format", "hf", "-o", str(tmp_path / "out"),
-                "--quantization", "int8")
+    r = run_tfm(
+        "export", "--checkpoint", str(path), "--format", "hf", "-o", str(tmp_path / "out"), "--quantization", "int8"
+    )
     assert r.returncode == 2 and "--quantization is for --format ctranslate2" in r.stderr
 
 
 def test_every_reason_is_listed_lowercasing_of_word_vocabularies_too(tmp_path):
-    from transformer_cli.data.tokenizers import TokenizerPair
-    from transformer_cli.data.word_tokenizer import WordTokenizer
+    from transformer_cli.tokenizers.pair import TokenizerPair
+    from transformer_cli.tokenizers.word import WordTokenizer
 
     words = TokenizerPair(WordTokenizer.blank("de", lowercase=True), WordTokenizer.blank("en", lowercase=True))
-    path = untrained_checkpoint(tmp_path / "seed-like.pt", words, norm="pre", positional="learned",
-                                share_embeddings=False, tie_output=False)
+    path = untrained_checkpoint(
+        tmp_path / "seed-like.pt", words, norm="pre", positional="learned", share_embeddings=False, tie_output=False
+    )
     with pytest.raises(UsageError) as e:
         export_hf(Checkpoint.read(path), path, tmp_path / "out")
     reasons = str(e.value).removeprefix(f"cannot export {path} to the Hugging Face format: ").split("; ")
     assert reasons == [
-        "model.norm='pre' (Marian is post-norm)", "model.positional='learned' (Marian computes sinusoids)",
-        *(reason.format(side) for side in ("source", "target") for reason in (
-            "the {} tokenizer is a spacy word vocabulary (MarianTokenizer segments with SentencePiece)",
-            "the {} tokenizer lowercases its input (MarianTokenizer does not)"))]
+        "model.norm='pre' (Marian is post-norm)",
+        "model.positional='learned' (Marian computes sinusoids)",
+        *(
+            reason.format(side)
+            for side in ("source", "target")
+            for reason in (
+                "the {} tokenizer is a spacy word vocabulary (MarianTokenizer segments with SentencePiece)",
+                "the {} tokenizer lowercases its input (MarianTokenizer does not)",
+            )
+        ),
+    ]
     assert not (tmp_path / "out").exists()
 
 
@@ -169,8 +198,7 @@ def _generator(folder: Path) -> Callable[..., list[str]]:
 
 
 @pytest.mark.parametrize("beam", [1, 4])
-def test_generate_differs_only_where_tfms_length_rule_cuts_and_a_limit_per_sentence_closes_it(
-        exported, beam):
+def test_generate_differs_only_where_tfms_length_rule_cuts_and_a_limit_per_sentence_closes_it(exported, beam):
     from transformers import MarianTokenizer
 
     lines = LINES[:5]
@@ -183,8 +211,9 @@ def test_generate_differs_only_where_tfms_length_rule_cuts_and_a_limit_per_sente
     assert any(cut) and not all(cut), limits
 
     generate = _generator(exported["folder"])
-    one_by_one = [generate([line], beam, max_new_tokens=limit)[0]
-                  for line, limit in zip(lines, limits)]  # as the README says to reproduce tfm
+    one_by_one = [
+        generate([line], beam, max_new_tokens=limit)[0] for line, limit in zip(lines, limits)
+    ]  # as the README says to reproduce tfm
     assert one_by_one == [hyp.text for hyp in ours]
     batched = generate(lines, beam)  # generation_config.json's limit only
     if beam == 1:  # greedy tokens do not depend on the limit: only outputs that reached it differ

@@ -24,10 +24,10 @@ PAIRS = sentence_pairs(300, seed=5)
 SOURCES = [de for de, _ in PAIRS]
 SHAPES = {  # eos_bias: calibrated so that outputs both end by </s> and reach the length limit
     "shared-tied-swish": dict(shared=True, tied=True, activation="swish", d_model=32, vocab=120),
-    "separate-untied-relu": dict(shared=False, tied=False, activation="relu", d_model=48, vocab=90,
-                                 eos_bias=6.0),
-    "separate-tied-gelu": dict(shared=False, tied=True, activation="gelu", d_model=32, vocab=150,
-                               scale_embedding=False, eos_bias=2.0),
+    "separate-untied-relu": dict(shared=False, tied=False, activation="relu", d_model=48, vocab=90, eos_bias=6.0),
+    "separate-tied-gelu": dict(
+        shared=False, tied=True, activation="gelu", d_model=32, vocab=150, scale_embedding=False, eos_bias=2.0
+    ),
 }
 
 
@@ -54,8 +54,9 @@ def test_teacher_forced_logits_equal_transformers(marian):
     tgt_in = torch.tensor([[start, *ids[:-1]] + [start] * (width - len(ids)) for ids in labels])
     real = torch.tensor([[True] * len(ids) + [False] * (width - len(ids)) for ids in labels])
     with torch.no_grad():
-        expected = hf(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                      decoder_input_ids=tgt_in).logits
+        expected = hf(
+            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=tgt_in
+        ).logits
         got = model(batch["input_ids"], tgt_in)
     # The positions of the targets (what follows a target's end is compared nowhere).
     assert torch.allclose(got[real], expected[real], atol=1e-4), (got[real] - expected[real]).abs().max()
@@ -68,8 +69,9 @@ def test_greedy_and_beam_outputs_equal_generate(marian, beam, penalty, n_best):
         pytest.skip("n-best lists: one shape is enough")
     limit = 24
     expected = hf_generate(marian, SOURCES, beam, limit, penalty, n_best)
-    decode = DecodeConfig(beam_size=beam, n_best=n_best, length_penalty=penalty, max_len_a=0.0,
-                          max_len_b=limit, batch_size=64)
+    decode = DecodeConfig(
+        beam_size=beam, n_best=n_best, length_penalty=penalty, max_len_a=0.0, max_len_b=limit, batch_size=64
+    )
     translator = TorchTranslator.load(read_folder(marian), torch.device("cpu"), decode)
     got = [[h.tokens for h in hyps] for hyps in translator.translate(SOURCES).translations]
     assert got == expected
@@ -86,17 +88,23 @@ def test_what_tfm_cannot_express_is_refused_at_once(tmp_path):
         read_folder(folder)
     message = str(e.value)
     assert "tfm cannot express this model:" in message and "\n" not in message
-    for reason in ("model_type 'bart'", "encoder_ffn_dim=64 differs from decoder_ffn_dim=99",
-                   "activation_function 'gelu_new'"):
+    for reason in (
+        "model_type 'bart'",
+        "encoder_ffn_dim=64 differs from decoder_ffn_dim=99",
+        "activation_function 'gelu_new'",
+    ):
         assert reason in message
 
 
 @pytest.mark.slow
 def test_an_imported_model_fine_tunes_with_tfm_train_and_stays_exportable(tmp_path, corpus_dir):
     folder = make_marian(tmp_path / "parent", SOURCES, [en for _, en in PAIRS])
-    cfg = write_config(tmp_path / "ft.yaml", tmp_path, corpus_dir,
-                       train={"epochs": 2, "lr": 1e-3, "threads": 1, "init_from": str(folder),
-                              "batch_size": 32})
+    cfg = write_config(
+        tmp_path / "ft.yaml",
+        tmp_path,
+        corpus_dir,
+        train={"epochs": 2, "lr": 1e-3, "threads": 1, "init_from": str(folder), "batch_size": 32},
+    )
     r = run_tfm("train", "-c", str(cfg), "--quiet")
     assert r.returncode == 0, r.stderr
     run = tmp_path / "checkpoints" / "ft"
@@ -135,8 +143,13 @@ def test_the_cli_and_the_api_take_the_folder_and_a_hub_id_needs_a_network(marian
     expected = tfm.load(marian, device="cpu").translate(SOURCES[:2])
     r = run_tfm("translate", "--checkpoint", str(marian), *SOURCES[:2])
     assert r.returncode == 0 and r.stdout.splitlines() == expected, r.stderr
-    r = run_tfm("translate", "--checkpoint", "Helsinki-NLP/opus-mt-de-en", "Ein Hund.",
-                env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    r = run_tfm(
+        "translate",
+        "--checkpoint",
+        "Helsinki-NLP/opus-mt-de-en",
+        "Ein Hund.",
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert r.returncode == 1, r.stderr
     [line] = r.stderr.strip().splitlines()
     assert line.startswith("tfm: error: cannot fetch Helsinki-NLP/opus-mt-de-en from the Hugging Face Hub (")

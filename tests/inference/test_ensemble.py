@@ -44,8 +44,9 @@ def test_a_model_with_itself_decodes_exactly_as_the_model(members, combine, beam
     decode = DecodeConfig(beam_size=beam, n_best=n_best)
     alone = open_backend(members[0], "cpu", decode=decode).translate(LINES)
     twice = open_backend([members[0], members[0]], "cpu", decode=decode, ensemble_combine=combine)
-    assert [[(h.tokens, h.score) for h in hyps] for hyps in twice.translate(LINES).translations] == \
-        [[(h.tokens, h.score) for h in hyps] for hyps in alone.translations]
+    assert [[(h.tokens, h.score) for h in hyps] for hyps in twice.translate(LINES).translations] == [
+        [(h.tokens, h.score) for h in hyps] for hyps in alone.translations
+    ]
 
 
 def _reference_beam(models, weights, combine, src, limit, k, sos, eos):
@@ -93,8 +94,7 @@ def test_batched_ensemble_beam_search_equals_the_reference(members, combine):
     got = [h[0].tokens for h in beam_search(ensemble, src, limits, beam_size=3)]
     ids_tgt = tokenizers.tgt.ids
     with torch.no_grad():
-        expected = [_reference_beam(models, weights, combine, x[None], 9, 3, ids_tgt.sos, ids_tgt.eos)
-                    for x in ids]
+        expected = [_reference_beam(models, weights, combine, x[None], 9, 3, ids_tgt.sos, ids_tgt.eos) for x in ids]
     assert got == expected
 
 
@@ -103,15 +103,18 @@ def test_models_of_other_vocabularies_are_refused_in_one_line(members, tmp_path)
     checkpoint = Checkpoint.read(untrained_checkpoint(other))
     state = checkpoint.tokenizer["shared"]
     from transformer_cli.config import TokenizerConfig
-    from transformer_cli.data.subword_tokenizer import SubwordTokenizer
-    from transformer_cli.data.tokenizers import TokenizerPair
+    from transformer_cli.tokenizers.pair import TokenizerPair
+    from transformer_cli.tokenizers.subword import SubwordTokenizer
 
     retrained = SubwordTokenizer.train([de for de, _ in sentence_pairs(300, seed=9)], TokenizerConfig(vocab_size=60), 1)
     assert retrained.model != state["model"]
     checkpoint.tokenizer = TokenizerPair(retrained, retrained, joint=True).state()
     checkpoint.write(other)
-    with pytest.raises(UsageError, match=r"^cannot decode .*m0\.pt and .*other\.pt together: their "
-                                         r"target vocabularies differ"):
+    with pytest.raises(
+        UsageError,
+        match=r"^cannot decode .*m0\.pt and .*other\.pt together: their "
+        r"target vocabularies differ",
+    ):
         load([members[0], other], device="cpu")
     r = run_tfm("translate", "--checkpoint", str(members[0]), "--checkpoint", str(other), "Ein Hund.")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
@@ -119,8 +122,7 @@ def test_models_of_other_vocabularies_are_refused_in_one_line(members, tmp_path)
 
 
 def test_the_cli_and_the_api_decode_an_ensemble(members, tmp_path):
-    r = run_tfm("translate", *(a for p in members for a in ("--checkpoint", str(p))), "--beam-size", "3",
-                *LINES[:3])
+    r = run_tfm("translate", *(a for p in members for a in ("--checkpoint", str(p))), "--beam-size", "3", *LINES[:3])
     assert r.returncode == 0, r.stderr
     model = load(members, device="cpu", ensemble_weights=[1, 2, 0.5], ensemble_combine="prob")
     assert [str(p) for p in model.paths] == [str(p) for p in members]

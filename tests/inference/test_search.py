@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from transformer_cli.data.vocab import EOS, PAD, SOS, TFM_IDS
 from transformer_cli.inference.search import beam_search, greedy_search, greedy_search_uncached, output_limits
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
+from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, TFM_IDS
 
 
 class TableState:
@@ -41,8 +41,7 @@ class TableModel:
 
 # Greedy takes 4 (p=.5), after which the mass is spread over 5/6/7: at best .5*.4 = .2.
 # Beam keeps 5 (p=.4) whose continuation is certain: .4*1.0 = .4.
-TRAP = {SOS: {4: 0.5, 5: 0.4, 6: 0.1}, 4: {5: 0.4, 6: 0.35, 7: 0.25},
-        5: {EOS: 1.0}, 6: {EOS: 1.0}, 7: {EOS: 1.0}}
+TRAP = {SOS: {4: 0.5, 5: 0.4, 6: 0.1}, 4: {5: 0.4, 6: 0.35, 7: 0.25}, 5: {EOS: 1.0}, 6: {EOS: 1.0}, 7: {EOS: 1.0}}
 
 
 def test_beam_finds_a_better_hypothesis_than_greedy():
@@ -77,8 +76,9 @@ def test_output_limits():
 @pytest.fixture(scope="module")
 def transformer():
     torch.manual_seed(1)
-    cfg = TransformerConfig(d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64,
-                      dropout=0.0, max_len=64)
+    cfg = TransformerConfig(
+        d_model=32, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64
+    )
     model = Seq2SeqTransformer(cfg, 30, 30).eval()
     with torch.no_grad():  # a peaked output layer gives long, varied outputs
         model.generator.weight.mul_(4.0)

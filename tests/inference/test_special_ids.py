@@ -11,11 +11,12 @@ from helpers import sentence_pairs
 
 from transformer_cli.config import DecodeConfig
 from transformer_cli.data.shards import EncodedSplit
-from transformer_cli.data.tokenizers import TokenizerPair, WordTokenizer
-from transformer_cli.data.vocab import SPECIALS, TFM_IDS, SpecialIds, Vocab
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
+from transformer_cli.tokenizers.pair import TokenizerPair
+from transformer_cli.tokenizers.vocab import SPECIALS, TFM_IDS, SpecialIds, Vocab
+from transformer_cli.tokenizers.word import WordTokenizer
 
 CPU = torch.device("cpu")
 
@@ -27,8 +28,17 @@ def _translators() -> tuple[TorchTranslator, TorchTranslator]:
     ours = Vocab([*SPECIALS, *words])
     theirs = Vocab(list(reversed(ours.itos)))  # id i here is id V-1-i there
     assert ours.ids == TFM_IDS and theirs.ids == SpecialIds(*(len(ours) - 1 - i for i in astuple(TFM_IDS)))
-    cfg = TransformerConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64,
-                      dropout=0.0, share_embeddings=True, tie_output=True)
+    cfg = TransformerConfig(
+        d_model=32,
+        n_heads=4,
+        n_encoder_layers=1,
+        n_decoder_layers=1,
+        d_ff=64,
+        max_len=64,
+        dropout=0.0,
+        share_embeddings=True,
+        tie_output=True,
+    )
     torch.manual_seed(0)
     model = Seq2SeqTransformer(cfg, len(ours), len(ours), ours.ids, ours.ids)
     with torch.no_grad():  # the specials score 0, below the best word: untrained, it says words
@@ -40,10 +50,16 @@ def _translators() -> tuple[TorchTranslator, TorchTranslator]:
     assert sum(k.endswith(by_id) for k in state) >= 2
     reversed_model.load_state_dict(state)
     decode = DecodeConfig(beam_size=1, max_len_b=12)
-    return tuple(TorchTranslator(m.eval(), TokenizerPair(WordTokenizer("de", v, True, (), ()),
-                                                    WordTokenizer("en", v, True, (), ()), joint=True),
-                            CPU, decode)
-                 for m, v in ((model, ours), (reversed_model, theirs)))
+    ordered, reversed_ids = (
+        TorchTranslator(
+            m.eval(),
+            TokenizerPair(WordTokenizer("de", v, True, (), ()), WordTokenizer("en", v, True, (), ()), joint=True),
+            CPU,
+            decode,
+        )
+        for m, v in ((model, ours), (reversed_model, theirs))
+    )
+    return ordered, reversed_ids
 
 
 def test_a_vocabulary_with_its_specials_elsewhere_translates_and_scores_the_same():
@@ -59,9 +75,13 @@ def test_a_vocabulary_with_its_specials_elsewhere_translates_and_scores_the_same
         scores = [[t.score for t in n] for n in b]
         assert [[t.score for t in n] for n in a] == [pytest.approx(row, rel=1e-4) for row in scores]
     pairs = sentence_pairs(10, seed=7)
-    splits = [EncodedSplit.from_lists(t.tokenizers.src.encode_batch([de for de, _ in pairs]),
-                                      t.tokenizers.tgt.encode_batch([en for _, en in pairs]))
-              for t in (ours, theirs)]
+    splits = [
+        EncodedSplit.from_lists(
+            t.tokenizers.src.encode_batch([de for de, _ in pairs]),
+            t.tokenizers.tgt.encode_batch([en for _, en in pairs]),
+        )
+        for t in (ours, theirs)
+    ]
     nll_ours, tokens_ours = ours.corpus_nll(splits[0])
     nll_theirs, tokens_theirs = theirs.corpus_nll(splits[1])
     assert tokens_ours == tokens_theirs and abs(nll_ours - nll_theirs) <= 1e-4 * abs(nll_ours)

@@ -12,7 +12,8 @@ from transformer_cli.api import open_backend
 from transformer_cli.config import DecodeConfig
 from transformer_cli.errors import UsageError
 from transformer_cli.inference.search import Hypothesis
-from transformer_cli.inference.strategies import SEARCH_STRATEGIES, SearchStrategy, strategy_for
+from transformer_cli.inference.strategies import SearchStrategy, strategy_for
+from transformer_cli.seams import SEARCH_STRATEGIES
 
 LINES = [de for de, _ in sentence_pairs(30, seed=4)]
 
@@ -31,8 +32,7 @@ def test_auto_is_greedy_for_one_beam_and_beam_search_for_more():
 
 
 def test_sampling_repeats_with_a_seed_and_a_top_k_of_one_is_greedy(model_path):
-    greedy = [h[0].tokens for h in
-              open_backend(model_path, "cpu", decode=DecodeConfig()).translate(LINES).translations]
+    greedy = [h[0].tokens for h in open_backend(model_path, "cpu", decode=DecodeConfig()).translate(LINES).translations]
     one = DecodeConfig(strategy="sample", sampling_topk=1)
     assert [h[0].tokens for h in open_backend(model_path, "cpu", decode=one).translate(LINES).translations] == greedy
     seeded = DecodeConfig(strategy="sample", sampling_seed=7, sampling_temperature=2.0)

@@ -88,8 +88,11 @@ class Exploit:
 
 
 def run_tfm_bytes(trained, data: bytes):
-    return subprocess.run([sys.executable, "-m", "transformer_cli", "translate", "-c",
-                           str(trained["config"])], input=data, capture_output=True)
+    return subprocess.run(
+        [sys.executable, "-m", "transformer_cli", "translate", "-c", str(trained["config"])],
+        input=data,
+        capture_output=True,
+    )
 
 
 def test_attention_heatmap(trained, tmp_path):
@@ -117,20 +120,31 @@ def test_evaluate_json_uses_sacrebleu(trained, corpus_dir):
 def test_evaluate_own_files_and_beam(trained, tmp_path):
     (tmp_path / "s.de").write_text("Ein mann sieht einen ball.\nEine frau hält ein buch.\n")
     (tmp_path / "s.en").write_text("A man sees a ball.\nA woman holds a book.\n")
-    r = run_tfm("evaluate", "-c", str(trained["config"]), "--src", str(tmp_path / "s.de"),
-                "--ref", str(tmp_path / "s.en"), "--beam-size", "3")
+    r = run_tfm(
+        "evaluate",
+        "-c",
+        str(trained["config"]),
+        "--src",
+        str(tmp_path / "s.de"),
+        "--ref",
+        str(tmp_path / "s.en"),
+        "--beam-size",
+        "3",
+    )
     assert r.returncode == 0, r.stderr
     assert "BLEU        100.00" in r.stdout and "beam 3" in r.stdout
     (tmp_path / "short.en").write_text("one line\n")
-    r = run_tfm("evaluate", "-c", str(trained["config"]), "--src", str(tmp_path / "s.de"),
-                "--ref", str(tmp_path / "short.en"))
+    r = run_tfm(
+        "evaluate", "-c", str(trained["config"]), "--src", str(tmp_path / "s.de"), "--ref", str(tmp_path / "short.en")
+    )
     assert r.returncode == 2 and "misaligned corpus" in r.stderr
 
 
 def test_cached_greedy_equals_uncached_on_trained_model(trained):
     translator = TorchTranslator.from_checkpoint(trained["run"] / "best.pt", torch.device("cpu"))
-    sources, _ = translator.encode_sources(["Ein mann sieht einen ball.", "Zwei hunde tragen eine blume.",
-                                            "Ein kind hält einen hut in der stadt."])
+    sources, _ = translator.encode_sources(
+        ["Ein mann sieht einen ball.", "Zwei hunde tragen eine blume.", "Ein kind hält einen hut in der stadt."]
+    )
     src = torch.nn.utils.rnn.pad_sequence(sources, batch_first=True, padding_value=1)
     limits = output_limits(torch.tensor([len(s) for s in sources]), 1.5, 10, 64)
     cached = greedy_search(translator.model, src, limits)

@@ -7,8 +7,16 @@ from helpers import run_tfm
 
 def test_preprocess_real_multi30k_seed_and_base(tmp_path, multi30k_dir):
     for name in ("seed", "base"):
-        r = run_tfm("preprocess", "-c", f"{name}.yaml", "--source", str(multi30k_dir),
-                    "--set", f"data.dir={tmp_path}/data", cwd=tmp_path)
+        r = run_tfm(
+            "preprocess",
+            "-c",
+            f"{name}.yaml",
+            "--source",
+            str(multi30k_dir),
+            "--set",
+            f"data.dir={tmp_path}/data",
+            cwd=tmp_path,
+        )
         assert r.returncode == 0, r.stderr
         m = json.loads((tmp_path / "data" / name / "manifest.json").read_text())
         assert {s: v["pairs"] for s, v in m["splits"].items()} == {"train": 29000, "val": 1014, "test": 1000}

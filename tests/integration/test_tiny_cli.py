@@ -6,8 +6,14 @@ from helpers import run_tfm
 
 
 def test_tiny_train_evaluate_translate(tmp_path, multi30k_dir):
-    sets = ["--set", f"data.source={multi30k_dir}", "--set", f"data.dir={tmp_path}/data",
-            "--set", f"train.out_dir={tmp_path}/checkpoints"]
+    sets = [
+        "--set",
+        f"data.source={multi30k_dir}",
+        "--set",
+        f"data.dir={tmp_path}/data",
+        "--set",
+        f"train.out_dir={tmp_path}/checkpoints",
+    ]
     r = run_tfm("train", "-c", "tiny.yaml", *sets, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Epoch: 02" in r.stderr and "promotion: promoted" in r.stderr
@@ -16,6 +22,13 @@ def test_tiny_train_evaluate_translate(tmp_path, multi30k_dir):
     r = run_tfm("evaluate", "-c", "tiny.yaml", *sets, "--split", "val", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["n_sentences"] == 1014
-    r = run_tfm("translate", "-c", "tiny.yaml", "--checkpoint", str(run / "published.pt"),
-                "Ein Mann fährt Fahrrad.", cwd=tmp_path)
+    r = run_tfm(
+        "translate",
+        "-c",
+        "tiny.yaml",
+        "--checkpoint",
+        str(run / "published.pt"),
+        "Ein Mann fährt Fahrrad.",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 1

@@ -12,10 +12,13 @@ from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
 
 
-@pytest.mark.parametrize("shape", [
-    {"n_encoder_layers": 2, "n_decoder_layers": 1, "d_ff": 96},
-    {"n_encoder_layers": 1, "n_decoder_layers": 3, "d_ff": 64, "norm": "pre", "tie_output": True},
-])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        {"n_encoder_layers": 2, "n_decoder_layers": 1, "d_ff": 96},
+        {"n_encoder_layers": 1, "n_decoder_layers": 3, "d_ff": 64, "norm": "pre", "tie_output": True},
+    ],
+)
 def test_counted_flops_are_torchs_count_of_a_training_step(shape):
     torch.manual_seed(0)
     cfg = TransformerConfig(**{"d_model": 32, "n_heads": 4, "dropout": 0.0, "max_len": 64, **shape})

@@ -3,17 +3,27 @@ import math
 import pytest
 import torch
 
-from transformer_cli.data.vocab import EOS, PAD, SOS
 from transformer_cli.model.attention import MultiHeadAttention, padding_mask
 from transformer_cli.model.layers import SinusoidalPositionalEncoding
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
+from transformer_cli.tokenizers.vocab import EOS, PAD, SOS
 
 
 def make_model(**kw) -> Seq2SeqTransformer:
     torch.manual_seed(0)
-    cfg = TransformerConfig(**{"d_model": 32, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2,
-                         "d_ff": 64, "dropout": 0.1, "max_len": 64, **kw})
+    cfg = TransformerConfig(
+        **{
+            "d_model": 32,
+            "n_heads": 4,
+            "n_encoder_layers": 2,
+            "n_decoder_layers": 2,
+            "d_ff": 64,
+            "dropout": 0.1,
+            "max_len": 64,
+            **kw,
+        }
+    )
     return Seq2SeqTransformer(cfg, 50, 40).eval()
 
 
@@ -79,8 +89,7 @@ def test_learned_positions_have_parameters_and_sinusoidal_do_not():
 
 def test_shared_and_tied_embeddings():
     torch.manual_seed(0)
-    model = Seq2SeqTransformer(TransformerConfig(d_model=32, n_heads=4, share_embeddings=True,
-                                           tie_output=True), 60, 60)
+    model = Seq2SeqTransformer(TransformerConfig(d_model=32, n_heads=4, share_embeddings=True, tie_output=True), 60, 60)
     assert model.encoder.embed is model.decoder.embed
     assert model.generator.weight is model.decoder.embed.weight
     untied = Seq2SeqTransformer(TransformerConfig(d_model=32, n_heads=4), 60, 60)

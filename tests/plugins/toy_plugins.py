@@ -25,8 +25,6 @@ from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import ModelConfig
 from transformer_cli.config_values import ConfigError
 from transformer_cli.data.sources import ParallelCorpus
-from transformer_cli.data.tokenizer_base import Tokenizer, strip_specials
-from transformer_cli.data.vocab import SPECIALS, Vocab
 from transformer_cli.errors import UsageError
 from transformer_cli.export.exporter import Exporter
 from transformer_cli.export.manifest import ExportManifest
@@ -39,6 +37,8 @@ from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
 from transformer_cli.model_io import read_model
 from transformer_cli.seams import CORPORA, CRITERIA, ENGINES, EXPORTERS, SEARCH_STRATEGIES, TOKENIZERS
+from transformer_cli.tokenizers.base import Tokenizer, strip_specials
+from transformer_cli.tokenizers.vocab import SPECIALS, Vocab
 
 
 def used(what: str) -> None:
@@ -64,9 +64,15 @@ class ToyModel(Seq2SeqTransformer):
     ARCHITECTURE = "toy"
 
     def __init__(self, cfg: ToyModelConfig, src_vocab_size: int, tgt_vocab_size: int, src_ids: Any, tgt_ids: Any):
-        inner = TransformerConfig(d_model=cfg.width, n_heads=2, n_encoder_layers=cfg.layers,
-                                  n_decoder_layers=cfg.layers, d_ff=2 * cfg.width, dropout=0.0,
-                                  max_len=cfg.max_len)
+        inner = TransformerConfig(
+            d_model=cfg.width,
+            n_heads=2,
+            n_encoder_layers=cfg.layers,
+            n_decoder_layers=cfg.layers,
+            d_ff=2 * cfg.width,
+            dropout=0.0,
+            max_len=cfg.max_len,
+        )
         super().__init__(inner, src_vocab_size, tgt_vocab_size, src_ids, tgt_ids)
         used(f"model width={cfg.width}")
 
@@ -139,8 +145,11 @@ class ScaledNll:
         return loss * self.scale, nll
 
 
-CRITERIA.register("toy_scaled", lambda tc, pad_id: ScaledNll(pad_id, CRITERIA.options(
-    tc.criterion, tc.criterion_options).scale), settings=ScaleOptions)
+CRITERIA.register(
+    "toy_scaled",
+    lambda tc, pad_id: ScaledNll(pad_id, CRITERIA.options(tc.criterion, tc.criterion_options).scale),
+    settings=ScaleOptions,
+)
 
 
 # -- decode.strategy: toy_short ----------------------------------------------------------------
@@ -199,8 +208,10 @@ class CopyExporter(Exporter):
 
 
 EXPORTERS.register("toy_copy", CopyExporter())
-ENGINES.register("toy_copy", lambda path, device, precision, decode, threads: open_torch(
-    path / "model.pt", device, precision, decode, threads))
+ENGINES.register(
+    "toy_copy",
+    lambda path, device, precision, decode, threads: open_torch(path / "model.pt", device, precision, decode, threads),
+)
 
 
 # -- data.corpus: toy_corpus -------------------------------------------------------------------

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cron_helpers import Zygote, write_cron_config
 from helpers import write_corpus
+from reliability.cron_helpers import Zygote, write_cron_config
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,7 @@ def cron_data(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def finished(tmp_path_factory, cron_data):
     """A finished one-epoch run with a published model; tests that damage it work on copies."""
-    from cron_helpers import run_dir
+    from reliability.cron_helpers import run_dir
 
     from transformer_cli.config_loading import load_config
     from transformer_cli.training.session import run_training

@@ -20,10 +20,13 @@ def write_cron_config(work: Path, data: dict[str, Path], **train) -> Path:
     training on one CPU thread into `<work>/checkpoints/cron`."""
     from helpers import write_config
 
-    return write_config(work / "cron.yaml", work, data["corpus"],
-                        data={"dir": str(data["data"]), "cache_dir": str(data["cache"])},
-                        train={"device": "cpu", "threads": 1, "checkpoint_every_minutes": None,
-                               **train})
+    return write_config(
+        work / "cron.yaml",
+        work,
+        data["corpus"],
+        data={"dir": str(data["data"]), "cache_dir": str(data["cache"])},
+        train={"device": "cpu", "threads": 1, "checkpoint_every_minutes": None, **train},
+    )
 
 
 def run_dir(config: Path) -> Path:
@@ -57,8 +60,9 @@ class Tfm:
 
 def run_all(*commands: tuple[str, ...], timeout: float = 180) -> list[subprocess.CompletedProcess]:
     """Run several independent tfm commands at once (they are mostly import time)."""
-    procs = [subprocess.Popen([*TFM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for args in commands]
+    procs = [
+        subprocess.Popen([*TFM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in commands
+    ]
     results = []
     for args, p in zip(commands, procs):
         out, err = p.communicate(timeout=timeout)
@@ -66,8 +70,9 @@ def run_all(*commands: tuple[str, ...], timeout: float = 180) -> list[subprocess
     return results
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 60, what: str = "condition",
-               alive: Tfm | None = None) -> None:
+def wait_until(
+    condition: Callable[[], bool], timeout: float = 60, what: str = "condition", alive: Tfm | None = None
+) -> None:
     """Poll `condition` every 20 ms; fail after `timeout` s or if `alive` exits first."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -170,8 +175,14 @@ class Zygote:
         # forks run as a real `tfm train` does and none of them restarts.
         if (library := allocator.found()) is not None:
             env.update(LD_PRELOAD=str(library), **{allocator.PRELOADED_ENV: str(library)})
-        self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _ZYGOTE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            env=env,
+        )
 
     def _ask(self, request: dict) -> int:
         self.proc.stdin.write(json.dumps(request) + "\n")
@@ -197,8 +208,10 @@ class Zygote:
             log = folder / f"forked-{len(list(folder.glob('forked-*')))}.err"
             log.touch()
             started.append((args, log, self.start(*args, log_to=log)))
-        return [subprocess.CompletedProcess(args, self.wait(pid), "", log.read_text(errors="replace"))
-                for args, log, pid in started]
+        return [
+            subprocess.CompletedProcess(args, self.wait(pid), "", log.read_text(errors="replace"))
+            for args, log, pid in started
+        ]
 
     def close(self) -> None:
         self.proc.stdin.close()

@@ -11,7 +11,15 @@ import sys
 
 import pytest
 import torch
-from cron_helpers import checkpoint_files, epoch_ends, error_lines, progress, run_dir, temp_leftovers, write_cron_config
+from reliability.cron_helpers import (
+    checkpoint_files,
+    epoch_ends,
+    error_lines,
+    progress,
+    run_dir,
+    temp_leftovers,
+    write_cron_config,
+)
 
 from transformer_cli.checkpoint import CheckpointError, read_payload, write_payload
 from transformer_cli.config_loading import load_config
@@ -103,8 +111,10 @@ def test_malicious_pickle_is_refused_by_train_and_translate(tmp_path, make_confi
     with open(evil_model, "wb") as f:  # a plain pickle, not even a torch zip
         pickle.dump({"model": _Exploit(markers[1])}, f)
     train, translate = tfm_fork.run_all(
-        tmp_path, ("train", "-c", str(cfg), "--quiet"),
-        ("translate", "--checkpoint", str(evil_model), "--device", "cpu", "Hallo"))
+        tmp_path,
+        ("train", "-c", str(cfg), "--quiet"),
+        ("translate", "--checkpoint", str(evil_model), "--device", "cpu", "Hallo"),
+    )
     for r, path in ((train, run / "last.pt"), (translate, evil_model)):
         assert r.returncode == 2, r.stderr
         [line] = error_lines(r.stderr)
@@ -150,8 +160,7 @@ def _snapshot(run):
 
 
 @pytest.mark.parametrize("fail_at", [1, 2])
-def test_failed_save_keeps_the_old_checkpoints_and_says_so_in_one_line(make_config, monkeypatch,
-                                                                       fail_at):
+def test_failed_save_keeps_the_old_checkpoints_and_says_so_in_one_line(make_config, monkeypatch, fail_at):
     cfg_path = make_config("full", epochs=1)
     run = run_dir(cfg_path)
     run_training(load_config(str(cfg_path)))
@@ -199,13 +208,15 @@ def test_disk_full_through_the_cli_exits_1_with_one_line(make_config):
     def file_size_limit():  # the kernel fails writes past `limit` bytes with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    r = subprocess.run([sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg), "--quiet",
-                        "--set", "train.epochs=3"], capture_output=True, text=True, timeout=120,
-                       preexec_fn=file_size_limit)
+    r = subprocess.run(
+        [sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg), "--quiet", "--set", "train.epochs=3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=file_size_limit,
+    )
     assert r.returncode == 1, r.stderr
-    assert r.stderr.strip().splitlines() == [
-        f"tfm: error: cannot write {run / 'best.pt'}: File too large"]
+    assert r.stderr.strip().splitlines() == [f"tfm: error: cannot write {run / 'best.pt'}: File too large"]
     assert _snapshot(run) == before and temp_leftovers(run) == []
     for path in checkpoint_files(run):
         read_payload(path)
-

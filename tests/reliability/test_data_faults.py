@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from cron_helpers import Tfm, error_lines, file_contains, run_dir, wait_until
 from helpers import run_tfm
+from reliability.cron_helpers import Tfm, error_lines, file_contains, run_dir, wait_until
 
 pytestmark = pytest.mark.slow
 

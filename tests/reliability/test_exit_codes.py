@@ -6,7 +6,7 @@ import gzip
 import json
 import shutil
 
-from cron_helpers import epoch_ends, run_all, run_dir, write_cron_config
+from reliability.cron_helpers import epoch_ends, run_all, run_dir, write_cron_config
 
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
@@ -34,8 +34,8 @@ def test_exit_codes_no_op_bad_config_and_runtime_failure(tmp_path, make_config):
     assert bad.returncode == 2, bad.stderr
     d_model_line = cfg.read_text().splitlines().index("  d_model: 32") + 1
     assert bad.stderr.strip().splitlines() == [
-        f"tfm: error: --set model.n_heads=7, {cfg}:{d_model_line}: model.n_heads=7 must divide "
-        "model.d_model=32"]
+        f"tfm: error: --set model.n_heads=7, {cfg}:{d_model_line}: model.n_heads=7 must divide model.d_model=32"
+    ]
     # 1: a failure at run time (here the run folder cannot be created), in one line.
     assert failing.returncode == 1, failing.stderr
     [line] = failing.stderr.strip().splitlines()
@@ -80,8 +80,9 @@ def test_changed_settings_or_data_start_a_new_run(tmp_path, make_config, cron_da
         path = corpus / f"train.{lang}.gz"
         text = gzip.decompress(path.read_bytes()) + f"{line}\n".encode()
         path.write_bytes(gzip.compress(text, mtime=0))
-    new_data = write_cron_config(tmp_path / "changed", {**cron_data, "corpus": corpus,
-                                                        "data": tmp_path / "data-v2"}, epochs=1)
+    new_data = write_cron_config(
+        tmp_path / "changed", {**cron_data, "corpus": corpus, "data": tmp_path / "data-v2"}, epochs=1
+    )
     config = load_config(str(new_data))
     config.train.lr = 1e-3
     run_training(config)

@@ -13,8 +13,8 @@ import threading
 import time
 
 import torch
-from cron_helpers import Tfm, checkpoint_files, epoch_ends, progress, run_dir, temp_leftovers
 from helpers import run_tfm
+from reliability.cron_helpers import Tfm, checkpoint_files, epoch_ends, progress, run_dir, temp_leftovers
 
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config

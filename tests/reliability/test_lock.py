@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import signal
 
-from cron_helpers import Tfm, epoch_ends, file_contains, lock_holder, run_dir, wait_until
 from helpers import run_tfm
+from reliability.cron_helpers import Tfm, epoch_ends, file_contains, lock_holder, run_dir, wait_until
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.training.session import run_training

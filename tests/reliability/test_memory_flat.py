@@ -40,16 +40,31 @@ def test_bf16_training_rss_stays_flat(tmp_path, multi30k_dir):
     env.pop(allocator.ENV, None)
     if allocator.found() is None:
         pytest.skip("no allocator library for tfm to preload here (cmeel-mimalloc): glibc's grows")
-    small = {"model.d_model": 64, "model.d_ff": 128, "model.n_heads": 4, "model.n_encoder_layers": 1,
-             "model.n_decoder_layers": 1, "train.precision": "bf16", "train.max_steps": STEPS,
-             "train.valid_bleu": False, "train.snapshot_every_steps": None, "train.average_last": 1,
-             "train.threads": 2, "data.source": multi30k_dir, "data.dir": tmp_path / "data",
-             "train.out_dir": tmp_path / "runs"}
+    small = {
+        "model.d_model": 64,
+        "model.d_ff": 128,
+        "model.n_heads": 4,
+        "model.n_encoder_layers": 1,
+        "model.n_decoder_layers": 1,
+        "train.precision": "bf16",
+        "train.max_steps": STEPS,
+        "train.valid_bleu": False,
+        "train.snapshot_every_steps": None,
+        "train.average_last": 1,
+        "train.threads": 2,
+        "data.source": multi30k_dir,
+        "data.dir": tmp_path / "data",
+        "train.out_dir": tmp_path / "runs",
+    }
     sets = [a for k, v in small.items() for a in ("--set", f"{k}={'null' if v is None else v}")]
     log = tmp_path / "train.log"
     with open(log, "w") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "transformer_cli", "train", "-c", "base.yaml",
-                                 "--promote", "never", *sets], stderr=err, stdout=subprocess.DEVNULL, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "transformer_cli", "train", "-c", "base.yaml", "--promote", "never", *sets],
+            stderr=err,
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
         samples: list[tuple[float, float]] = []  # (seconds since the first step, RSS MB)
         first_step = None
         while proc.poll() is None:

@@ -8,11 +8,11 @@ import typing
 
 import pytest
 import torch
-from cron_helpers import run_dir, write_cron_config
+from reliability.cron_helpers import run_dir, write_cron_config
 
 from transformer_cli.checkpoint import Checkpoint, read_payload
-from transformer_cli.config import TrainConfig
 from transformer_cli.config_loading import load_config
+from transformer_cli.config_train import TrainConfig
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.training.promotion import Decision, GateRules, Metric, Outcome, Policy, Scorer, promote
 from transformer_cli.training.run_dir import RunDir
@@ -34,8 +34,7 @@ def models(tmp_path_factory, cron_data):
     good, weak = run_dir(good_cfg), run_dir(weak_cfg)
     good_loss, weak_loss = (scorer(Checkpoint.read(r / "best.pt"), Metric.VALID_LOSS) for r in (good, weak))
     assert good_loss < weak_loss
-    return {"good_run": good, "good": good / "best.pt", "weak": weak / "best.pt", "scorer": scorer,
-            "data": cron_data}
+    return {"good_run": good, "good": good / "best.pt", "weak": weak / "best.pt", "scorer": scorer, "data": cron_data}
 
 
 def _run_with(tmp_path, published, best) -> RunDir:
@@ -87,8 +86,9 @@ def test_promote_never_and_always_through_the_cli(tmp_path, models, tfm_fork):
         shutil.copytree(models["good_run"], run_dir(cfg))
         shutil.copyfile(models["weak"], run_dir(cfg) / "best.pt")
         configs[policy] = cfg
-    never, always = tfm_fork.run_all(tmp_path, *(("train", "-c", str(configs[p]), "--promote", p)
-                                                 for p in ("never", "always")))
+    never, always = tfm_fork.run_all(
+        tmp_path, *(("train", "-c", str(configs[p]), "--promote", p) for p in ("never", "always"))
+    )
     for r in (never, always):
         assert r.returncode == 0, r.stderr
         assert "already finished" in r.stderr
@@ -109,7 +109,8 @@ def test_damaged_best_keeps_published_and_does_not_fail(tmp_path, models):
     data[len(data) // 2 : len(data) // 2 + 64] = b"\0" * 64
     run.best.write_bytes(bytes(data))
     assert promote(run, Policy.ALWAYS, Metric.VALID_LOSS, models["scorer"]) == Decision(
-        Outcome.NOTHING, "nothing promoted: best.pt is damaged")
+        Outcome.NOTHING, "nothing promoted: best.pt is damaged"
+    )
     assert run.published.read_bytes() == models["good"].read_bytes()
 
 

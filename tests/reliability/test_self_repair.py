@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 import torch
-from cron_helpers import error_lines, run_dir, write_cron_config
+from reliability.cron_helpers import error_lines, run_dir, write_cron_config
 
 from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config_loading import load_config
@@ -46,14 +46,18 @@ def test_damaged_preprocessed_files_are_rebuilt_by_the_next_run(own_data, tfm_fo
         f.truncate(100)  # as a full disk or a bad copy leaves it
     (folder / "tokenizer.json").write_text("{not json")
     # Reading the damaged files directly says which file and what to do.
-    with pytest.raises(TfmError, match=r"preprocessed file .*val\.00000\.src\.bin is damaged or unreadable "
-                                       r"\(50 ids, its index says \d+\).*tfm preprocess --force"):
+    with pytest.raises(
+        TfmError,
+        match=r"preprocessed file .*val\.00000\.src\.bin is damaged or unreadable "
+        r"\(50 ids, its index says \d+\).*tfm preprocess --force",
+    ):
         load_prepared(load_config(str(cfg))).split("val")
     [pre] = tfm_fork.run_all(tmp_path / "logs", ("preprocess", "-c", str(cfg)))
     assert pre.returncode == 0, pre.stderr
     assert "is damaged (" in pre.stderr and "rebuilding it" in pre.stderr
     assert {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "manifest.json"} == {
-        k: v for k, v in before.items() if k != "manifest.json"}  # rebuilt identically
+        k: v for k, v in before.items() if k != "manifest.json"
+    }  # rebuilt identically
     _damage(folder / "train.00000.tgt.bin")  # same size, other bytes: found by its checksum
     [train] = tfm_fork.run_all(tmp_path / "logs2", ("train", "-c", str(cfg)))
     assert train.returncode == 0, train.stderr
@@ -84,12 +88,15 @@ def two_models(tmp_path_factory, cron_data):
         runs[name] = run_dir(cfg)
     cfg = load_config(str(write_cron_config(root / "good", cron_data, epochs=3)))
     scorer = Scorer(load_prepared(cfg), "de", "en", torch.device("cpu"), "fp32")
-    return {"weak": runs["weak"] / "best.pt", "good": runs["good"] / "best.pt",
-            "good_config": root / "good" / "cron.yaml", "scorer": scorer}
+    return {
+        "weak": runs["weak"] / "best.pt",
+        "good": runs["good"] / "best.pt",
+        "good_config": root / "good" / "cron.yaml",
+        "scorer": scorer,
+    }
 
 
-def test_damaged_published_is_restored_even_when_the_decision_was_taken(tmp_path, cron_data,
-                                                                       two_models, tfm_fork):
+def test_damaged_published_is_restored_even_when_the_decision_was_taken(tmp_path, cron_data, two_models, tfm_fork):
     config = write_cron_config(tmp_path, cron_data, epochs=3)  # the good run's config, elsewhere
     run = run_dir(config)
     shutil.copytree(run_dir(two_models["good_config"]), run)
@@ -111,10 +118,12 @@ def test_promotions_keep_history_and_rollback_restores_it(tmp_path, two_models, 
     scorer = two_models["scorer"]
     shutil.copyfile(two_models["weak"], run.best)
     assert promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer) == Decision(
-        Outcome.PROMOTED, "promoted (none published yet)")
+        Outcome.PROMOTED, "promoted (none published yet)"
+    )
     shutil.copyfile(two_models["good"], run.best)
     assert promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer) == Decision(
-        Outcome.PROMOTED, "promoted (at least as good)")
+        Outcome.PROMOTED, "promoted (at least as good)"
+    )
     [kept] = list(run.published_history.glob("*.pt"))
     assert kept.read_bytes() == two_models["weak"].read_bytes()
 

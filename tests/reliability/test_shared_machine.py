@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from cron_helpers import run_dir, wait_until
+from reliability.cron_helpers import run_dir, wait_until
 
 from transformer_cli.priority import IOPRIO_BEST_EFFORT_LOWEST, io_priority
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux scheduling")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux scheduling")]
 
 
 def scheduling(pid: int) -> dict[int, tuple[int, int, int | None]]:
@@ -44,8 +43,7 @@ def test_priority_low_reaches_every_thread_and_the_data_worker(make_config, tfm_
     log = run_dir(cfg) / "train.log"
     pid = tfm_fork.start("train", "-c", str(cfg), "--quiet", log_to=tmp_path / "low.err")
     try:
-        wait_until(lambda: log.is_file() and "first optimizer step done" in log.read_text(), 120,
-                   "the first step")
+        wait_until(lambda: log.is_file() and "first optimizer step done" in log.read_text(), 120, "the first step")
         threads = scheduling(pid)
         workers = children(pid)
         worker_threads = {tid: s for w in workers for tid, s in scheduling(w).items()}
@@ -57,8 +55,11 @@ def test_priority_low_reaches_every_thread_and_the_data_worker(make_config, tfm_
     assert workers and set(worker_threads.values()) == {low}, worker_threads
     text = log.read_text()
     cpus = len(os.sched_getaffinity(0))
-    started = (f"train.threads auto: {cpus} threads to start (of {cpus} CPUs), re-chosen from the "
-               "measured speed" if cpus > 1 else "train.threads auto: 1 thread, fixed (one CPU)")
+    started = (
+        f"train.threads auto: {cpus} threads to start (of {cpus} CPUs), re-chosen from the measured speed"
+        if cpus > 1
+        else "train.threads auto: 1 thread, fixed (one CPU)"
+    )
     assert f"{started}; priority: nice 10, SCHED_BATCH, I/O best-effort 7" in text, text
 
 

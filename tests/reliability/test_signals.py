@@ -6,15 +6,14 @@ import os
 import signal
 import time
 
-from cron_helpers import Tfm, epoch_ends, error_lines, progress, run_dir, wait_until
+from reliability.cron_helpers import Tfm, epoch_ends, error_lines, progress, run_dir, wait_until
 
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.training.session import run_training
 
 
-def test_sigterm_saves_a_resumable_checkpoint_and_the_same_command_resumes(tmp_path, make_config,
-                                                                          tfm_fork):
+def test_sigterm_saves_a_resumable_checkpoint_and_the_same_command_resumes(tmp_path, make_config, tfm_fork):
     cfg = make_config(epochs=5)
     run = run_dir(cfg)
     proc = Tfm("train", "-c", str(cfg), log_to=tmp_path / "train.err")

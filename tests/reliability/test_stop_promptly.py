@@ -11,8 +11,8 @@ import signal
 import time
 
 import pytest
-from cron_helpers import Tfm, epoch_ends, file_contains, run_dir, wait_until, write_cron_config
 from helpers import write_corpus
+from reliability.cron_helpers import Tfm, epoch_ends, file_contains, run_dir, wait_until, write_cron_config
 
 pytestmark = pytest.mark.slow  # real tfm processes on their own corpora
 GRACE_S = 10  # the shortest common wait before SIGKILL; stopping itself takes a few seconds
@@ -24,12 +24,19 @@ def test_sigterm_during_validation_decoding_exits_143_within_the_grace_and_resum
     corpus = write_corpus(tmp_path / "corpus", {"train": 300, "val": 600, "test_2016_flickr": 20})
     paths = {"corpus": corpus, "data": tmp_path / "data", "cache": tmp_path / "cache"}
     cfg = write_cron_config(tmp_path, paths, epochs=1, valid_bleu=True)
-    cfg.write_text(cfg.read_text().replace("max_len_b: 12", "max_len_b: 60")
-                   .replace("beam_size: 1", "beam_size: 1\n  batch_size: 4"))
+    cfg.write_text(
+        cfg.read_text()
+        .replace("max_len_b: 12", "max_len_b: 60")
+        .replace("beam_size: 1", "beam_size: 1\n  batch_size: 4")
+    )
     run = run_dir(cfg)
     tfm = Tfm("train", "-c", str(cfg), log_to=tmp_path / "first.err")
-    wait_until(file_contains(run / "train.log", "validation BLEU: translating 600 sentences (greedy)"),
-               timeout=120, what="validation decoding", alive=tfm)
+    wait_until(
+        file_contains(run / "train.log", "validation BLEU: translating 600 sentences (greedy)"),
+        timeout=120,
+        what="validation decoding",
+        alive=tfm,
+    )
     sent = time.monotonic()
     tfm.kill(signal.SIGTERM)
     code = tfm.wait(60)
@@ -51,11 +58,13 @@ def test_sigterm_during_preprocessing_leaves_no_work_folder(tmp_path):
     corpus = write_corpus(tmp_path / "corpus", {"train": 30000, "val": 50, "test_2016_flickr": 50})
     paths = {"corpus": corpus, "data": tmp_path / "data", "cache": tmp_path / "cache"}
     cfg = write_cron_config(tmp_path, paths, epochs=1)
-    cfg.write_text(cfg.read_text().replace("kind: sentencepiece", "kind: spacy")
-                   .replace("share_embeddings: true", "share_embeddings: false"))
+    cfg.write_text(
+        cfg.read_text()
+        .replace("kind: sentencepiece", "kind: spacy")
+        .replace("share_embeddings: true", "share_embeddings: false")
+    )
     tfm = Tfm("train", "-c", str(cfg), log_to=tmp_path / "err")
-    wait_until(file_contains(run_dir(cfg) / "train.log", "source:"), timeout=120,
-               what="preprocessing", alive=tfm)
+    wait_until(file_contains(run_dir(cfg) / "train.log", "source:"), timeout=120, what="preprocessing", alive=tfm)
     time.sleep(0.5)
     sent = time.monotonic()
     tfm.kill(signal.SIGTERM)

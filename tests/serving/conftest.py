@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import pytest
-from serve_helpers import Served
+from serving.serve_helpers import Served
 
-LIMITS = ["--set", "serve.threads=1", "--set", "serve.max_inputs=8", "--set", "serve.max_bytes=4096",
-          "--set", "serve.max_beam_size=6"]
+LIMITS = [
+    "--set",
+    "serve.threads=1",
+    "--set",
+    "serve.max_inputs=8",
+    "--set",
+    "serve.max_bytes=4096",
+    "--set",
+    "serve.max_beam_size=6",
+]
 
 
 @pytest.fixture(scope="session")
@@ -35,7 +43,8 @@ def start_server(tmp_path):
 def served(trained, tmp_path_factory):
     """`tfm serve` on the toy model with small limits (8 inputs, 4096 bytes, beam 6)."""
     log = tmp_path_factory.mktemp("served") / "serve.log"
-    server = Served("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                    *LIMITS, log_to=log)
+    server = Served(
+        "-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"), *LIMITS, log_to=log
+    )
     yield server
     assert server.stop() == 0, server.tfm.stderr

@@ -17,9 +17,14 @@ from reliability.cron_helpers import Tfm, wait_until
 
 from transformer_cli.checkpoint import read_payload, write_payload
 
-SENTENCES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.",
-             "Ein kind hält einen hut.", "Zwei hunde trägt ein fahrrad im park.",
-             "Ein junge sieht ein buch in der stadt.", "Ein mädchen malt einen hut."]
+SENTENCES = [
+    "Ein mann sieht einen ball.",
+    "Eine frau malt eine blume am strand.",
+    "Ein kind hält einen hut.",
+    "Zwei hunde trägt ein fahrrad im park.",
+    "Ein junge sieht ein buch in der stadt.",
+    "Ein mädchen malt einen hut.",
+]
 
 
 def free_port() -> int:
@@ -145,9 +150,11 @@ class SlowClient:
 
     def __init__(self, port: int, content_length: int, every_s: float):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.sock.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                          b"Content-Type: application/json\r\n"
-                          b"Content-Length: %d\r\n\r\n" % content_length)
+        self.sock.sendall(
+            b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % content_length
+        )
         self._left, self._every_s = content_length, every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._trickle, daemon=True)
@@ -196,7 +203,9 @@ def read_answer(sock: socket.socket) -> tuple[int, str]:
             return 0, ""
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+    found = re.search(rb"(?im)^content-length: *(\d+)", head)
+    assert found, head
+    length = int(found.group(1))
     while len(body) < length:
         chunk = sock.recv(65536)
         if not chunk:
@@ -212,8 +221,10 @@ def burst(port: int, path: str, body: dict, clients: int, seconds: float) -> lis
     httpx's own work per request in this process added a tenth of a second and more to what
     its clients measured (30 ms 503s took 120 ms), which would time the clients, not the server."""
     payload = json.dumps(body).encode()
-    request = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload
+    request = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode() + payload
     answers: list[tuple[int, float]] = []
     stop = time.monotonic() + seconds
 

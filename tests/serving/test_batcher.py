@@ -18,8 +18,10 @@ from transformer_cli.serving.metrics import Metrics
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     folder = tmp_path_factory.mktemp("batcher")
-    return (open_translator(untrained_checkpoint(folder / "a.pt"), "cpu"),
-            open_translator(untrained_checkpoint(folder / "b.pt", d_ff=48, n_decoder_layers=2), "cpu"))
+    return (
+        open_translator(untrained_checkpoint(folder / "a.pt"), "cpu"),
+        open_translator(untrained_checkpoint(folder / "b.pt", d_ff=48, n_decoder_layers=2), "cpu"),
+    )
 
 
 def serve_requests(requests, batch_tokens: int) -> tuple[list, Metrics]:
@@ -46,7 +48,7 @@ def texts(output) -> list[str]:
     return [n_best[0].text for n_best in output.translations]
 
 
-def batches_seen(metrics: Metrics) -> float:
+def batches_seen(metrics: Metrics) -> float | None:
     return metrics.registry.get_sample_value("tfm_batch_sentences_count")
 
 
@@ -69,8 +71,8 @@ def test_each_request_is_decoded_by_the_model_it_was_accepted_with(models):
     lines = [de for de, _ in sentence_pairs(4, seed=6)]
     assert texts(a.translate_n_best(lines)) != texts(b.translate_n_best(lines))
     (by_a, by_b, greedy_a), metrics = serve_requests(
-        [(lines, a.options(), a), (lines, b.options(), b), (lines, a.options(beam_size=1), a)],
-        batch_tokens=10_000)
+        [(lines, a.options(), a), (lines, b.options(), b), (lines, a.options(beam_size=1), a)], batch_tokens=10_000
+    )
     assert batches_seen(metrics) == 1  # one batch, decoded in three groups
     assert texts(by_a) == texts(a.translate_n_best(lines))
     assert texts(by_b) == texts(b.translate_n_best(lines))

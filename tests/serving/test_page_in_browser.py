@@ -15,14 +15,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from serve_helpers import SENTENCES
+from serving.serve_helpers import SENTENCES
 
 
 def chromium() -> str:
     found = os.environ.get("TFM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not found:
-        pytest.skip("no Chromium on this machine (scripts/setup.sh installs Debian's chromium where "
-                    "apt-get can; or set $TFM_CHROMIUM)")
+        pytest.skip(
+            "no Chromium on this machine (scripts/setup.sh installs Debian's chromium where "
+            "apt-get can; or set $TFM_CHROMIUM)"
+        )
     return found
 
 
@@ -30,16 +32,27 @@ def chromium() -> str:
 def browser_page(problems: list[str]) -> Iterator[Any]:
     """A page of headless Chromium; its console errors and warnings, uncaught errors and failed
     requests are appended to `problems`."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed "
-                                   "(pip install -e '.[browser]')")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[browser]')"
+    )
     executable = chromium()
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        browser = p.chromium.launch(
+            executable_path=executable,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         page = browser.new_page()
-        page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}")
-                if m.type in ("error", "warning") else None)
+        page.on(
+            "console",
+            lambda m: problems.append(f"console {m.type}: {m.text}") if m.type in ("error", "warning") else None,
+        )
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
         page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
         page.on("requestfailed", lambda r: problems.append(f"failed {r.url}"))
@@ -61,8 +74,9 @@ def test_the_page_translates_and_draws_the_attention(served, model):
         page.fill("#beam", "1")
         with page.expect_response(lambda r: r.url.endswith("/attention")):
             page.click("button[type=submit]")
-        page.wait_for_function(f"document.querySelector('#translation').textContent == "
-                               f"{model.translate([SENTENCES[2]], beam_size=1)[0]!r}")
+        page.wait_for_function(
+            f"document.querySelector('#translation').textContent == {model.translate([SENTENCES[2]], beam_size=1)[0]!r}"
+        )
         cells = page.locator("#heatmap table.heat td").count()
         attention = model.attention(SENTENCES[2], model.options(beam_size=1))
         assert cells == len(attention.source_tokens) * len(attention.target_tokens)
@@ -73,8 +87,9 @@ def test_the_page_translates_and_draws_the_attention(served, model):
 def test_the_page_says_when_the_server_cannot_be_reached(trained, start_server):
     """It once showed nothing (an uncaught "Failed to fetch", #error empty) and kept the
     translation of the text before on screen."""
-    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                          "--set", "serve.threads=1")
+    server = start_server(
+        "-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"), "--set", "serve.threads=1"
+    )
     problems: list[str] = []
     with browser_page(problems) as page:
         page.goto(server.url + "/")

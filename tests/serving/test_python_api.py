@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import torch
-from serve_helpers import SENTENCES
+from serving.serve_helpers import SENTENCES
 
 import transformer_cli as tfm
 from transformer_cli.checkpoint import Checkpoint, read_payload
@@ -73,20 +73,21 @@ def test_mistakes_are_clear_errors(trained, tmp_path, model):
     half = tfm.load(trained["run"] / "published.pt", device="cpu", precision="fp16")  # as training takes
     assert half.translate(["Ein mann sieht einen ball."]) == ["A man sees a ball."]
     empty = tmp_path / "none.yaml"
-    empty.write_text(trained["config"].read_text().replace(str(trained["work"] / "checkpoints"),
-                                                           str(tmp_path / "nothing")))
+    empty.write_text(
+        trained["config"].read_text().replace(str(trained["work"] / "checkpoints"), str(tmp_path / "nothing"))
+    )
     with pytest.raises(UsageError, match="no model in .*published.pt or best.pt"):
         tfm.load(str(empty))
-    with pytest.raises(UsageError, match="missing.pt: no such model file or export folder, and "
-                                         "config file not found"):
+    with pytest.raises(UsageError, match="missing.pt: no such model file or export folder, and config file not found"):
         tfm.load(tmp_path / "missing.pt")
 
 
 def test_decoding_leaves_the_callers_train_mode_alone(trained):
     """A model being trained is decoded in eval mode (no dropout) and handed back as it was."""
     trained_net, tokenizers = model_from_checkpoint(Checkpoint.read(trained["run"] / "best.pt"))
-    net = Seq2SeqTransformer(dataclasses.replace(trained_net.config, dropout=0.5),
-                             trained_net.src_vocab_size, trained_net.tgt_vocab_size)
+    net = Seq2SeqTransformer(
+        dataclasses.replace(trained_net.config, dropout=0.5), trained_net.src_vocab_size, trained_net.tgt_vocab_size
+    )
     net.load_state_dict(trained_net.state_dict())
     net.encoder.eval()  # a mixed state must survive too
     modes = {name: m.training for name, m in net.named_modules()}
@@ -94,14 +95,14 @@ def test_decoding_leaves_the_callers_train_mode_alone(trained):
     first = translator.translate(SENTENCES).translations
     again = translator.translate(SENTENCES).translations
     translator.cross_attention(SENTENCES[0], first[0][0])
-    translator.corpus_nll(EncodedSplit.from_lists(tokenizers.src.encode_batch(SENTENCES),
-                                                  tokenizers.tgt.encode_batch(SENTENCES)))
+    translator.corpus_nll(
+        EncodedSplit.from_lists(tokenizers.src.encode_batch(SENTENCES), tokenizers.tgt.encode_batch(SENTENCES))
+    )
     assert {name: m.training for name, m in net.named_modules()} == modes
     assert [h[0].text for h in first] == [h[0].text for h in again]  # no dropout while decoding
 
 
 def test_import_and_help_do_not_import_torch():
-    code = ("import sys, transformer_cli; from transformer_cli.cli import app; "
-            "print('torch' in sys.modules)")
+    code = "import sys, transformer_cli; from transformer_cli.cli import app; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from helpers import untrained_checkpoint
 
-from transformer_cli.api import open_translator
+from transformer_cli.api import Translator, open_translator
 from transformer_cli.serving.metrics import Metrics
 from transformer_cli.serving.reloader import ModelWatcher
 
@@ -48,8 +48,7 @@ def test_new_damaged_and_vanished_files(tmp_path):
 
     second = open_translator(other, "cpu").sha256
     assert asyncio.run(scenario()) == [(second, False), (second, False), (second, True), (second, False)]
-    reloads = {r: metrics.registry.get_sample_value("tfm_model_reloads_total", {"result": r})
-               for r in ("ok", "failed")}
+    reloads = {r: metrics.registry.get_sample_value("tfm_model_reloads_total", {"result": r}) for r in ("ok", "failed")}
     assert reloads == {"ok": 1.0, "failed": 1.0}
 
 
@@ -58,7 +57,7 @@ def test_an_ensemble_reloads_when_one_member_is_promoted(tmp_path):
     better = untrained_checkpoint(tmp_path / "better.pt", d_ff=48)
     first = open_translator(members, "cpu")
 
-    async def scenario() -> str:
+    async def scenario() -> Translator:
         with ThreadPoolExecutor(1) as reload_thread:
             watcher = ModelWatcher(first, lambda p: open_translator(p, "cpu"), 0.02, reload_thread, Metrics())
             polling = asyncio.create_task(watcher.run())
@@ -74,4 +73,6 @@ def test_an_ensemble_reloads_when_one_member_is_promoted(tmp_path):
     now = asyncio.run(scenario())
     assert now.sha256 != first.sha256 and now.paths == members
     assert [m.sha256 for m in now.backend.metadata.members] == [
-        first.backend.metadata.members[0].sha256, open_translator(better, "cpu").sha256]
+        first.backend.metadata.members[0].sha256,
+        open_translator(better, "cpu").sha256,
+    ]

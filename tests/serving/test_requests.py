@@ -19,34 +19,47 @@ from transformer_cli.serving.requests import (
 LIMITS = ServeConfig(max_inputs=3, max_beam_size=4)
 
 
-@pytest.mark.parametrize("body, expected", [
-    ({"inputs": "Ein Hund."}, TranslateRequest(["Ein Hund."], {})),
-    ({"inputs": ["a", "b"], "parameters": {"beam_size": 4, "n_best": 2, "max_output_len": 16384,
-                                          "length_penalty": 0.5}},
-     TranslateRequest(["a", "b"], {"beam_size": 4, "n_best": 2, "max_output_len": 16384, "length_penalty": 0.5})),
-    ({"inputs": ["a"], "parameters": {"beam_size": None}}, TranslateRequest(["a"], {})),  # null: default
-    ({"inputs": ["a"], "parameters": None}, TranslateRequest(["a"], {})),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ({"inputs": "Ein Hund."}, TranslateRequest(["Ein Hund."], {})),
+        (
+            {
+                "inputs": ["a", "b"],
+                "parameters": {"beam_size": 4, "n_best": 2, "max_output_len": 16384, "length_penalty": 0.5},
+            },
+            TranslateRequest(["a", "b"], {"beam_size": 4, "n_best": 2, "max_output_len": 16384, "length_penalty": 0.5}),
+        ),
+        ({"inputs": ["a"], "parameters": {"beam_size": None}}, TranslateRequest(["a"], {})),  # null: default
+        ({"inputs": ["a"], "parameters": None}, TranslateRequest(["a"], {})),
+    ],
+)
 def test_accepted_shapes(body, expected):
     assert parse_translate(body, LIMITS) == expected
 
 
-@pytest.mark.parametrize("body, status, words", [
-    ([], 422, '"inputs"'),
-    ({"input": "a"}, 422, '"inputs"'),
-    ({"inputs": "a", "extra": 1}, 422, "unknown field(s): extra"),
-    ({"inputs": [1]}, 422, "a string or a list of strings"),
-    ({"inputs": []}, 422, "empty list"),
-    ({"inputs": ["a"] * 4}, 413, "serve.max_inputs"),
-    ({"inputs": ["\ud800"]}, 422, "inputs[0] holds an unpaired surrogate"),
-    ({"inputs": "a", "parameters": []}, 422, '"parameters" must be an object (got a list)'),
-    ({"inputs": "a", "parameters": {"temperature": 1}}, 422, "unknown parameter(s): temperature"),
-    ({"inputs": "a", "parameters": {"beam_size": 5}}, 422, "from 1 to 4 (serve.max_beam_size)"),
-    ({"inputs": "a", "parameters": {"beam_size": True}}, 422, "beam_size must be an integer"),
-    ({"inputs": "a", "parameters": {"max_output_len": 16385}}, 422,
-     "max_output_len must be an integer from 1 to 16384"),
-    ({"inputs": "a", "parameters": {"length_penalty": -1}}, 422, "length_penalty must be a number"),
-])
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        ([], 422, '"inputs"'),
+        ({"input": "a"}, 422, '"inputs"'),
+        ({"inputs": "a", "extra": 1}, 422, "unknown field(s): extra"),
+        ({"inputs": [1]}, 422, "a string or a list of strings"),
+        ({"inputs": []}, 422, "empty list"),
+        ({"inputs": ["a"] * 4}, 413, "serve.max_inputs"),
+        ({"inputs": ["\ud800"]}, 422, "inputs[0] holds an unpaired surrogate"),
+        ({"inputs": "a", "parameters": []}, 422, '"parameters" must be an object (got a list)'),
+        ({"inputs": "a", "parameters": {"temperature": 1}}, 422, "unknown parameter(s): temperature"),
+        ({"inputs": "a", "parameters": {"beam_size": 5}}, 422, "from 1 to 4 (serve.max_beam_size)"),
+        ({"inputs": "a", "parameters": {"beam_size": True}}, 422, "beam_size must be an integer"),
+        (
+            {"inputs": "a", "parameters": {"max_output_len": 16385}},
+            422,
+            "max_output_len must be an integer from 1 to 16384",
+        ),
+        ({"inputs": "a", "parameters": {"length_penalty": -1}}, 422, "length_penalty must be a number"),
+    ],
+)
 def test_refusals_name_the_problem(body, status, words):
     with pytest.raises(ClientError) as e:
         parse_translate(body, LIMITS)
@@ -56,14 +69,18 @@ def test_refusals_name_the_problem(body, status, words):
 def test_every_hugging_face_parameter_problem_is_named_in_one_400():
     """A language pair other than the model's was left out of the 400 when other parameters
     were refused too."""
-    body = {"inputs": "a", "parameters": {"src_lang": "fr", "truncation": "do_not_truncate",
-                                          "generate_parameters": {"do_sample": True}}}
+    body = {
+        "inputs": "a",
+        "parameters": {"src_lang": "fr", "truncation": "do_not_truncate", "generate_parameters": {"do_sample": True}},
+    }
     with pytest.raises(ClientError) as e:
         parse_translate(body, LIMITS, ("de", "en"))
     assert e.value.status == 400
-    assert str(e.value) == ('not supported by tfm: truncation="do_not_truncate" (tfm cuts an input to '
-                            "the model's limit: longest_first or only_first), generate_parameters.do_sample=true; "
-                            "this model translates de to en, not fr to en (parameters.src_lang, tgt_lang)")
+    assert str(e.value) == (
+        'not supported by tfm: truncation="do_not_truncate" (tfm cuts an input to '
+        "the model's limit: longest_first or only_first), generate_parameters.do_sample=true; "
+        "this model translates de to en, not fr to en (parameters.src_lang, tgt_lang)"
+    )
     with pytest.raises(ClientError, match="^this model translates de to en, not de to fr "):
         parse_attention({"inputs": "a", "parameters": {"tgt_lang": "fr"}}, LIMITS, ("de", "en"))
     asked = {"inputs": "a", "parameters": {"src_lang": "de", "tgt_lang": "en"}}
@@ -78,10 +95,16 @@ def test_attention_takes_one_sentence():
             parse_attention({"inputs": inputs}, LIMITS)
 
 
-@pytest.mark.parametrize("body, words", [
-    (b"", "empty body"), (b"{", "invalid JSON: Expecting"), (b"\xff", "not valid UTF-8"),
-    (b"[" * 5000 + b"]" * 5000, "nested too deeply"), (b"1" * 5001, "too many digits"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        (b"", "empty body"),
+        (b"{", "invalid JSON: Expecting"),
+        (b"\xff", "not valid UTF-8"),
+        (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
+        (b"1" * 5001, "too many digits"),
+    ],
+)
 def test_bodies_that_are_not_json_are_400(body, words):
     with pytest.raises(ClientError) as e:
         parse_json(body)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from reliability.cron_helpers import error_lines, run_all, wait_until
-from serve_helpers import Served, SlowClient
+from serving.serve_helpers import Served, SlowClient
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +21,19 @@ def roomy(trained, tmp_path_factory):
     work = tmp_path_factory.mktemp("roomy")
     published = work / "published.pt"
     shutil.copy(trained["run"] / "published.pt", published)
-    server = Served("-c", str(trained["config"]), "--checkpoint", str(published),
-                    "--set", "serve.threads=1", "--set", "serve.body_timeout_s=1",
-                    "--set", "serve.reload_poll_s=0.05", log_to=work / "serve.log")
+    server = Served(
+        "-c",
+        str(trained["config"]),
+        "--checkpoint",
+        str(published),
+        "--set",
+        "serve.threads=1",
+        "--set",
+        "serve.body_timeout_s=1",
+        "--set",
+        "serve.reload_poll_s=0.05",
+        log_to=work / "serve.log",
+    )
     yield server, published
     assert server.stop() == 0, server.tfm.stderr
 
@@ -34,8 +44,10 @@ def nested(depth: int) -> bytes:
 
 HOSTILE = {  # bodies that made json.loads raise something else than a decode error: 500
     "nesting": (b'{"inputs":' + nested(5000) + b"}", "invalid JSON: nested too deeply"),
-    "long-integer": (b'{"inputs": "x", "parameters": {"beam_size": ' + b"9" * 5001 + b"}}",
-                     "invalid JSON: a number with too many digits"),
+    "long-integer": (
+        b'{"inputs": "x", "parameters": {"beam_size": ' + b"9" * 5001 + b"}}",
+        "invalid JSON: a number with too many digits",
+    ),
 }
 
 
@@ -53,8 +65,10 @@ def test_nested_values_in_error_messages_are_no_500(roomy):
     message printed it back (RecursionError: 500)."""
     server, _ = roomy
     for depth in range(850, 1000, 5):
-        for body in (b'{"inputs": "x", "parameters": ' + nested(depth) + b"}",
-                     b'{"inputs": "x", "parameters": {"length_penalty": ' + nested(depth) + b"}}"):
+        for body in (
+            b'{"inputs": "x", "parameters": ' + nested(depth) + b"}",
+            b'{"inputs": "x", "parameters": {"length_penalty": ' + nested(depth) + b"}}",
+        ):
             r = server.post("/translate", content=body)
             assert r.status_code in (400, 422) and "\n" not in r.json()["error"], (depth, r.text)
     assert "Traceback" not in server.tfm.stderr
@@ -92,16 +106,24 @@ def test_a_vanished_model_file_is_logged_once_and_shown_in_health(roomy):
     assert server.get("/health").json()["model"]["file"] == "present"
     kept = published.with_suffix(".kept")
     published.rename(kept)
-    wait_until(lambda: server.get("/health").json()["model"]["file"] == "missing", 10,
-               "/health to show the file missing", alive=server.tfm)
+    wait_until(
+        lambda: server.get("/health").json()["model"]["file"] == "missing",
+        10,
+        "/health to show the file missing",
+        alive=server.tfm,
+    )
     time.sleep(0.3)  # several polls
     health = server.get("/health")
     assert health.status_code == 200 and health.json()["status"] == "ok"
     r = server.post("/translate", json={"inputs": "Ein mann sieht einen ball."})
     assert r.status_code == 200 and r.json()[0]["translation_text"] == "A man sees a ball."
     kept.rename(published)
-    wait_until(lambda: server.get("/health").json()["model"]["file"] == "present", 10,
-               "/health to show the file back", alive=server.tfm)
+    wait_until(
+        lambda: server.get("/health").json()["model"]["file"] == "present",
+        10,
+        "/health to show the file back",
+        alive=server.tfm,
+    )
     time.sleep(0.3)
     log = server.tfm.stderr
     assert log.count(f"warning: {published} is gone") == 1, log
@@ -109,13 +131,21 @@ def test_a_vanished_model_file_is_logged_once_and_shown_in_health(roomy):
 
 
 def test_sigterm_with_a_slow_client_exits_within_the_grace_period(trained, start_server):
-    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                          "--set", "serve.threads=1", "--set", "serve.shutdown_grace_s=1",
-                          "--set", "serve.body_timeout_s=600")
+    server = start_server(
+        "-c",
+        str(trained["config"]),
+        "--checkpoint",
+        str(trained["run"] / "published.pt"),
+        "--set",
+        "serve.threads=1",
+        "--set",
+        "serve.shutdown_grace_s=1",
+        "--set",
+        "serve.body_timeout_s=600",
+    )
     with SlowClient(server.port, content_length=200, every_s=0.5) as client:
         # the slow request and the /metrics request asking
-        wait_until(lambda: server.metric("tfm_requests_in_flight") == 2, 10, "the slow request",
-                   alive=server.tfm)
+        wait_until(lambda: server.metric("tfm_requests_in_flight") == 2, 10, "the slow request", alive=server.tfm)
         stopped = time.monotonic()
         server.tfm.kill(signal.SIGTERM)
         code = server.tfm.wait(20)
@@ -140,16 +170,38 @@ def test_bad_address_or_blank_token_is_exit_2_before_loading(trained, tmp_path, 
         port = busy.getsockname()[1]
         taken, unknown, blank = run_all(
             ("serve", "--checkpoint", model, "--port", str(port)),
-            ("serve", "--checkpoint", model, "--host", "no-such-host.invalid", "--port", "0",
-             "--set", "serve.token_env=TFM_TEST_TOKEN", "--set", f"serve.token_file={token_file}"),
-            ("serve", "--checkpoint", model, "--port", str(port),  # the port: never serves
-             "--set", "serve.token_env=TFM_TEST_BLANK"))
+            (
+                "serve",
+                "--checkpoint",
+                model,
+                "--host",
+                "no-such-host.invalid",
+                "--port",
+                "0",
+                "--set",
+                "serve.token_env=TFM_TEST_TOKEN",
+                "--set",
+                f"serve.token_file={token_file}",
+            ),
+            (
+                "serve",
+                "--checkpoint",
+                model,
+                "--port",
+                str(port),  # the port: never serves
+                "--set",
+                "serve.token_env=TFM_TEST_BLANK",
+            ),
+        )
     for r in (taken, unknown, blank):
         assert r.returncode == 2 and len(error_lines(r.stderr)) == 1, r.stderr
         assert "Traceback" not in r.stderr and f"serving {model}" not in r.stderr, r.stderr
-    assert (f"tfm: error: cannot listen on 127.0.0.1:{port}: address already in use "
-            "(--host, --port; serve.host, serve.port)") in taken.stderr
+    assert (
+        f"tfm: error: cannot listen on 127.0.0.1:{port}: address already in use "
+        "(--host, --port; serve.host, serve.port)"
+    ) in taken.stderr
     assert "tfm: error: cannot listen on no-such-host.invalid:0: cannot resolve" in unknown.stderr
-    assert (f"warning: using the bearer token from serve.token_file ({token_file}); $TFM_TEST_TOKEN "
-            "is set too and ignored") in unknown.stderr
+    assert (
+        f"warning: using the bearer token from serve.token_file ({token_file}); $TFM_TEST_TOKEN is set too and ignored"
+    ) in unknown.stderr
     assert "tfm: error: $TFM_TEST_BLANK is set but blank" in blank.stderr

@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 from reliability.cron_helpers import run_all
-from serve_helpers import SENTENCES
+from serving.serve_helpers import SENTENCES
 
 from transformer_cli.config import ServeConfig
 from transformer_cli.serving.server import is_loopback, read_token
@@ -20,14 +20,20 @@ def test_translate_one_and_many(served, model):
     assert r.headers["x-model-sha256"] == model.sha256
     r = served.post("/translate", json={"inputs": SENTENCES + [""]})
     assert [x["translation_text"] for x in r.json()] == model.translate(SENTENCES) + [""]
-    r = served.post("/translate", json={"inputs": ["Ein mann sieht einen ball.", "Eine frau malt."],
-                                        "parameters": {"beam_size": 4, "n_best": 2, "max_output_len": 20}})
+    r = served.post(
+        "/translate",
+        json={
+            "inputs": ["Ein mann sieht einen ball.", "Eine frau malt."],
+            "parameters": {"beam_size": 4, "n_best": 2, "max_output_len": 20},
+        },
+    )
     first, second = r.json()
     assert first["translation_text"] == "A man sees a ball." and len(first["alternatives"]) == 2
     scores = [a["score"] for a in first["alternatives"]]
     assert scores == sorted(scores, reverse=True)
     assert [a["translation_text"] for a in second["alternatives"]] == model.translate(
-        ["Eine frau malt."], beam_size=4, n_best=2)[0]
+        ["Eine frau malt."], beam_size=4, n_best=2
+    )[0]
 
 
 def test_long_input_is_truncated_with_a_warning(served, model):
@@ -39,13 +45,12 @@ def test_long_input_is_truncated_with_a_warning(served, model):
 
 
 def test_concurrent_requests_answered_correctly_and_in_order(served, model):
-    requests = [SENTENCES[i % 6: i % 6 + 1 + i % 3] for i in range(48)]
+    requests = [SENTENCES[i % 6 : i % 6 + 1 + i % 3] for i in range(48)]
     batches_before = served.metric("tfm_batch_sentences_count")
 
     async def send_all() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=served.url, timeout=60) as client:
-            return await asyncio.gather(*(client.post("/translate", json={"inputs": lines})
-                                          for lines in requests))
+            return await asyncio.gather(*(client.post("/translate", json={"inputs": lines}) for lines in requests))
 
     replies = asyncio.run(send_all())
     expected = dict(zip(SENTENCES, model.translate(SENTENCES)))
@@ -68,8 +73,7 @@ BAD_INPUTS = [  # (body as bytes, status, words the error must contain)
     (b'{"inputs": null}', 422, "string or a list of strings"),
     (b'{"inputs": []}', 422, "empty list"),
     (b'{"inputs": "x", "options": {}}', 422, "unknown field(s): options"),
-    (b'{"inputs": "x", "parameters": {"beam": 2, "temperature": 1}}', 422,
-     "unknown parameter(s): beam, temperature"),
+    (b'{"inputs": "x", "parameters": {"beam": 2, "temperature": 1}}', 422, "unknown parameter(s): beam, temperature"),
     (b'{"inputs": "x", "parameters": [1]}', 422, '"parameters" must be an object'),
     (b'{"inputs": "x", "parameters": {"beam_size": 0}}', 422, "beam_size must be an integer from 1 to 6"),
     (b'{"inputs": "x", "parameters": {"beam_size": 7}}', 422, "beam_size must be an integer from 1 to 6"),
@@ -113,9 +117,15 @@ def test_health_and_metrics(served, model):
     assert set(health["model"]) == {"path", "sha256", "loaded_at", "config", "file"}
     r = served.get("/metrics")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
-    for name in ("tfm_requests_total", "tfm_request_errors_total", "tfm_sentences_total",
-                 "tfm_batch_sentences_bucket", "tfm_request_latency_seconds_bucket",
-                 "tfm_model_reloads_total", "tfm_model_info"):
+    for name in (
+        "tfm_requests_total",
+        "tfm_request_errors_total",
+        "tfm_sentences_total",
+        "tfm_batch_sentences_bucket",
+        "tfm_request_latency_seconds_bucket",
+        "tfm_model_reloads_total",
+        "tfm_model_info",
+    ):
         assert name in r.text
     assert served.metric("tfm_sentences_total") > 0
 
@@ -138,8 +148,16 @@ def test_page_loads_and_its_endpoint_works(served, model):
 def test_bearer_token(trained, tmp_path, start_server):
     token = tmp_path / "token"
     token.write_text("s3cret\n")
-    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                          "--set", "serve.threads=1", "--set", f"serve.token_file={token}")
+    server = start_server(
+        "-c",
+        str(trained["config"]),
+        "--checkpoint",
+        str(trained["run"] / "published.pt"),
+        "--set",
+        "serve.threads=1",
+        "--set",
+        f"serve.token_file={token}",
+    )
     assert server.get("/health").status_code == 200
     body = {"inputs": "Ein mann sieht einen ball."}
     for path in ("/", "/metrics"):
@@ -161,9 +179,10 @@ def test_token_sources_and_the_open_address_warning(trained, tmp_path, monkeypat
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
     missing = str(tmp_path / "missing.pt")
-    exposed, unreadable = run_all(("serve", "--checkpoint", missing, "--host", "0.0.0.0", "--port", "0"),
-                                  ("serve", "--checkpoint", missing, "--set",
-                                   f"serve.token_file={tmp_path / 'no-token'}"))
+    exposed, unreadable = run_all(
+        ("serve", "--checkpoint", missing, "--host", "0.0.0.0", "--port", "0"),
+        ("serve", "--checkpoint", missing, "--set", f"serve.token_file={tmp_path / 'no-token'}"),
+    )
     assert "warning: listening on 0.0.0.0 without a bearer token" in exposed.stderr
     assert exposed.returncode == 2 and "checkpoint not found" in exposed.stderr
     assert unreadable.returncode == 2 and "serve.token_file: cannot read" in unreadable.stderr

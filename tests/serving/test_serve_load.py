@@ -9,7 +9,7 @@ import asyncio
 
 import httpx
 import pytest
-from serve_helpers import SENTENCES, Served, burst
+from serving.serve_helpers import SENTENCES, Served, burst
 
 from transformer_cli.serving.guard import MAX_SHED_PER_S
 
@@ -19,9 +19,21 @@ def tight(trained, tmp_path_factory):
     """The toy model served with a bound that admits one request at a time once a batch is
     timed (serve.max_pending_s=0.001), and one batch of 60 tokens before."""
     log = tmp_path_factory.mktemp("tight") / "serve.log"
-    server = Served("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                    "--set", "serve.threads=1", "--set", "serve.max_pending_s=0.001",
-                    "--set", "serve.batch_tokens=60", "--set", "serve.max_wait_ms=0", log_to=log)
+    server = Served(
+        "-c",
+        str(trained["config"]),
+        "--checkpoint",
+        str(trained["run"] / "published.pt"),
+        "--set",
+        "serve.threads=1",
+        "--set",
+        "serve.max_pending_s=0.001",
+        "--set",
+        "serve.batch_tokens=60",
+        "--set",
+        "serve.max_wait_ms=0",
+        log_to=log,
+    )
     yield server
     assert server.stop() == 0, server.tfm.stderr
 
@@ -42,29 +54,39 @@ def test_hugging_face_inference_client_speaks_to_it(served, model):
     expected = model.translate([SENTENCES[0]], beam_size=5)[0]
     client = hub.InferenceClient(model=served.url)
     assert client.translation(SENTENCES[0]).translation_text == model.translate([SENTENCES[0]])[0]
-    out = client.translation(SENTENCES[0], src_lang="de", tgt_lang="en",
-                             generate_parameters={"num_beams": 5, "max_new_tokens": 40,
-                                                  "early_stopping": True, "do_sample": False})
+    out = client.translation(
+        SENTENCES[0],
+        src_lang="de",
+        tgt_lang="en",
+        generate_parameters={"num_beams": 5, "max_new_tokens": 40, "early_stopping": True, "do_sample": False},
+    )
     assert out.translation_text == expected
     at_root = hub.InferenceClient(base_url=served.url)  # posts to /
     assert at_root.translation(SENTENCES[0], generate_parameters={"num_beams": 5}).translation_text == expected
     with pytest.raises(hub.errors.HfHubHTTPError) as e:
         client.translation(SENTENCES[0], generate_parameters={"do_sample": True, "top_k": 5, "num_beams": 2})
     assert e.value.response.status_code == 400
-    assert e.value.response.json() == {"error": "not supported by tfm: generate_parameters.do_sample=true, "
-                                                "generate_parameters.top_k=5"}
+    assert e.value.response.json() == {
+        "error": "not supported by tfm: generate_parameters.do_sample=true, generate_parameters.top_k=5"
+    }
 
 
-@pytest.mark.parametrize("parameters, status, message", [
-    ({"src_lang": "fr", "tgt_lang": "en"}, 400, "this model translates de to en, not fr to en"),
-    ({"src_lang": "fr", "truncation": "do_not_truncate", "generate_parameters": {"top_k": 5}}, 400,  # every problem
-     'not supported by tfm: truncation="do_not_truncate" (tfm cuts an input to the model\'s limit: '
-     "longest_first or only_first), generate_parameters.top_k=5; this model translates de to en, not fr to en"),
-    ({"truncation": "do_not_truncate"}, 400, "not supported by tfm: truncation=\"do_not_truncate\""),
-    ({"beam_size": 2, "generate_parameters": {"num_beams": 3}}, 422, "beam_size given twice"),
-    ({"generate_parameters": {"max_length": 1}}, 422, "generate_parameters.max_length must be an integer >= 2"),
-    ({"generate_parameters": {"num_beams": 99}}, 422, "parameters.beam_size must be an integer from 1 to 6"),
-])
+@pytest.mark.parametrize(
+    "parameters, status, message",
+    [
+        ({"src_lang": "fr", "tgt_lang": "en"}, 400, "this model translates de to en, not fr to en"),
+        (
+            {"src_lang": "fr", "truncation": "do_not_truncate", "generate_parameters": {"top_k": 5}},
+            400,  # every problem
+            'not supported by tfm: truncation="do_not_truncate" (tfm cuts an input to the model\'s limit: '
+            "longest_first or only_first), generate_parameters.top_k=5; this model translates de to en, not fr to en",
+        ),
+        ({"truncation": "do_not_truncate"}, 400, 'not supported by tfm: truncation="do_not_truncate"'),
+        ({"beam_size": 2, "generate_parameters": {"num_beams": 3}}, 422, "beam_size given twice"),
+        ({"generate_parameters": {"max_length": 1}}, 422, "generate_parameters.max_length must be an integer >= 2"),
+        ({"generate_parameters": {"num_beams": 99}}, 422, "parameters.beam_size must be an integer from 1 to 6"),
+    ],
+)
 def test_what_tfm_cannot_do_is_a_one_line_4xx(served, parameters, status, message):
     r = served.post("/translate", json={"inputs": SENTENCES[0], "parameters": parameters})
     assert r.status_code == status and message in r.json()["error"], r.text
@@ -121,8 +143,16 @@ def test_admitted_requests_are_answered_within_max_pending_s(start_server, train
     that took the fastest recent batches' rate for the capacity, and answered 503s after a
     fixed 30 ms, let them wait 2.1, 2.7 and 3.2 s, and let 3,000 503s through in 5 s."""
     bound_s, seconds = 1.0, 5.0
-    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                          "--set", "serve.threads=1", "--set", f"serve.max_pending_s={bound_s}")
+    server = start_server(
+        "-c",
+        str(trained["config"]),
+        "--checkpoint",
+        str(trained["run"] / "published.pt"),
+        "--set",
+        "serve.threads=1",
+        "--set",
+        f"serve.max_pending_s={bound_s}",
+    )
     body = {"inputs": SENTENCES * 5, "parameters": {"beam_size": 6}}  # about 0.05 s alone
     assert {code for code, _ in burst(server.port, "/translate", body, clients=1, seconds=1)} == {200}  # quiet
     answers = burst(server.port, "/translate", body, clients=64, seconds=seconds)
@@ -130,7 +160,11 @@ def test_admitted_requests_are_answered_within_max_pending_s(start_server, train
     assert set(codes) == {200, 503}, set(codes)  # more asked than the bound admits
     admitted = sorted(took for code, took in answers if code == 200)
     median, p90, worst = admitted[len(admitted) // 2], admitted[int(0.9 * len(admitted))], admitted[-1]
-    assert len(admitted) >= 20 and median <= 1.25 * bound_s and p90 <= 1.75 * bound_s \
-        and worst <= 2.5 * bound_s, (len(admitted), median, p90, worst)
+    assert len(admitted) >= 20 and median <= 1.25 * bound_s and p90 <= 1.75 * bound_s and worst <= 2.5 * bound_s, (
+        len(admitted),
+        median,
+        p90,
+        worst,
+    )
     assert codes.count(503) <= 1.1 * MAX_SHED_PER_S * seconds, codes.count(503)
     assert max(took for code, took in answers if code == 503) < 1.5 * bound_s  # paused 64 / 200 s at most

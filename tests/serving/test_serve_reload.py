@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 from reliability.cron_helpers import wait_until
-from serve_helpers import SENTENCES, Load, republish
+from serving.serve_helpers import SENTENCES, Load, republish
 
 from transformer_cli.fsutil import atomic_write_bytes
 
@@ -20,8 +20,16 @@ def watched(trained, tmp_path, start_server):
     """A server on its own copy of the toy model, checking the file every 50 ms."""
     published = tmp_path / "published.pt"
     shutil.copy(trained["run"] / "published.pt", published)
-    server = start_server("-c", str(trained["config"]), "--checkpoint", str(published), "--set",
-                          "serve.threads=1", "--set", "serve.reload_poll_s=0.05")
+    server = start_server(
+        "-c",
+        str(trained["config"]),
+        "--checkpoint",
+        str(published),
+        "--set",
+        "serve.threads=1",
+        "--set",
+        "serve.reload_poll_s=0.05",
+    )
     return server, published
 
 
@@ -42,8 +50,12 @@ def test_hot_reload_under_load_fails_no_request(watched, trained, model):
         good = published.read_bytes()
         for n, damaged in enumerate((good[: len(good) // 2], b"not a checkpoint"), start=1):
             atomic_write_bytes(published, damaged)
-            wait_until(lambda target=failed + n: server.metric("tfm_model_reloads_total", result="failed")
-                       == target, 30, "the failed reload", alive=server.tfm)
+            wait_until(
+                lambda target=failed + n: server.metric("tfm_model_reloads_total", result="failed") == target,
+                30,
+                "the failed reload",
+                alive=server.tfm,
+            )
             more_replies(load)
         assert server.sha256() == second
         third = republish(source, published, "third")  # the next good file is picked up
@@ -58,9 +70,16 @@ def test_hot_reload_under_load_fails_no_request(watched, trained, model):
 
 
 def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_server):
-    server = start_server("-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt"),
-                          "--set", "serve.threads=1",
-                          "--set", "serve.max_pending_s=null")  # all four admitted: this is about draining
+    server = start_server(
+        "-c",
+        str(trained["config"]),
+        "--checkpoint",
+        str(trained["run"] / "published.pt"),
+        "--set",
+        "serve.threads=1",
+        "--set",
+        "serve.max_pending_s=null",
+    )  # all four admitted: this is about draining
     long = " ".join(["ein mann sieht einen ball"] * 20)  # truncated to the model's 63 tokens
     heavy = {"inputs": [long] * 8, "parameters": {"beam_size": 6, "max_output_len": 64}}  # ~0.1-1 s each
 
@@ -72,8 +91,9 @@ def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_s
                 text = (await client.get("/metrics")).text
                 if f"tfm_requests_in_flight {len(sent) + 1:.1f}" in text:
                     break
-                assert time.monotonic() < deadline and not any(t.done() for t in sent), \
+                assert time.monotonic() < deadline and not any(t.done() for t in sent), (
                     "the requests were never all in flight at once"
+                )
                 await asyncio.sleep(0.005)
             server.tfm.kill(signal.SIGTERM)
             await asyncio.sleep(0.1)

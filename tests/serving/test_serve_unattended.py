@@ -7,17 +7,20 @@ import json
 
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 from reliability.cron_helpers import wait_until
-from serve_helpers import Load
+from serving.serve_helpers import Load
 
 from transformer_cli.checkpoint import read_payload
 
 
 def test_serve_retrain_promote_switch(tmp_path, start_server):
     corpus = write_corpus(tmp_path / "corpus", {"train": 100, "val": 40, "test_2016_flickr": 40}, gz=False)
-    config = write_config(tmp_path / "loop.yaml", tmp_path, corpus,  # weak on 100 pairs, good on 500
-                          model={"d_model": 64, "n_heads": 4, "d_ff": 128},
-                          train={"epochs": 6, "schedule": "inverse_sqrt", "warmup_steps": 30,
-                                 "device": "cpu", "threads": 1})
+    config = write_config(
+        tmp_path / "loop.yaml",
+        tmp_path,
+        corpus,  # weak on 100 pairs, good on 500
+        model={"d_model": 64, "n_heads": 4, "d_ff": 128},
+        train={"epochs": 6, "schedule": "inverse_sqrt", "warmup_steps": 30, "device": "cpu", "threads": 1},
+    )
     run = tmp_path / "checkpoints" / "loop"
     first = run_tfm("train", "-c", str(config), "--quiet")
     assert first.returncode == 0, first.stderr

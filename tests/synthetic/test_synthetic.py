@@ -16,7 +16,7 @@ import pytest
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 
 import transformer_cli as tfm
-from transformer_cli.data.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
+from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
 
 pytestmark = pytest.mark.slow
 TFM = [sys.executable, "-m", "transformer_cli"]
@@ -39,24 +39,37 @@ def world(tmp_path_factory):
     work = tmp_path_factory.mktemp("synthetic")
     corpus = write_corpus(work / "corpus", {"train": 200, "val": 20, "test_2016_flickr": 10})
     val_en = gzip.decompress((corpus / "val.en.gz").read_bytes()).decode().splitlines()
-    english = monolingual(work / "text", "en", 90, seed=7,
-                          extra=["", val_en[0].lower().rstrip("."), "a " * 60, "A dog runs."])
+    english = monolingual(
+        work / "text", "en", 90, seed=7, extra=["", val_en[0].lower().rstrip("."), "a " * 60, "A dog runs."]
+    )
     german = monolingual(work / "text", "de", 60, seed=8)
     forward = write_config(work / "fwd.yaml", work, corpus, train=TRAIN)
     r = run_tfm("train", "-c", str(forward), "--quiet")
     assert r.returncode == 0, r.stderr
-    return {"work": work, "corpus": corpus, "english": english, "german": german,
-            "teacher": work / "checkpoints" / "fwd" / "best.pt"}
+    return {
+        "work": work,
+        "corpus": corpus,
+        "english": english,
+        "german": german,
+        "teacher": work / "checkpoints" / "fwd" / "best.pt",
+    }
 
 
 def bt_config(world, where, forward=True, **back):
     """Back-translation of the English text (its folder) by sampling (`back` changes it), and
     forward translation of the German text by the forward model unless `forward` is off."""
-    section = {"back_translation": {"text": [str(world["english"].parent)], "search": "sample", **back},
-               "chunk_lines": 16, "real_upsample": 2, "cache_dir": str(where / "cache")}
+    section = {
+        "back_translation": {"text": [str(world["english"].parent)], "search": "sample", **back},
+        "chunk_lines": 16,
+        "real_upsample": 2,
+        "cache_dir": str(where / "cache"),
+    }
     if forward:
-        section["forward_translation"] = {"text": [str(world["german"])], "teachers": [str(world["teacher"])],
-                                          "beam_size": 2}
+        section["forward_translation"] = {
+            "text": [str(world["german"])],
+            "teachers": [str(world["teacher"])],
+            "beam_size": 2,
+        }
     return write_config(where / "bt.yaml", where, world["corpus"], train=TRAIN, synthetic=section)
 
 
@@ -78,15 +91,17 @@ def test_back_and_forward_translation_end_to_end(world, tmp_path):
     # and repeated lines dropped, and counted in the log.
     assert (bt["read"], bt["empty"], bt["too_long"]) == (94, 1, 1) and bt["in_val_or_test"] >= 1
     assert bt["kept"] == 94 - 2 - bt["in_val_or_test"] - bt["duplicates"]
-    assert (f"94 lines read, {bt['kept']} kept; dropped: 1 empty, 1 too long, {bt['in_val_or_test']} equal "
-            "to a val/test sentence") in r.stderr
+    assert (
+        f"94 lines read, {bt['kept']} kept; dropped: 1 empty, 1 too long, {bt['in_val_or_test']} equal "
+        "to a val/test sentence"
+    ) in r.stderr
     sources = (folder / "train.de").read_text().splitlines()
     targets = (folder / "train.en").read_text().splitlines()
     assert len(sources) == len(targets) == 2 * 200 + bt["kept"] + ft["kept"]
     tagged = [s for s in sources if s.startswith(BACK_TRANSLATION_TAG + " ")]
     assert len(tagged) == bt["kept"] and not any(FORWARD_TRANSLATION_TAG in s for s in sources)
     english = [x.strip() for x in world["english"].read_text().splitlines()]
-    assert set(targets[400:400 + bt["kept"]]) <= set(english)  # the text is the target side
+    assert set(targets[400 : 400 + bt["kept"]]) <= set(english)  # the text is the target side
     assert english[91] not in targets  # the planted val sentence
     # The model was trained on tagged sources; a tag in a user's input is no input.
     model = tfm.load(tmp_path / "checkpoints" / "bt" / "best.pt")
@@ -105,14 +120,18 @@ def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_tr
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         cache = next((killed / "cache").glob("back-*"), None)
-        if cache is not None and (cache / "cache.json").is_file() and json.loads(
-                (cache / "cache.json").read_text())["rows"] >= 32:
+        if (
+            cache is not None
+            and (cache / "cache.json").is_file()
+            and json.loads((cache / "cache.json").read_text())["rows"] >= 32
+        ):
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
-    kept = json.loads((straight / "data" / "bt.synthetic" / "synthetic.json").read_text()
-                      )["text"]["back_translation"]["kept"]
+    kept = json.loads((straight / "data" / "bt.synthetic" / "synthetic.json").read_text())["text"]["back_translation"][
+        "kept"
+    ]
     assert cache is not None and json.loads((cache / "cache.json").read_text())["rows"] < kept
     r = run_tfm("synthesize", "-c", str(killed / "bt.yaml"))
     assert r.returncode == 0, r.stderr

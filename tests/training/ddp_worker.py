@@ -24,10 +24,20 @@ if ctx.is_main:
 ctx.barrier()
 trainer.run()
 digest = content_digest({"weights": trainer.model.state_dict()})
-bleu = {name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None, trainer.cadence, dist)["valid_bleu"]
-        for name, dist in (("sharded", ctx), ("alone", DistContext()))}
-(out / f"rank{ctx.rank}.json").write_text(json.dumps(
-    {"digest": digest, "steps": trainer.progress.step, "world_size": ctx.world_size,
-     "agreements": trainer.cadence.agreement.count,
-     "valid_loss": [r.valid_loss for r in trainer.progress.history], "bleu": bleu}))
+bleu = {
+    name: validation_bleu(trainer.model, trainer.prepared, cfg, device, None, trainer.cadence, dist)["valid_bleu"]
+    for name, dist in (("sharded", ctx), ("alone", DistContext()))
+}
+(out / f"rank{ctx.rank}.json").write_text(
+    json.dumps(
+        {
+            "digest": digest,
+            "steps": trainer.progress.step,
+            "world_size": ctx.world_size,
+            "agreements": trainer.cadence.agreement.count,
+            "valid_loss": [r.valid_loss for r in trainer.progress.history],
+            "bleu": bleu,
+        }
+    )
+)
 shutdown_distributed()

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from test_train import make_trainer, small_config
+from training.test_train import make_trainer, small_config
 
 from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.training.averaging import Snapshots, average_state_dicts, trying_weights
@@ -17,8 +17,14 @@ from transformer_cli.training.session import run_training
 
 
 def test_the_average_of_states_is_their_mean():
-    states = [{"w": torch.full((2, 3), float(i)), "h": torch.full((2,), float(i), dtype=torch.bfloat16),
-               "count": torch.tensor([i])} for i in (1, 2, 6)]
+    states = [
+        {
+            "w": torch.full((2, 3), float(i)),
+            "h": torch.full((2,), float(i), dtype=torch.bfloat16),
+            "count": torch.tensor([i]),
+        }
+        for i in (1, 2, 6)
+    ]
     averaged = average_state_dicts(states)
     assert torch.equal(averaged["w"], torch.full((2, 3), 3.0))
     assert averaged["h"].dtype == torch.bfloat16 and torch.equal(averaged["h"].float(), torch.full((2,), 3.0))
@@ -26,8 +32,7 @@ def test_the_average_of_states_is_their_mean():
 
 
 def _snapshot(epoch: int) -> Checkpoint:
-    return Checkpoint("transformer", 10, 10, {"w": torch.full((3,), float(epoch))}, {}, {"model": {}},
-                      {"epoch": epoch})
+    return Checkpoint("transformer", 10, 10, {"w": torch.full((3,), float(epoch))}, {}, {"model": {}}, {"epoch": epoch})
 
 
 def test_snapshots_keep_the_last_ones_by_step_and_average_them(tmp_path):
@@ -79,8 +84,9 @@ def test_a_run_averages_its_last_epochs_and_keeps_the_average_only_if_it_is_bett
     averaged, _ = snapshots.average()
     trained = read_payload(snapshots.paths()[-1])["state_dict"]
     assert _weights_equal(read_payload(run / "last.pt")["state_dict"], trained)  # not the average
-    [line] = [x for x in (run / "train.log").read_text().splitlines()
-              if "average of the last 2 snapshots: Val. Loss " in x]
+    [line] = [
+        x for x in (run / "train.log").read_text().splitlines() if "average of the last 2 snapshots: Val. Loss " in x
+    ]
     average_loss = float(line.split("Val. Loss ")[1].split(" |")[0])
     best_single = float(line.split("(best single: ")[1].rstrip(")"))
     best = read_payload(run / "best.pt")
@@ -100,8 +106,7 @@ def test_a_run_averages_its_last_epochs_and_keeps_the_average_only_if_it_is_bett
         if replaced:
             assert _weights_equal(best["state_dict"], averaged)
             assert best["metrics"]["averaged_snapshots"] == 2
-            assert math.isclose(best["metrics"]["valid_loss"], trainer.progress.best_valid_loss,
-                                abs_tol=1e-5)
+            assert math.isclose(best["metrics"]["valid_loss"], trainer.progress.best_valid_loss, abs_tol=1e-5)
         assert _weights_equal(read_payload(run / "last.pt")["state_dict"], trained)
         assert not trainer.progress.pending_average
 
@@ -113,8 +118,7 @@ def test_snapshots_every_n_steps_add_to_the_epoch_ends_and_survive_a_resume(tmp_
     snapshots with the same weights as the uninterrupted run."""
     straight = small_config(tmp_path / "a", average_last=4, snapshot_every_steps=5, threads=1)
     run_training(straight)
-    interrupted = small_config(tmp_path / "b", average_last=4, snapshot_every_steps=5, threads=1,
-                               max_steps=17)
+    interrupted = small_config(tmp_path / "b", average_last=4, snapshot_every_steps=5, threads=1, max_steps=17)
     run_training(interrupted)
     interrupted.train.max_steps = None
     run_training(interrupted)

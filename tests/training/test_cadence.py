@@ -5,16 +5,16 @@ torchrun, no gloo), and a clock the test moves."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import pytest
 import torch
 
-from transformer_cli.config import TrainConfig
-from transformer_cli.training import cadence as cadence_module
-from transformer_cli.training import distributed
+from transformer_cli.config_train import TrainConfig
 from transformer_cli.training.cadence import Cadence
-from transformer_cli.training.distributed import Agreement
+from transformer_cli.training.distributed import Agreement, DistContext
 from transformer_cli.training.signals import GracefulStop, StopRequested
 
 
@@ -31,8 +31,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch) -> Clock:
     c = Clock()
-    monkeypatch.setattr(distributed.time, "monotonic", c)
-    monkeypatch.setattr(cadence_module.time, "monotonic", c)
+    monkeypatch.setattr(time, "monotonic", c)  # the clock of distributed.py and cadence.py
     return c
 
 
@@ -73,12 +72,16 @@ def run_ranks(size: int, steps_per_epoch: int, epochs: int, on_step, tc: TrainCo
     """Each rank a thread stepping through the epochs; `on_step(rank, step, cadence, stop)` may
     raise a signal or move the clock. Returns per rank: [(step, save)], and where it stopped."""
     group = Group(size)
-    results = [dict(saves=[], stopped=None, agreements=None) for _ in range(size)]
+    results: list[dict[str, Any]] = [dict(saves=[], stopped=None, agreements=None) for _ in range(size)]
 
     def rank_loop(rank: int) -> None:
         stop = GracefulStop()
-        cadence = Cadence(tc or TrainConfig(checkpoint_every_minutes=None), stop, FakeDist(rank, group),
-                          torch.device("cpu"))
+        cadence = Cadence(
+            tc or TrainConfig(checkpoint_every_minutes=None),
+            stop,
+            cast(DistContext, FakeDist(rank, group)),
+            torch.device("cpu"),
+        )
         step = 0
         try:
             for _ in range(epochs):
@@ -152,8 +155,12 @@ def test_rank_0s_clock_decides_a_timed_save_for_every_rank(clock):
 def test_one_process_checks_the_signal_at_every_step_without_collectives(clock):
     group = Group(1)
     stop = GracefulStop()
-    cadence = Cadence(TrainConfig(checkpoint_every_steps=5, checkpoint_every_minutes=None), stop,
-                      FakeDist(0, group), torch.device("cpu"))
+    cadence = Cadence(
+        TrainConfig(checkpoint_every_steps=5, checkpoint_every_minutes=None),
+        stop,
+        FakeDist(0, group),
+        torch.device("cpu"),
+    )
     assert [cadence.after_step(s) for s in range(1, 11)] == [False] * 4 + [True] + [False] * 4 + [True]
     stop.signum = 2
     with pytest.raises(StopRequested):

@@ -15,10 +15,10 @@ from helpers import run_tfm, sentence_pairs, untrained_checkpoint, write_config,
 
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config_loading import load_config
-from transformer_cli.data.manifest import DataManifest
-from transformer_cli.data.preprocess import prepare, summary_table
-from transformer_cli.data.tokenizers import vocabulary_digest
+from transformer_cli.data.manifest import DataManifest, summary_table
+from transformer_cli.data.preprocess import prepare
 from transformer_cli.errors import UsageError
+from transformer_cli.tokenizers.pair import vocabulary_digest
 from transformer_cli.training.parent import parent_tokenizers
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
@@ -30,9 +30,20 @@ MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128}
 
 def nightly_config(work: Path, corpus: Path, **train) -> Path:
     """The nightly config: continue the published model, 2 epochs when continuing."""
-    return write_config(work / "nightly.yaml", work, corpus, model=MODEL,
-                        train={"epochs": 4, "lr": 3e-3, "threads": 1, "init_from": "published",
-                               "continued": {"epochs": 2, "lr": 1e-3}, **train})
+    return write_config(
+        work / "nightly.yaml",
+        work,
+        corpus,
+        model=MODEL,
+        train={
+            "epochs": 4,
+            "lr": 3e-3,
+            "threads": 1,
+            "init_from": "published",
+            "continued": {"epochs": 2, "lr": 1e-3},
+            **train,
+        },
+    )
 
 
 def grow(corpus: Path, extra: list[tuple[str, str]]) -> None:
@@ -61,8 +72,12 @@ def night_one(first_night, tmp_path):
     """A copy of the first night's work folder (corpus, data, run) for one test to change."""
     work = tmp_path / "work"
     shutil.copytree(first_night, work)
-    return {"cfg": nightly_config(work, work / "corpus"), "corpus": work / "corpus",
-            "run": work / "checkpoints" / "nightly", "data": work / "data" / "nightly"}
+    return {
+        "cfg": nightly_config(work, work / "corpus"),
+        "corpus": work / "corpus",
+        "run": work / "checkpoints" / "nightly",
+        "data": work / "data" / "nightly",
+    }
 
 
 def test_the_nightly_command_continues_the_published_model_when_the_corpus_grows(night_one):
@@ -124,8 +139,7 @@ def test_the_unk_rate_of_new_text_under_the_parents_tokenizers_is_reported(night
     assert rebuilt and prepared.manifest.tokenizer_from is not None
     rate = prepared.manifest.splits["train"].unk_rate
     assert rate is not None and 0.005 < rate.src < 0.2 and rate.tgt == 0, rate
-    said = (f"<unk> rate on train (the parent's tokenizers): de {100 * rate.src:.2f}%, en 0.00% of "
-            "the tokens")
+    said = f"<unk> rate on train (the parent's tokenizers): de {100 * rate.src:.2f}%, en 0.00% of the tokens"
     assert said in [r.getMessage() for r in caplog.records]
     assert said in summary_table(prepared.manifest).splitlines()
     recorded = json.loads((night_one["data"] / "manifest.json").read_text())["splits"]["train"]["unk_rate"]
@@ -149,9 +163,13 @@ def test_an_interrupted_continued_run_resumes_exactly(night_one, tmp_path):
     parent = night_one["run"] / "best.pt"
 
     def continued(name: str, **train):
-        path = write_config(tmp_path / name / "c.yaml", tmp_path / name, night_one["corpus"],
-                            model=MODEL, train={"epochs": 3, "lr": 1e-3, "threads": 1,
-                                                "init_from": str(parent), **train})
+        path = write_config(
+            tmp_path / name / "c.yaml",
+            tmp_path / name,
+            night_one["corpus"],
+            model=MODEL,
+            train={"epochs": 3, "lr": 1e-3, "threads": 1, "init_from": str(parent), **train},
+        )
         return load_config(str(path))
 
     straight = continued("straight")
@@ -162,8 +180,7 @@ def test_an_interrupted_continued_run_resumes_exactly(night_one, tmp_path):
     run_training(interrupted)
     a, b = (RunDir(c.run_dir).read_metrics() for c in (straight, interrupted))
     key = [(r.step, r.train_loss, r.valid_loss) for r in a if r.end_of_epoch]
-    assert len(key) == 3 and key == [(r.step, r.train_loss, r.valid_loss) for r in b
-                                     if r.end_of_epoch]
+    assert len(key) == 3 and key == [(r.step, r.train_loss, r.valid_loss) for r in b if r.end_of_epoch]
     last = Checkpoint.read(interrupted.run_dir / "last.pt")
     assert last.parent["sha256"] == Checkpoint.read(parent).sha256  # kept across the resume
     assert not run_training(interrupted).trained  # finished, same parent and data: a no-op
@@ -177,10 +194,14 @@ def test_an_interrupted_continued_run_resumes_exactly(night_one, tmp_path):
 
 def test_the_architecture_and_tokenizers_come_from_the_parent(night_one, tmp_path, caplog):
     other = write_corpus(tmp_path / "other", {"train": 200, "val": 20, "test_2016_flickr": 10})
-    path = write_config(tmp_path / "x" / "x.yaml", tmp_path / "x", other,
-                        model={"d_model": 32, "n_heads": 2, "d_ff": 64, "dropout": 0.3},
-                        tokenizer={"vocab_size": 90},
-                        train={"epochs": 1, "threads": 1, "init_from": str(night_one["run"] / "best.pt")})
+    path = write_config(
+        tmp_path / "x" / "x.yaml",
+        tmp_path / "x",
+        other,
+        model={"d_model": 32, "n_heads": 2, "d_ff": 64, "dropout": 0.3},
+        tokenizer={"vocab_size": 90},
+        train={"epochs": 1, "threads": 1, "init_from": str(night_one["run"] / "best.pt")},
+    )
     cfg = load_config(str(path))
     run_training(cfg)
     warning = next(r.getMessage() for r in caplog.records if "the model is the parent's" in r.getMessage())
@@ -197,9 +218,9 @@ def spacy_parent(path: Path) -> Path:
     fitted on the synthetic corpus, recording the tokenizer settings it was made with."""
 
     from transformer_cli.config import Config, TokenizerConfig
-    from transformer_cli.data.tokenizers import fit_tokenizers
     from transformer_cli.model.transformer import Seq2SeqTransformer
     from transformer_cli.model.transformer_config import TransformerConfig
+    from transformer_cli.tokenizers.pair import fit_tokenizers
 
     pairs = sentence_pairs(300)
     cfg = Config(name=path.stem)
@@ -207,14 +228,16 @@ def spacy_parent(path: Path) -> Path:
     cfg.model = TransformerConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64)
     pair = fit_tokenizers(cfg.tokenizer, "de", "en", [p[0] for p in pairs], [p[1] for p in pairs])
     net = Seq2SeqTransformer(cfg.model, pair.src.vocab_size, pair.tgt.vocab_size)
-    Checkpoint(net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(), pair.state(),
-               cfg.to_dict()).write(path)
+    Checkpoint(
+        net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(), pair.state(), cfg.to_dict()
+    ).write(path)
     return path
 
 
 @pytest.mark.parametrize("parent_kind, config_kind", [("spacy", "sentencepiece"), ("sentencepiece", "spacy")])
 def test_a_parent_of_another_tokenizer_kind_gives_its_tokenizers_and_the_run_records_them(
-        tmp_path, corpus_dir, caplog, parent_kind, config_kind):
+    tmp_path, corpus_dir, caplog, parent_kind, config_kind
+):
     """The parent's tokenizers encode the corpus whatever tokenizer.kind the config says, and the
     run's config.yaml (and the data folder's) records the parent's tokenizer settings; the
     config's that differ are named in one warning. (A spaCy parent used to be recorded as
@@ -224,9 +247,14 @@ def test_a_parent_of_another_tokenizer_kind_gives_its_tokenizers_and_the_run_rec
     else:  # one shared vocabulary and embedding matrix, which a spaCy config cannot have
         parent = untrained_checkpoint(tmp_path / "parent.pt", share_embeddings=True)
     tokenizer = {"kind": config_kind, "min_freq": 1, "vocab_size": 100, "joint": config_kind != "spacy"}
-    path = write_config(tmp_path / "run" / "c.yaml", tmp_path / "run", corpus_dir, tokenizer=tokenizer,
-                        model={"share_embeddings": config_kind != "spacy"},
-                        train={"epochs": 1, "threads": 1, "init_from": str(parent)})
+    path = write_config(
+        tmp_path / "run" / "c.yaml",
+        tmp_path / "run",
+        corpus_dir,
+        tokenizer=tokenizer,
+        model={"share_embeddings": config_kind != "spacy"},
+        train={"epochs": 1, "threads": 1, "init_from": str(parent)},
+    )
     cfg = load_config(str(path))
     run_training(cfg)
     [warning] = [r.getMessage() for r in caplog.records if "the tokenizers are the parent's" in r.getMessage()]

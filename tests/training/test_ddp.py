@@ -34,8 +34,7 @@ def torchrun_train(cfg: Path, *options: str) -> list[str]:
 
 def tfm_train_2(cfg: Path, *options: str) -> list[str]:
     """`tfm train --nproc-per-node 2`: tfm starts the two ranks through torchrun's code itself."""
-    return [sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg), "--nproc-per-node", "2",
-            *options]
+    return [sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg), "--nproc-per-node", "2", *options]
 
 
 def error_lines(text: str) -> list[str]:
@@ -44,8 +43,14 @@ def error_lines(text: str) -> list[str]:
 
 def assert_no_launcher_report(text: str) -> None:
     """None of torch's launcher's own report reached the output: only tfm's lines."""
-    for noise in ("death signal", "SignalException", "ChildFailedError", "Traceback", "internal error",
-                  "torch/distributed"):
+    for noise in (
+        "death signal",
+        "SignalException",
+        "ChildFailedError",
+        "Traceback",
+        "internal error",
+        "torch/distributed",
+    ):
         assert noise not in text, text[-3000:]
 
 
@@ -61,8 +66,7 @@ def uninterrupted(tmp_path_factory, corpus_dir) -> dict:
     work = tmp_path_factory.mktemp("ddp-whole")
     cfg = write_config(work / "whole.yaml", work, corpus_dir, train=INTERRUPTED)
     preprocess(cfg)
-    whole = subprocess.run(torchrun_train(cfg, "--promote", "never"), capture_output=True, text=True,
-                           timeout=300)
+    whole = subprocess.run(torchrun_train(cfg, "--promote", "never"), capture_output=True, text=True, timeout=300)
     assert whole.returncode == 0, whole.stderr[-3000:]
     return _final_weights(work / "checkpoints" / "whole")
 
@@ -79,8 +83,7 @@ def test_two_processes_stay_in_sync(tmp_path, corpus_dir):
     cfg = write_config(tmp_path / "ddp.yaml", tmp_path, corpus_dir, train={"epochs": 2, "batch_size": 16})
     preprocess(cfg)
     worker = Path(__file__).with_name("ddp_worker.py")
-    r = subprocess.run([*TORCHRUN, str(worker), str(cfg), str(tmp_path)], capture_output=True,
-                       text=True, timeout=300)
+    r = subprocess.run([*TORCHRUN, str(worker), str(cfg), str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{i}.json").read_text()) for i in (0, 1)]
     assert ranks[0]["world_size"] == 2
@@ -103,23 +106,33 @@ def test_two_processes_compute_the_gradient_of_one_process_accumulating_their_ba
 
     # One thread in every process: the same arithmetic (Adam turns the rounding noise of the
     # key biases' zero gradients into full-size steps, so another thread count would differ).
-    cfg = write_config(tmp_path / "norm.yaml", tmp_path, corpus_dir,
-                       train={"batch_size": None, "batch_tokens": 160, "clip_norm": None, "threads": 1})
+    cfg = write_config(
+        tmp_path / "norm.yaml",
+        tmp_path,
+        corpus_dir,
+        train={"batch_size": None, "batch_tokens": 160, "clip_norm": None, "threads": 1},
+    )
     preprocess(cfg)
     worker, steps = str(Path(__file__).with_name("step_worker.py")), "10"
-    two = subprocess.run([*TORCHRUN, worker, str(cfg), steps, str(tmp_path / "two.pt")],
-                         capture_output=True, text=True, timeout=300)
+    two = subprocess.run(
+        [*TORCHRUN, worker, str(cfg), steps, str(tmp_path / "two.pt")], capture_output=True, text=True, timeout=300
+    )
     assert two.returncode == 0, two.stderr[-3000:]
-    one = subprocess.run([sys.executable, worker, str(cfg), steps, str(tmp_path / "one.pt"),
-                          "train.accumulate=2"], capture_output=True, text=True, timeout=300)
+    one = subprocess.run(
+        [sys.executable, worker, str(cfg), steps, str(tmp_path / "one.pt"), "train.accumulate=2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     two_ranks, one_process = (torch.load(tmp_path / f"{n}.pt") for n in ("two", "one"))
     # rank 0's token counts: its half of each step; the two ranks' batches differ in size
     assert sum(two_ranks["tokens"]) < sum(one_process["tokens"])
     assert 2 * sum(two_ranks["tokens"]) != sum(one_process["tokens"])
     for name, weight in one_process["state_dict"].items():
-        torch.testing.assert_close(two_ranks["state_dict"][name], weight, rtol=0, atol=1e-5,
-                                   msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(
+            two_ranks["state_dict"][name], weight, rtol=0, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}"
+        )
 
 
 def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_path, corpus_dir, uninterrupted):
@@ -148,8 +161,10 @@ def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_pat
         launcher.kill()
     text = log.read_text()
     assert "another training process stopped or crashed" in text, text[-3000:]
-    assert error_lines(text)[-1] == (f"tfm: error: rank {rank} was killed by signal 9 (SIGKILL); the last "
-                                     "saved state is kept: run the same command to resume"), text[-3000:]
+    assert error_lines(text)[-1] == (
+        f"tfm: error: rank {rank} was killed by signal 9 (SIGKILL); the last "
+        "saved state is kept: run the same command to resume"
+    ), text[-3000:]
     assert_no_launcher_report(text)
     resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -164,7 +179,8 @@ def test_train_cli_under_torchrun_a_rank_that_dies_resume_and_world_size(tmp_pat
     assert more.returncode == 2, more.stderr[-2000:]
     assert more.stderr.strip().splitlines()[-1] == (
         f"tfm: error: {run / 'last.pt'} was written by 2 training process(es), this is 1: resume "
-        "it with 2 (torchrun --nproc_per_node, times --nnodes), or start the run over with --restart")
+        "it with 2 (torchrun --nproc_per_node, times --nnodes), or start the run over with --restart"
+    )
     assert run_tfm("train", "-c", str(cfg), "-q").returncode == 0
 
 
@@ -178,8 +194,8 @@ def _launch_until(command: list[str], log: Path, line: str) -> tuple[subprocess.
     deadline = time.monotonic() + 120
     while line not in log.read_text() and time.monotonic() < deadline and launcher.poll() is None:
         time.sleep(0.05)
-    out = subprocess.run(["ps", "--ppid", str(launcher.pid), "-o", "pid="], capture_output=True, text=True)
-    ranks = [int(p) for p in out.stdout.split()]
+    children = subprocess.run(["ps", "--ppid", str(launcher.pid), "-o", "pid="], capture_output=True, text=True)
+    ranks = [int(p) for p in children.stdout.split()]
     if len(ranks) != 2:
         launcher.kill()
         raise AssertionError(log.read_text()[-2000:])
@@ -221,8 +237,9 @@ def test_sigterm_to_torchrun_stops_every_rank_and_resumes_exactly(tmp_path, corp
     text = log.read_text()
     assert gone_after < STOPPED_BY_THEMSELVES_S, f"ranks still running {gone_after:.1f} s after SIGTERM"
     run = tmp_path / "checkpoints" / "cut"
-    assert error_lines(text) == [f"tfm: error: stopped by signal 15; state saved to {run / 'last.pt'} "
-                                 "(run the same command to resume)"], text[-3000:]
+    assert error_lines(text) == [
+        f"tfm: error: stopped by signal 15; state saved to {run / 'last.pt'} (run the same command to resume)"
+    ], text[-3000:]
     assert_no_launcher_report(text)
     saved = torch.load(run / "last.pt", weights_only=True)["train_state"]["progress"]
     assert 0 < saved["step"] < 4 * (300 // 16 // 2)  # stopped mid-run
@@ -239,8 +256,9 @@ def test_ranks_of_another_launcher_with_the_port_in_use_each_say_so_in_one_line(
     rank 1 meets no one (exit 1); both say where in one line, within the rendezvous timeout."""
     import socket
 
-    cfg = write_config(tmp_path / "ranks.yaml", tmp_path, corpus_dir,
-                       train={"threads": 1, "device": "cpu", "rendezvous_timeout_s": 5})
+    cfg = write_config(
+        tmp_path / "ranks.yaml", tmp_path, corpus_dir, train={"threads": 1, "device": "cpu", "rendezvous_timeout_s": 5}
+    )
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()  # accepts connections, never speaks the store's protocol
@@ -248,10 +266,22 @@ def test_ranks_of_another_launcher_with_the_port_in_use_each_say_so_in_one_line(
         started = time.monotonic()
         procs = []
         for rank in (0, 1):
-            env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-            procs.append(subprocess.Popen([sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg),
-                                           "--quiet"], env=env, stderr=subprocess.PIPE, text=True))
+            env = {
+                **os.environ,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+            }
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "transformer_cli", "train", "-c", str(cfg), "--quiet"],
+                    env=env,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         outs = [p.communicate(timeout=120)[1] for p in procs]
     assert time.monotonic() - started < 60
     assert [p.returncode for p in procs] == [2, 1], outs
@@ -272,10 +302,20 @@ def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seco
 
     # 600 validation sentences at beam 64: several seconds of decoding per rank on any machine.
     corpus = write_corpus(tmp_path / "corpus", {"train": 200, "val": 600, "test_2016_flickr": 10})
-    cfg = write_config(tmp_path / "val.yaml", tmp_path, corpus,
-                       train={"threads": 1, "device": "cpu", "epochs": 2, "valid_bleu": True,
-                              "valid_decode": "beam", "checkpoint_every_minutes": None},
-                       decode={"beam_size": 64, "max_len_b": 40, "batch_size": 4})
+    cfg = write_config(
+        tmp_path / "val.yaml",
+        tmp_path,
+        corpus,
+        train={
+            "threads": 1,
+            "device": "cpu",
+            "epochs": 2,
+            "valid_bleu": True,
+            "valid_decode": "beam",
+            "checkpoint_every_minutes": None,
+        },
+        decode={"beam_size": 64, "max_len_b": 40, "batch_size": 4},
+    )
     preprocess(cfg)
     command = tfm_train_2(cfg, "--promote", "never")
     log = tmp_path / "val.log"

@@ -19,10 +19,14 @@ TFM = [sys.executable, "-m", "transformer_cli"]
 
 
 def student(work, corpus, teachers, data=None, **distill):
-    return write_config(work / "student.yaml", work, corpus, data=data or {},
-                        distill={"teachers": [str(t) for t in teachers], "beam_size": 4,
-                                 "chunk_lines": 10, **distill},
-                        train={"epochs": 2, "lr": 3e-3, "threads": 1})
+    return write_config(
+        work / "student.yaml",
+        work,
+        corpus,
+        data=data or {},
+        distill={"teachers": [str(t) for t in teachers], "beam_size": 4, "chunk_lines": 10, **distill},
+        train={"epochs": 2, "lr": 3e-3, "threads": 1},
+    )
 
 
 def sources(work):
@@ -40,8 +44,9 @@ def test_teacher_translation_resumes_to_the_same_bytes(trained, tmp_path):
     for sig in (signal.SIGKILL, signal.SIGTERM):
         proc = subprocess.Popen([*TFM, "distill", "-c", str(killed)], stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (not state.is_file() or json.loads(state.read_text())["lines"] < 40
-                                               * (1 + (sig == signal.SIGTERM))):
+        while time.monotonic() < deadline and (
+            not state.is_file() or json.loads(state.read_text())["lines"] < 40 * (1 + (sig == signal.SIGTERM))
+        ):
             time.sleep(0.01)
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
@@ -67,16 +72,25 @@ def test_a_tiny_distillation_end_to_end(trained, tmp_path):
     cfg = student(tmp_path, corpus, [teacher], data={"limit_train": 65}, keep_original=True)
     r = run_tfm("train", "-c", str(cfg), "--quiet")  # makes the distilled corpus, then trains
     assert r.returncode == 0, r.stderr
-    assert "distillation: translating 0 of 65 training sources" in (
-        tmp_path / "checkpoints" / "student" / "train.log").read_text()
+    assert (
+        "distillation: translating 0 of 65 training sources"
+        in (tmp_path / "checkpoints" / "student" / "train.log").read_text()
+    )
     folder = tmp_path / "data" / "student.distilled"
     translations = (folder / "train.en").read_text().splitlines()
     assert len(translations) == 130  # the teacher's 65, then the original 65
     kept = sentence_pairs(120, seed=0)[:65]  # the first 65 of sources()' training pairs
     assert (folder / "train.de").read_text().splitlines() == [de for de, _ in kept] * 2
     assert translations[65:] == [en for _, en in kept]
-    r = run_tfm("translate", "--checkpoint", str(teacher), "--beam-size", "4", "--no-recase",
-                *(folder / "train.de").read_text().splitlines()[:5])
+    r = run_tfm(
+        "translate",
+        "--checkpoint",
+        str(teacher),
+        "--beam-size",
+        "4",
+        "--no-recase",
+        *(folder / "train.de").read_text().splitlines()[:5],
+    )
     assert r.stdout.splitlines() == translations[:5]  # what the teacher says, as it says it
     manifest = json.loads((tmp_path / "data" / "student" / "manifest.json").read_text())
     assert manifest["source"] == str(folder) and manifest["splits"]["train"]["pairs"] == 130
@@ -85,5 +99,7 @@ def test_a_tiny_distillation_end_to_end(trained, tmp_path):
     r = run_tfm("export", "-c", str(cfg), "-o", str(tmp_path / "ct2"))  # an ordinary model
     assert r.returncode == 0, r.stderr
     r = run_tfm("train", "-c", str(cfg), "--quiet")  # nothing new: nothing translated again
-    assert r.returncode == 0 and "already finished" in (tmp_path / "checkpoints" / "student" / "train.log"
-                                                        ).read_text().splitlines()[-2]
+    assert (
+        r.returncode == 0
+        and "already finished" in (tmp_path / "checkpoints" / "student" / "train.log").read_text().splitlines()[-2]
+    )

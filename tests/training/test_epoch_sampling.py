@@ -5,7 +5,7 @@ sampling as well (SentencePiece's draws, which do not repeat) it resumes and lea
 from __future__ import annotations
 
 import pytest
-from test_train import small_config
+from training.test_train import small_config
 
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.training.run_dir import RunDir
@@ -15,13 +15,13 @@ pytestmark = pytest.mark.slow
 
 
 def _noised(path, **train):
-    return small_config(path, threads=1, source_lowercase=0.3, source_uppercase=0.1,
-                        source_unpunctuated=0.2, data_workers=1, **train)
+    return small_config(
+        path, threads=1, source_lowercase=0.3, source_uppercase=0.1, source_unpunctuated=0.2, data_workers=1, **train
+    )
 
 
 def _ends(cfg):
-    return [(r.step, r.train_loss, r.valid_loss) for r in RunDir(cfg.run_dir).read_metrics()
-            if r.end_of_epoch]
+    return [(r.step, r.train_loss, r.valid_loss) for r in RunDir(cfg.run_dir).read_metrics() if r.end_of_epoch]
 
 
 def test_noised_training_in_workers_resumes_exactly_and_learns(tmp_path):

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 import torch
-from test_train import make_trainer, small_config
+from training.test_train import make_trainer, small_config
 
-from transformer_cli.config import TrainConfig
+from transformer_cli.config_train import TrainConfig
 from transformer_cli.data.batching import collate
 from transformer_cli.training.optim import lr_factor
 
@@ -30,8 +30,9 @@ def test_accumulated_batches_make_the_step_of_one_batch_of_all_their_pairs(tmp_p
         return [collate(accumulating.data.split, idx, framing, cfg.model.max_len) for idx in index_sets]
 
     (tokens, nll), (tokens_whole, nll_whole) = (
-        t.optimization.step(group) for t, group in ((accumulating, batches(first, second)),
-                                                    (whole, batches(np.concatenate([first, second])))))
+        t.optimization.step(group)
+        for t, group in ((accumulating, batches(first, second)), (whole, batches(np.concatenate([first, second]))))
+    )
     assert tokens == tokens_whole
     assert torch.allclose(nll, nll_whole, rtol=1e-5)
     moments = [[s["exp_avg"] for s in t.optimization.optimizer.state.values()] for t in (accumulating, whole)]

@@ -8,7 +8,7 @@ import os
 
 import pytest
 import torch
-from test_train import make_trainer, small_config
+from training.test_train import make_trainer, small_config
 
 from transformer_cli.machine import available_cpus
 from transformer_cli.threads import FixedThreads, ThreadTuner
@@ -23,13 +23,13 @@ def test_fp16_trains_with_a_grad_scaler_that_skips_overflowing_steps(tmp_path):
     groups = list(trainer.data.steps_from(0, 0))
     optimization.net.train()
     # A scale this large turns the fp16 gradients into inf: the step must be skipped.
-    optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 120)
+    optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**120)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     optimization.step(groups[0])
     assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
-    assert optimization.scaler.get_scale() < 2.0 ** 120  # backed off
+    assert optimization.scaler.get_scale() < 2.0**120  # backed off
     # With a sane scale the next steps update the weights and the loss falls.
-    optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+    optimization.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**8)
     for group in groups[1:]:
         optimization.step(group)
     assert not all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())

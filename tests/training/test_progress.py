@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
-from transformer_cli.config import TrainConfig
+from transformer_cli.config_train import TrainConfig
 from transformer_cli.training.metrics import ValidationRecord
 from transformer_cli.training.progress import Progress, may_continue, should_stop, validation_due_within_epoch
 
@@ -59,8 +59,18 @@ def test_a_finished_run_continues_only_when_its_own_limit_was_raised():
 
 
 def test_progress_of_older_and_newer_checkpoints_loads():
-    record = ValidationRecord(epoch=1, end_of_epoch=True, step=7, train_loss=2.0, train_ppl=7.39,
-                              valid_loss=1.25, valid_ppl=3.49, lr=1e-3, tokens_per_s=900.0, elapsed_s=3.0)
+    record = ValidationRecord(
+        epoch=1,
+        end_of_epoch=True,
+        step=7,
+        train_loss=2.0,
+        train_ppl=7.39,
+        valid_loss=1.25,
+        valid_ppl=3.49,
+        lr=1e-3,
+        tokens_per_s=900.0,
+        elapsed_s=3.0,
+    )
     progress = Progress(step=7, epoch=1, best_valid_loss=1.25, history=[record])
     saved = asdict(progress)  # as last.pt holds it: plain data
     assert saved["history"][0]["valid_loss"] == 1.25

@@ -4,20 +4,27 @@ import torch
 
 from transformer_cli.data.batching import collate
 from transformer_cli.data.shards import EncodedSplit
-from transformer_cli.data.vocab import PAD, TFM_IDS, Framing
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
+from transformer_cli.tokenizers.vocab import PAD, TFM_IDS, Framing
 from transformer_cli.training.step import BatchLoss
 
 
 def model_and_batch(dropout: float):
     torch.manual_seed(0)
-    net = Seq2SeqTransformer(TransformerConfig(d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1,
-                                         d_ff=64, max_len=64, dropout=dropout), 60, 60)
+    net = Seq2SeqTransformer(
+        TransformerConfig(
+            d_model=32, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=64, max_len=64, dropout=dropout
+        ),
+        60,
+        60,
+    )
     g = torch.Generator().manual_seed(1)
-    pairs = [(torch.randint(4, 60, (n,), generator=g).tolist(), torch.randint(4, 60, (n + 2,), generator=g).tolist())
-             for n in (3, 7, 5)]  # unequal lengths: the batch is padded
+    pairs = [
+        (torch.randint(4, 60, (n,), generator=g).tolist(), torch.randint(4, 60, (n + 2,), generator=g).tolist())
+        for n in (3, 7, 5)
+    ]  # unequal lengths: the batch is padded
     split = EncodedSplit.from_lists([p[0] for p in pairs], [p[1] for p in pairs])
     return net.train(), collate(split, [0, 1, 2], Framing(TFM_IDS, TFM_IDS), 64)
 

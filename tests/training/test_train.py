@@ -21,13 +21,32 @@ from transformer_cli.training.signals import GracefulStop
 
 def test_train_cli_writes_a_complete_run(trained):
     run = trained["run"]
-    for name in ("config.yaml", "manifest.json", "train.log", "metrics.jsonl", "best.pt", "last.pt",
-                 "published.pt", "promotions.log", "curves.png"):
+    for name in (
+        "config.yaml",
+        "manifest.json",
+        "train.log",
+        "metrics.jsonl",
+        "best.pt",
+        "last.pt",
+        "published.pt",
+        "promotions.log",
+        "curves.png",
+    ):
         assert (run / name).is_file(), name
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == list(range(1, 11))
-    for key in ("epoch", "step", "train_loss", "train_ppl", "valid_loss", "valid_ppl",
-                "valid_word_ppl", "lr", "tokens_per_s", "elapsed_s"):
+    for key in (
+        "epoch",
+        "step",
+        "train_loss",
+        "train_ppl",
+        "valid_loss",
+        "valid_ppl",
+        "valid_word_ppl",
+        "lr",
+        "tokens_per_s",
+        "elapsed_s",
+    ):
         assert key in records[0]
     assert records[-1]["valid_word_ppl"] > records[-1]["valid_ppl"]  # subwords: more tokens than words
     assert math.isclose(records[-1]["valid_ppl"], math.exp(records[-1]["valid_loss"]), rel_tol=1e-3)
@@ -46,9 +65,13 @@ def test_train_cli_writes_a_complete_run(trained):
 
 def small_config(tmp_path, pairs: int = 200, **train):
     corpus = write_corpus(tmp_path / "corpus", {"train": pairs, "val": 30, "test_2016_flickr": 10})
-    path = write_config(tmp_path / "run.yaml", tmp_path, corpus,
-                        model={"d_model": 64, "n_heads": 4, "d_ff": 128, "dropout": 0.1},
-                        train={"epochs": 3, "batch_size": 16, "lr": 2e-3, **train})
+    path = write_config(
+        tmp_path / "run.yaml",
+        tmp_path,
+        corpus,
+        model={"d_model": 64, "n_heads": 4, "d_ff": 128, "dropout": 0.1},
+        train={"epochs": 3, "batch_size": 16, "lr": 2e-3, **train},
+    )
     return load_config(str(path))
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_train import make_trainer, small_config
+from training.test_train import make_trainer, small_config
 
 from transformer_cli.errors import UsageError
 from transformer_cli.loss import sequence_loss
-from transformer_cli.training.optim import OPTIMIZERS, SCHEDULES
-from transformer_cli.training.step import CRITERIA
+from transformer_cli.seams import CRITERIA, OPTIMIZERS, SCHEDULES
 
 
 def _sgd(groups, cfg, device):
@@ -47,8 +46,9 @@ def plugins():
 
 
 def test_registered_optimizer_schedule_and_criterion_train_the_model(tmp_path, plugins):
-    cfg = small_config(tmp_path, threads=1, optimizer="sgd", schedule="halving", criterion="plain_nll",
-                       lr=0.5, clip_norm=None)
+    cfg = small_config(
+        tmp_path, threads=1, optimizer="sgd", schedule="halving", criterion="plain_nll", lr=0.5, clip_norm=None
+    )
     trainer = make_trainer(cfg)
     optimization = trainer.optimization
     assert type(optimization.optimizer) is torch.optim.SGD
@@ -64,12 +64,18 @@ def test_registered_optimizer_schedule_and_criterion_train_the_model(tmp_path, p
     assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
 
 
-@pytest.mark.parametrize(("key", "value", "message"), [
-    ("optimizer", "adamax", "train.optimizer: unknown optimizer 'adamax' (known: adam, adamw)"),
-    ("schedule", "cosine", "train.schedule: unknown learning-rate schedule 'cosine' (known: constant, "
-                           "inverse_sqrt)"),
-    ("criterion", "focal", "train.criterion: unknown training criterion 'focal' (known: cross_entropy)"),
-])
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("optimizer", "adamax", "train.optimizer: unknown optimizer 'adamax' (known: adam, adamw)"),
+        (
+            "schedule",
+            "cosine",
+            "train.schedule: unknown learning-rate schedule 'cosine' (known: constant, inverse_sqrt)",
+        ),
+        ("criterion", "focal", "train.criterion: unknown training criterion 'focal' (known: cross_entropy)"),
+    ],
+)
 def test_an_unknown_name_is_refused_with_its_key_and_the_known_ones(tmp_path, key, value, message):
     with pytest.raises(UsageError) as refused:  # where the config is loaded (run.yaml:LINE: ...)
         small_config(tmp_path, threads=1, **{key: value})

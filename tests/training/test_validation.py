@@ -15,26 +15,46 @@ def test_the_record_of_an_epoch_end():
     p = Progress(step=40, epoch=2, elapsed_s=65.4321, epoch_train_s=2.0)
     train, valid = LossResult(1.5, math.exp(1.5), 1000), LossResult(2.0, math.exp(2.0), 300)
     r = validation_record(p, True, train, valid, valid_words=200, lr=0.001)
-    assert r.to_json() == {"epoch": 2, "end_of_epoch": True, "step": 40, "train_loss": 1.5,
-                           "train_ppl": round(math.exp(1.5), 4), "valid_loss": 2.0,
-                           "valid_ppl": round(math.exp(2.0), 4),
-                           "valid_word_ppl": round(math.exp(2.0 * 300 / 200), 4),  # per word, not token
-                           "lr": 0.001, "tokens_per_s": 500.0, "elapsed_s": 65.43}
+    assert r.to_json() == {
+        "epoch": 2,
+        "end_of_epoch": True,
+        "step": 40,
+        "train_loss": 1.5,
+        "train_ppl": round(math.exp(1.5), 4),
+        "valid_loss": 2.0,
+        "valid_ppl": round(math.exp(2.0), 4),
+        "valid_word_ppl": round(math.exp(2.0 * 300 / 200), 4),  # per word, not token
+        "lr": 0.001,
+        "tokens_per_s": 500.0,
+        "elapsed_s": 65.43,
+    }
     assert ValidationRecord.read(r.to_json()) == r  # as metrics.jsonl and checkpoints hold it
     mid_epoch = validation_record(p, False, train, valid, 200, 0.001)
     assert mid_epoch.epoch == 3 and not mid_epoch.end_of_epoch  # the epoch under way
 
 
 def test_log_lines_keep_their_format():
-    r = ValidationRecord(epoch=2, end_of_epoch=True, step=40, train_loss=1.5, train_ppl=4.4817,
-                         valid_loss=2.0, valid_ppl=7.3891, lr=1e-3, tokens_per_s=500.4, elapsed_s=65.43)
+    r = ValidationRecord(
+        epoch=2,
+        end_of_epoch=True,
+        step=40,
+        train_loss=1.5,
+        train_ppl=4.4817,
+        valid_loss=2.0,
+        valid_ppl=7.3891,
+        lr=1e-3,
+        tokens_per_s=500.4,
+        elapsed_s=65.43,
+    )
     assert r.line(improved=True) == (
         "Epoch: 02 | Time: 1m 05s | Train Loss: 1.500 | Train PPL:   4.482 | Val. Loss: 2.000 | "
-        "Val. PPL:   7.389 | 500 tok/s *")
+        "Val. PPL:   7.389 | 500 tok/s *"
+    )
     step = dataclasses.replace(r, end_of_epoch=False, valid_bleu=12.345, valid_decode="beam 4")
     assert step.line(improved=False) == (
         "Step: 40 | Time: 1m 05s | Train Loss: 1.500 | Train PPL:   4.482 | Val. Loss: 2.000 | "
-        "Val. PPL:   7.389 | Val. BLEU (beam 4): 12.35 | 500 tok/s")
+        "Val. PPL:   7.389 | Val. BLEU (beam 4): 12.35 | 500 tok/s"
+    )
 
 
 def test_a_malformed_or_foreign_record_reads_as_none():

@@ -34,9 +34,9 @@ import numpy as np
 
 from ..config import Config
 from ..seams import TRANSFORMS  # train.transforms name -> config -> a Transform or None
+from ..tokenizers.base import Tokenizer
+from ..tokenizers.pair import TokenizerPair
 from .shards import ShardedSplit
-from .tokenizer_base import Tokenizer
-from .tokenizers import TokenizerPair
 
 FINAL_PUNCTUATION = ".!?;:,"
 
@@ -125,8 +125,9 @@ class Augmentation:
         """Whether epochs differ (else every epoch uses the preprocessed ids)."""
         return bool(self.transforms) or self.sampling > 0
 
-    def pairs(self, split: ShardedSplit, indices: Sequence[int] | np.ndarray, seed: int
-              ) -> list[tuple[list[int] | np.ndarray, list[int] | np.ndarray]]:
+    def pairs(
+        self, split: ShardedSplit, indices: Sequence[int] | np.ndarray, seed: int
+    ) -> list[tuple[list[int] | np.ndarray, list[int] | np.ndarray]]:
         """The ids of the pairs at `indices`, augmented with the draws of `seed`."""
         lines = [split.lines(int(i)) for i in indices]
         if self.transforms:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..tokenizers.vocab import Framing
 from .shards import TokenPairs
-from .vocab import Framing
 
 IdPair = tuple[Sequence[int] | np.ndarray, Sequence[int] | np.ndarray]  # source ids, target ids
 
@@ -31,20 +31,21 @@ class Batch:
     def pin_memory(self) -> Batch:
         """The batch in page-locked memory, for fast copies to a GPU (a DataLoader with
         `pin_memory=True` calls this in its pinning thread)."""
-        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(),
-                     self.n_tokens)
+        return Batch(self.src.pin_memory(), self.tgt_in.pin_memory(), self.tgt_out.pin_memory(), self.n_tokens)
 
     def to(self, device: torch.device) -> Batch:
         non_blocking = device.type == "cuda"
-        return Batch(self.src.to(device, non_blocking=non_blocking),
-                     self.tgt_in.to(device, non_blocking=non_blocking),
-                     self.tgt_out.to(device, non_blocking=non_blocking), self.n_tokens)
+        return Batch(
+            self.src.to(device, non_blocking=non_blocking),
+            self.tgt_in.to(device, non_blocking=non_blocking),
+            self.tgt_out.to(device, non_blocking=non_blocking),
+            self.n_tokens,
+        )
 
 
 def pad_batch(seqs: Sequence[torch.Tensor], pad: int) -> torch.Tensor:
     """Stack 1-D id tensors into [batch, longest], padding with `pad`."""
-    return torch.nn.utils.rnn.pad_sequence([s.long() for s in seqs], batch_first=True,
-                                           padding_value=pad)
+    return torch.nn.utils.rnn.pad_sequence([s.long() for s in seqs], batch_first=True, padding_value=pad)
 
 
 def collate_pairs(pairs: Sequence[IdPair], framing: Framing, max_positions: int | None = None) -> Batch:
@@ -70,8 +71,9 @@ def collate_pairs(pairs: Sequence[IdPair], framing: Framing, max_positions: int 
     return Batch(torch.from_numpy(src), tgt_tensor[:, :-1], tgt_tensor[:, 1:], n_tokens)
 
 
-def collate(split: TokenPairs, indices: Sequence[int] | np.ndarray, framing: Framing,
-            max_positions: int | None = None) -> Batch:
+def collate(
+    split: TokenPairs, indices: Sequence[int] | np.ndarray, framing: Framing, max_positions: int | None = None
+) -> Batch:
     """The pairs of `split` at `indices`, padded (see `collate_pairs`)."""
     return collate_pairs([split.pair(int(i)) for i in indices], framing, max_positions)
 
@@ -123,9 +125,16 @@ def within_budget(pairs: Sequence[IdPair], budget: int, max_positions: int | Non
     return [part.tolist() for part in np.split(order, ends)]
 
 
-def plan_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, batch_size: int | None,
-                 batch_tokens: int | None, shuffle: bool, seed: int = 0, epoch: int = 0
-                 ) -> list[np.ndarray]:
+def plan_batches(
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray,
+    *,
+    batch_size: int | None,
+    batch_tokens: int | None,
+    shuffle: bool,
+    seed: int = 0,
+    epoch: int = 0,
+) -> list[np.ndarray]:
     """Group sentence indices into batches of similar length.
 
     Sentences are sorted by (target, source) length, with a seeded shuffle first so that

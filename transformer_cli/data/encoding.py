@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ..tokenizers.base import Chunk
+from ..tokenizers.pair import TokenizerPair
+from ..tokenizers.truecase import spelling_counts
 from .shards import EncodedChunk
-from .tokenizer_base import Chunk
-from .tokenizers import TokenizerPair
-from .truecase import spelling_counts
 
 
 @dataclass
@@ -79,5 +79,7 @@ def encode_chunk(chunk: Chunk) -> EncodedResult:
     (src_text, src_bytes), (tgt_text, tgt_bytes) = _text(sources), _text(targets)
     return EncodedResult(
         EncodedChunk(src, src_len, tgt, tgt_len, src_text, src_bytes, tgt_text, tgt_bytes),
-        too_long, (int((src == _pair.src.ids.unk).sum()), int((tgt == _pair.tgt.ids.unk).sum())),
-        spelling_counts(sources) if _settings.count_spellings else Counter())
+        too_long,
+        (int((src == _pair.src.ids.unk).sum()), int((tgt == _pair.tgt.ids.unk).sum())),
+        spelling_counts(sources) if _settings.count_spellings else Counter(),
+    )

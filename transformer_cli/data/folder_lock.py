@@ -54,8 +54,10 @@ def _descriptor(folder: Path) -> int:
             _HELD[path] = [os.open(path, os.O_RDWR | os.O_CREAT, 0o644), 0]
             track_lock(_HELD[path][0])
         except OSError as e:
-            raise TfmError(f"cannot open the lock file {path}: {e.strerror} (the data folder's "
-                           "parent must be writable; see data.dir)") from None
+            raise TfmError(
+                f"cannot open the lock file {path}: {e.strerror} (the data folder's "
+                "parent must be writable; see data.dir)"
+            ) from None
     return _HELD[path][0]
 
 
@@ -107,9 +109,11 @@ def rebuilding(folder: Path, check_stop: Callable[[], None] | None = None) -> It
     if not _try(fd, fcntl.LOCK_EX):
         # flock converts a lock by dropping it first: hold the folder for reading again.
         _share(folder, check_stop)
-        raise BusyError(f"cannot rebuild {folder}: another tfm process (a tfm train or tfm "
-                        "evaluate) is using it; run this again when that process has finished, "
-                        "or give this config another data.dir")
+        raise BusyError(
+            f"cannot rebuild {folder}: another tfm process (a tfm train or tfm "
+            "evaluate) is using it; run this again when that process has finished, "
+            "or give this config another data.dir"
+        )
     try:
         yield
     finally:

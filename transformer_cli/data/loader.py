@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Generator, Iterator
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -31,13 +31,21 @@ PREFETCH_BATCHES = 4  # per worker
 MICRO_BATCH_SLACK = 1.25  # an augmented batch may exceed its token budget by this much, whole
 
 
-class EpochBatches(torch.utils.data.Dataset):
+class EpochBatches(torch.utils.data.Dataset[list[Batch]]):
     """Batches of one epoch by position: item k is batch `numbers[k]` of the epoch's plan, as
     one or more padded micro-batches (see `__getitem__`)."""
 
-    def __init__(self, split: ShardedSplit, batches: list[np.ndarray], numbers: list[int],
-                 augmentation: Augmentation, seed: int, epoch: int, max_positions: int,
-                 batch_tokens: int | None):
+    def __init__(
+        self,
+        split: ShardedSplit,
+        batches: list[np.ndarray],
+        numbers: list[int],
+        augmentation: Augmentation,
+        seed: int,
+        epoch: int,
+        max_positions: int,
+        batch_tokens: int | None,
+    ):
         self.split, self.batches, self.numbers = split, batches, numbers
         self.augmentation, self.seed, self.epoch, self.max_positions = augmentation, seed, epoch, max_positions
         self.batch_tokens = batch_tokens
@@ -85,21 +93,27 @@ def default_workers(threads: int) -> int:
 class TrainingData:
     """This rank's training batches, epoch by epoch (see the module docstring)."""
 
-    def __init__(self, cfg: Config, split: ShardedSplit, augmentation: Augmentation,
-                 rank: int = 0, world_size: int = 1, pin_memory: bool = False):
+    def __init__(
+        self,
+        cfg: Config,
+        split: ShardedSplit,
+        augmentation: Augmentation,
+        rank: int = 0,
+        world_size: int = 1,
+        pin_memory: bool = False,
+    ):
         self.cfg, self.split, self.augmentation = cfg, split, augmentation
         self.rank, self.world_size, self.pin_memory = rank, world_size, pin_memory
         tc = cfg.train
-        self.workers = (tc.data_workers if tc.data_workers is not None
-                        else default_workers(start_count(tc.threads)))
+        self.workers = tc.data_workers if tc.data_workers is not None else default_workers(start_count(tc.threads))
         self._plan: tuple[int, list[np.ndarray], list[int]] | None = None  # the last epoch planned
-        self._ahead: tuple[int, threading.Thread, list] | None = None  # the next, being planned
+        self._ahead: tuple[int, threading.Thread, list[Any]] | None = None  # the next, being planned
 
     def _rank_plan(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
         """This rank's batches of `epoch` and their numbers in the epoch's whole plan."""
         if self._plan is None or self._plan[0] != epoch:
             ahead, self._ahead = self._ahead, None
-            plan: list = []
+            plan: list[Any] = []
             if ahead is not None and ahead[0] == epoch:
                 ahead[1].join()
                 plan = ahead[2]  # empty if the thread failed: planned again here
@@ -108,9 +122,15 @@ class TrainingData:
 
     def _make_plan(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
         tc = self.cfg.train
-        batches = plan_batches(self.split.src_lengths, self.split.tgt_lengths,
-                               batch_size=tc.batch_size, batch_tokens=tc.batch_tokens,
-                               shuffle=True, seed=tc.seed, epoch=epoch)
+        batches = plan_batches(
+            self.split.src_lengths,
+            self.split.tgt_lengths,
+            batch_size=tc.batch_size,
+            batch_tokens=tc.batch_tokens,
+            shuffle=True,
+            seed=tc.seed,
+            epoch=epoch,
+        )
         world = self.world_size
         numbers = list(range(len(batches) // world * world))[self.rank :: world]
         return [batches[i] for i in numbers], numbers
@@ -121,11 +141,10 @@ class TrainingData:
         one Python step per pair), which would otherwise be a pause at every epoch boundary."""
         if epoch >= self.cfg.train.epochs or (self._ahead is not None and self._ahead[0] == epoch):
             return
-        result: list = []
+        result: list[Any] = []
         # Not a daemon: torch work cut off by the interpreter's exit aborts the process; an exit
         # meanwhile waits for the plan (seconds at most) instead.
-        thread = threading.Thread(target=lambda: result.extend(self._make_plan(epoch)),
-                                  name=f"plan-epoch-{epoch}")
+        thread = threading.Thread(target=lambda: result.extend(self._make_plan(epoch)), name=f"plan-epoch-{epoch}")
         thread.start()
         self._ahead = epoch, thread, result
 
@@ -145,17 +164,30 @@ class TrainingData:
         batches, numbers = self._rank_plan(epoch)
         accumulate = self.cfg.train.accumulate
         start = first * accumulate
-        dataset = EpochBatches(self.split, batches[start:], numbers[start:], self.augmentation,
-                               self.cfg.train.seed, epoch, self.cfg.model.max_len,
-                               self.cfg.train.batch_tokens if not self.cfg.train.batch_size else None)
+        dataset = EpochBatches(
+            self.split,
+            batches[start:],
+            numbers[start:],
+            self.augmentation,
+            self.cfg.train.seed,
+            epoch,
+            self.cfg.model.max_len,
+            self.cfg.train.batch_tokens if not self.cfg.train.batch_size else None,
+        )
         # A generator of its own: a DataLoader draws its workers' base seed from it, which would
         # otherwise come from (and move) the global RNG that dropout uses, and a resumed run
         # (which starts a loader at another point) would no longer equal an uninterrupted one.
         private = torch.Generator().manual_seed(epoch_seed(self.cfg.train.seed, epoch))
         loader = torch.utils.data.DataLoader(
-            dataset, batch_size=None, shuffle=False, num_workers=self.workers,
-            pin_memory=self.pin_memory, worker_init_fn=_in_worker,
-            prefetch_factor=PREFETCH_BATCHES if self.workers else None, generator=private)
+            dataset,
+            batch_size=None,
+            shuffle=False,
+            num_workers=self.workers,
+            pin_memory=self.pin_memory,
+            worker_init_fn=_in_worker,
+            prefetch_factor=PREFETCH_BATCHES if self.workers else None,
+            generator=private,
+        )
         group: list[Batch] = []
         planned = 0
         with stop_signals_held():
@@ -189,9 +221,11 @@ class TrainingData:
         for b in batches:
             if int(b.src.max()) >= sizes[0] or int(b.tgt_out.max()) >= sizes[1]:
                 files = ", ".join(map(str, self.split.shard_paths(indices)))
-                raise TfmError(f"{files}: token ids past the vocabulary: a preprocessed shard changed "
-                               f"after it was written; run `{self._verify_command()}` (nothing was "
-                               "trained on them)")
+                raise TfmError(
+                    f"{files}: token ids past the vocabulary: a preprocessed shard changed "
+                    f"after it was written; run `{self._verify_command()}` (nothing was "
+                    "trained on them)"
+                )
 
     def _verify_command(self) -> str:
         """The `tfm preprocess --verify` that repairs the data, with the config as it was given."""
@@ -203,16 +237,21 @@ class TrainingData:
         """The one-line error for a DataLoader worker that died (killed, or a bus error reading a
         shard cut short), or None when `e` is not that. torch raises it wherever the training
         process is when it notices (its SIGCHLD handler), often inside a step: the loop asks too."""
-        if not isinstance(e, ConnectionResetError) and not (isinstance(e, RuntimeError)
-                                                           and "DataLoader worker" in str(e)):
+        if not isinstance(e, ConnectionResetError) and not (
+            isinstance(e, RuntimeError) and "DataLoader worker" in str(e)
+        ):
             return None
         damage = self.split.damage()
         if damage is not None:
             where = getattr(damage, "filename", None) or "a preprocessed shard"
-            return TfmError(f"{where} changed while training read it ({first_line(damage)}): run "
-                            f"`{self._verify_command()}`; the last saved state is kept")
-        return TfmError(f"a data worker process died ({first_line(e)}); the last saved state is "
-                        "kept: run the same command to resume")
+            return TfmError(
+                f"{where} changed while training read it ({first_line(damage)}): run "
+                f"`{self._verify_command()}`; the last saved state is kept"
+            )
+        return TfmError(
+            f"a data worker process died ({first_line(e)}); the last saved state is "
+            "kept: run the same command to resume"
+        )
 
 
 def _shut_down(batches: Iterator[list[Batch]]) -> None:

@@ -2,7 +2,8 @@
 `tfm preprocess` built the folder from and with, what it holds, and every file's checksum.
 
 data/preprocess.py writes it; data/prepared.py and everything after read it through
-`DataManifest.read` (records.from_json checks every field).
+`DataManifest.read` (records.from_json checks every field). `summary_table` is what `tfm
+preprocess` prints of it.
 """
 
 from __future__ import annotations
@@ -124,3 +125,38 @@ class OtherFormat(ValueError):
     def __init__(self, stated: int):
         super().__init__(f"format {stated}, now {FORMAT_VERSION}")
         self.stated = stated
+
+
+def summary_table(manifest: DataManifest) -> str:
+    """The short table printed at the end of `tfm preprocess`."""
+    src, tgt = manifest.langs
+    rows = [("split", "pairs", f"{src} mean/max", f"{tgt} mean/max")]
+    for split, s in manifest.splits.items():
+        rows.append(
+            (split, str(s.pairs), f"{s.src_len.mean:.1f} / {s.src_len.max}", f"{s.tgt_len.mean:.1f} / {s.tgt_len.max}")
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    vocab, oov = manifest.vocab_size, manifest.oov_rate_val
+    joint = " (joint)" if manifest.joint_vocab else ""
+    lines.append(f"vocab ({manifest.tokenizer}){joint}: {src} {vocab.src}, {tgt} {vocab.tgt}")
+    lines.append(f"OOV rate on val: {src} {100 * oov.src:.2f}%, {tgt} {100 * oov.tgt:.2f}%")
+    train = manifest.splits.get("train")
+    if manifest.tokenizer_from and train is not None and train.unk_rate is not None:
+        lines.append(unknown_line(train.unk_rate, manifest.langs))
+    dropped = manifest.dropped
+    if dropped.empty_train_pairs or dropped.too_long_train_pairs:
+        lines.append(
+            f"dropped from train: {dropped.empty_train_pairs} empty, "
+            f"{dropped.too_long_train_pairs} longer than data.train_max_len"
+        )
+    return "\n".join(lines)
+
+
+def unknown_line(rate: Rates, langs: tuple[str, str]) -> str:
+    """What the preprocess log and summary say of the training split's <unk> rate under a
+    parent's tokenizers: how much of the new text they cannot encode."""
+    return (
+        f"<unk> rate on train (the parent's tokenizers): {langs[0]} {100 * rate.src:.2f}%, "
+        f"{langs[1]} {100 * rate.tgt:.2f}% of the tokens"
+    )

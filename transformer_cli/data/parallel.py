@@ -70,8 +70,11 @@ class ChunkPool:
         self._executor: concurrent.futures.ProcessPoolExecutor | None = None
         if workers > 1:
             self._executor = concurrent.futures.ProcessPoolExecutor(
-                workers, mp_context=multiprocessing.get_context("fork"), initializer=_start_worker,
-                initargs=(setup, args))
+                workers,
+                mp_context=multiprocessing.get_context("fork"),
+                initializer=_start_worker,
+                initargs=(setup, args),
+            )
         else:
             setup(*args)
 
@@ -83,8 +86,9 @@ class ChunkPool:
             # On an error or a stop, queued chunks are dropped; running ones finish (one chunk).
             self._executor.shutdown(wait=True, cancel_futures=exc[0] is not None)
 
-    def map(self, fn: Callable[[T], R], chunks: Iterable[T],
-            check_stop: Callable[[], None] | None = None) -> Iterator[R]:
+    def map(
+        self, fn: Callable[[T], R], chunks: Iterable[T], check_stop: Callable[[], None] | None = None
+    ) -> Iterator[R]:
         """`fn` of each chunk, in order. `check_stop` is called while waiting (it may raise)."""
         if self._executor is None:
             for chunk in chunks:
@@ -92,7 +96,7 @@ class ChunkPool:
                     check_stop()
                 yield fn(chunk)
             return
-        pending: deque[concurrent.futures.Future] = deque()
+        pending: deque[concurrent.futures.Future[R]] = deque()
         for chunk in chunks:
             with stop_signals_held():  # a submission may fork the workers
                 try:
@@ -105,7 +109,7 @@ class ChunkPool:
             yield self._result(pending.popleft(), check_stop)
 
     @staticmethod
-    def _result(future: concurrent.futures.Future, check_stop: Callable[[], None] | None) -> Any:
+    def _result(future: concurrent.futures.Future[R], check_stop: Callable[[], None] | None) -> R:
         while True:
             if check_stop is not None:
                 check_stop()

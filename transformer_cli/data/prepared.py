@@ -13,11 +13,11 @@ from pathlib import Path
 from ..config import Config
 from ..errors import TfmError, UsageError, first_line
 from ..fsutil import recorded_sha256
+from ..tokenizers.pair import TokenizerPair
 from .folder_lock import hold_shared, release
 from .manifest import DataManifest, OtherFormat
 from .shards import ShardedSplit
 from .sources import SPLITS, current_sha256
-from .tokenizers import TokenizerPair
 
 
 @dataclass
@@ -51,8 +51,7 @@ class Prepared:
     def split(self, name: str) -> ShardedSplit:
         """The split's ids and lines, memory-mapped."""
         try:
-            return ShardedSplit(self.folder, name, self.langs, self.manifest.id_dtype,
-                                self.manifest.shards[name])
+            return ShardedSplit(self.folder, name, self.langs, self.manifest.id_dtype, self.manifest.shards[name])
         except (OSError, ValueError, KeyError) as e:
             raise damaged(Path(getattr(e, "filename", None) or self.folder / f"{name}.*.bin"), e) from None
 
@@ -68,8 +67,10 @@ class Prepared:
 def damaged(path: Path, error: BaseException) -> TfmError:
     """The one-line error for a preprocessed file that cannot be read."""
     reason = getattr(error, "strerror", None) or first_line(error)
-    return TfmError(f"preprocessed file {path} is damaged or unreadable ({reason}): run "
-                    "`tfm preprocess --force` with the same config to rebuild it")
+    return TfmError(
+        f"preprocessed file {path} is damaged or unreadable ({reason}): run "
+        "`tfm preprocess --force` with the same config to rebuild it"
+    )
 
 
 def load_prepared(cfg: Config, hold: bool = False) -> Prepared:
@@ -88,13 +89,14 @@ def load_prepared(cfg: Config, hold: bool = False) -> Prepared:
 def _load_prepared(cfg: Config) -> Prepared:
     manifest_path = cfg.data_dir / "manifest.json"
     if not manifest_path.is_file():
-        raise UsageError(f"no preprocessed data in {cfg.data_dir}: run "
-                         f"`tfm preprocess --config {cfg.name}.yaml` first")
+        raise UsageError(f"no preprocessed data in {cfg.data_dir}: run `tfm preprocess --config {cfg.name}.yaml` first")
     try:
         manifest = DataManifest.load(cfg.data_dir)
     except OtherFormat as e:
-        raise UsageError(f"the preprocessed data in {cfg.data_dir} was made by an older tfm ({e}): "
-                         f"run `tfm preprocess --config {cfg.name}.yaml` to rebuild it") from None
+        raise UsageError(
+            f"the preprocessed data in {cfg.data_dir} was made by an older tfm ({e}): "
+            f"run `tfm preprocess --config {cfg.name}.yaml` to rebuild it"
+        ) from None
     except (OSError, ValueError) as e:
         raise damaged(manifest_path, e) from None
     return Prepared(cfg.data_dir, manifest)

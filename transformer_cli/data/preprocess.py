@@ -47,9 +47,23 @@ from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
 from ..machine import available_cpus
 from ..provenance import package_versions
+from ..seams import TOKENIZERS
+from ..tokenizers.base import Chunk, sample_pairs
+from ..tokenizers.pair import TokenizerPair
+from ..tokenizers.truecase import Truecaser
 from .encoding import EncodedResult, EncodeSettings, encode_chunk, setup
 from .folder_lock import hold_shared, rebuilding, release
-from .manifest import FORMAT_VERSION, DataManifest, Dropped, Lengths, Origin, Rates, SplitSummary, VocabSizes
+from .manifest import (
+    FORMAT_VERSION,
+    DataManifest,
+    Dropped,
+    Lengths,
+    Origin,
+    Rates,
+    SplitSummary,
+    VocabSizes,
+    unknown_line,
+)
 from .parallel import ChunkPool
 from .prepared import Prepared, verify_folder
 from .shards import ShardWriter, id_dtype
@@ -63,9 +77,6 @@ from .sources import (
     read_parallel,
     resolve_source,
 )
-from .tokenizer_base import TOKENIZERS, Chunk, sample_pairs
-from .tokenizers import TokenizerPair
-from .truecase import Truecaser
 
 EVAL_SPLITS = ("val", "test")
 CHUNK_PAIRS = 5_000  # pairs a worker encodes at a time
@@ -92,11 +103,10 @@ def settings_fingerprint(cfg: Config) -> str:
     return hashlib.sha256(json.dumps(_settings(cfg), sort_keys=True).encode()).hexdigest()
 
 
-def _progress_bar(desc: str):
+def _progress_bar(desc: str) -> Any:  # a tqdm bar
     from tqdm import tqdm
 
-    return tqdm(desc=desc, unit="pair", disable=not sys.stdout.isatty(), leave=False,
-                dynamic_ncols=True)
+    return tqdm(desc=desc, unit="pair", disable=not sys.stdout.isatty(), leave=False, dynamic_ncols=True)
 
 
 @dataclass
@@ -137,8 +147,9 @@ class TrainingPairs:
     It is the `TrainingText` tokenizers are fitted on (`sample`, `map` in `workers` processes),
     stopping between chunks when `check_stop` says so."""
 
-    def __init__(self, src: Path, tgt: Path, limit: int | None, workers: int = 1,
-                 check_stop: Callable[[], None] | None = None):
+    def __init__(
+        self, src: Path, tgt: Path, limit: int | None, workers: int = 1, check_stop: Callable[[], None] | None = None
+    ):
         self.paths, self.limit = (src, tgt), limit
         self.workers, self.check_stop = workers, check_stop
         self.empty = 0
@@ -146,8 +157,7 @@ class TrainingPairs:
     def sample(self, size: int) -> Chunk:
         return sample_pairs(self.chunks(), size, self.check_stop)
 
-    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]
-            ) -> Iterator[Any]:
+    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]) -> Iterator[Any]:
         with ChunkPool(self.workers, setup, args) as pool:
             yield from pool.map(fn, self.chunks(), self.check_stop)
 
@@ -173,8 +183,9 @@ def _fit_tokenizers(cfg: Config, train: TrainingPairs) -> TokenizerPair:
     return TokenizerPair(src, tgt, joint=src is tgt)
 
 
-def _encode_split(writer: ShardWriter, chunks: Iterator[Chunk], pool: ChunkPool,
-                  check_stop: Callable[[], None] | None, bar) -> SplitStats:
+def _encode_split(
+    writer: ShardWriter, chunks: Iterator[Chunk], pool: ChunkPool, check_stop: Callable[[], None] | None, bar: Any
+) -> SplitStats:
     """Encode `chunks` in `pool` and append them, in order, to `writer`."""
     stats = SplitStats()
     for result in pool.map(encode_chunk, chunks, check_stop):
@@ -219,9 +230,14 @@ class GivenTokenizers:
         return self.pair.vocabulary_digest()
 
 
-def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | None = None,
-            verify: bool = False, hold: bool = False, given: GivenTokenizers | None = None
-            ) -> tuple[Prepared, bool]:
+def prepare(
+    cfg: Config,
+    force: bool = False,
+    check_stop: Callable[[], None] | None = None,
+    verify: bool = False,
+    hold: bool = False,
+    given: GivenTokenizers | None = None,
+) -> tuple[Prepared, bool]:
     """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built.
 
     Corpus and prepared files that kept the size and modification time recorded when they were
@@ -243,8 +259,9 @@ def prepare(cfg: Config, force: bool = False, check_stop: Callable[[], None] | N
     return prepared
 
 
-def _prepare(cfg: Config, force: bool, check_stop: Callable[[], None] | None,
-             verify: bool, given: GivenTokenizers | None) -> tuple[Prepared, bool]:
+def _prepare(
+    cfg: Config, force: bool, check_stop: Callable[[], None] | None, verify: bool, given: GivenTokenizers | None
+) -> tuple[Prepared, bool]:
     started = time.monotonic()
     folder = cfg.data_dir
     removed = remove_stale_work_folders(folder)
@@ -289,24 +306,26 @@ def _tokenizers_differ(old: DataManifest, given: GivenTokenizers | None) -> str 
     return None
 
 
-def _stand_in(cfg: Config, old: DataManifest | None, error: TfmError, force: bool,
-              given: GivenTokenizers | None) -> Prepared:
+def _stand_in(
+    cfg: Config, old: DataManifest | None, error: TfmError, force: bool, given: GivenTokenizers | None
+) -> Prepared:
     """The existing folder in place of a source that cannot be reached, when it was built with
     the same settings and tokenizers and is intact; else the error."""
     folder = cfg.data_dir
-    if (old is None or old.settings_fingerprint != settings_fingerprint(cfg) or force
-            or _tokenizers_differ(old, given)):
+    if old is None or old.settings_fingerprint != settings_fingerprint(cfg) or force or _tokenizers_differ(old, given):
         raise error
     problem = verify_folder(folder, old)
     if problem is not None:
         raise TfmError(f"{error}; the preprocessed data in {folder} cannot stand in: {problem}") from None
-    log.warning("warning: %s; using the preprocessed data in %s (built %s from %s)", error, folder,
-                old.created, old.source)
+    log.warning(
+        "warning: %s; using the preprocessed data in %s (built %s from %s)", error, folder, old.created, old.source
+    )
     return Prepared(folder, old)
 
 
-def _still_current(folder: Path, old: DataManifest, fingerprint: str, verify: bool,
-                   given: GivenTokenizers | None) -> bool:
+def _still_current(
+    folder: Path, old: DataManifest, fingerprint: str, verify: bool, given: GivenTokenizers | None
+) -> bool:
     """Whether the folder was built from these inputs, settings and tokenizers and is
     undamaged (every file read when `verify`)."""
     if old.fingerprint != fingerprint:
@@ -322,9 +341,14 @@ def _still_current(folder: Path, old: DataManifest, fingerprint: str, verify: bo
     return problem is None
 
 
-def _build(cfg: Config, files: list[CorpusFile], origin: Origin, started: float,
-           check_stop: Callable[[], None] | None, given: GivenTokenizers | None
-           ) -> tuple[TokenizerPair, DataManifest]:
+def _build(
+    cfg: Config,
+    files: list[CorpusFile],
+    origin: Origin,
+    started: float,
+    check_stop: Callable[[], None] | None,
+    given: GivenTokenizers | None,
+) -> tuple[TokenizerPair, DataManifest]:
     """Fit the tokenizers (unless `given`), then encode every split into a work folder that replaces
     `cfg.data_dir` as a whole (`atomic_write_folder`); returns them and the folder's manifest.
     Memory holds a sample (SentencePiece), the evaluation splits and a few chunks per worker."""
@@ -348,15 +372,25 @@ def _build(cfg: Config, files: list[CorpusFile], origin: Origin, started: float,
         with _progress_bar(f"encoding ({pair.src.kind}, {workers} processes)") as bar:
             train_settings = EncodeSettings(dtype, cfg.data.train_max_len, not pair.src.lowercase)
             with ChunkPool(workers, setup, (pair.state(), train_settings)) as pool:
-                stats["train"] = _encode_split(ShardWriter(folder, "train", langs, dtype, cfg.data.shard_tokens),
-                                               train.chunks(), pool, check_stop, bar)
+                stats["train"] = _encode_split(
+                    ShardWriter(folder, "train", langs, dtype, cfg.data.shard_tokens),
+                    train.chunks(),
+                    pool,
+                    check_stop,
+                    bar,
+                )
             _check_enough(cfg, stats["train"], train.empty)
             if given is not None:
-                log.info("%s", _unknown_line(stats["train"].oov_rate(), langs))
+                log.info("%s", unknown_line(stats["train"].oov_rate(), langs))
             with ChunkPool(1, setup, (pair.state(), EncodeSettings(dtype))) as pool:
                 for s in EVAL_SPLITS:
-                    stats[s] = _encode_split(ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens),
-                                             _chunked(evaluation[s]), pool, check_stop, bar)
+                    stats[s] = _encode_split(
+                        ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens),
+                        _chunked(evaluation[s]),
+                        pool,
+                        check_stop,
+                        bar,
+                    )
         if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
         pair.save(folder)
@@ -395,40 +429,11 @@ def _encoded_with(cfg: Config, given: GivenTokenizers | None) -> Config:
     return out
 
 
-def _unknown_line(rate: Rates, langs: tuple[str, str]) -> str:
-    """What the preprocess log and summary say of the training split's <unk> rate under a
-    parent's tokenizers: how much of the new text they cannot encode."""
-    return (f"<unk> rate on train (the parent's tokenizers): {langs[0]} {100 * rate.src:.2f}%, "
-            f"{langs[1]} {100 * rate.tgt:.2f}% of the tokens")
-
-
 def _check_enough(cfg: Config, train: SplitStats, empty: int) -> None:
     if train.pairs < cfg.data.min_train_pairs:
-        raise UsageError(f"only {train.pairs} training pairs are left of "
-                         f"{train.pairs + train.too_long + empty} ({empty} empty, {train.too_long} "
-                         f"longer than data.train_max_len={cfg.data.train_max_len} tokens); at least "
-                         f"data.min_train_pairs={cfg.data.min_train_pairs} are needed")
-
-
-def summary_table(manifest: DataManifest) -> str:
-    """The short table printed at the end of `tfm preprocess`."""
-    src, tgt = manifest.langs
-    rows = [("split", "pairs", f"{src} mean/max", f"{tgt} mean/max")]
-    for split, s in manifest.splits.items():
-        rows.append((split, str(s.pairs), f"{s.src_len.mean:.1f} / {s.src_len.max}",
-                     f"{s.tgt_len.mean:.1f} / {s.tgt_len.max}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in rows]
-    vocab, oov = manifest.vocab_size, manifest.oov_rate_val
-    joint = " (joint)" if manifest.joint_vocab else ""
-    lines.append(f"vocab ({manifest.tokenizer}){joint}: {src} {vocab.src}, {tgt} {vocab.tgt}")
-    lines.append(f"OOV rate on val: {src} {100 * oov.src:.2f}%, {tgt} {100 * oov.tgt:.2f}%")
-    train = manifest.splits.get("train")
-    if manifest.tokenizer_from and train is not None and train.unk_rate is not None:
-        lines.append(_unknown_line(train.unk_rate, manifest.langs))
-    dropped = manifest.dropped
-    if dropped.empty_train_pairs or dropped.too_long_train_pairs:
-        lines.append(f"dropped from train: {dropped.empty_train_pairs} empty, "
-                     f"{dropped.too_long_train_pairs} longer than data.train_max_len")
-    return "\n".join(lines)
+        raise UsageError(
+            f"only {train.pairs} training pairs are left of "
+            f"{train.pairs + train.too_long + empty} ({empty} empty, {train.too_long} "
+            f"longer than data.train_max_len={cfg.data.train_max_len} tokens); at least "
+            f"data.min_train_pairs={cfg.data.min_train_pairs} are needed"
+        )

@@ -94,8 +94,10 @@ class EncodedSplit:
         return np.diff(self.tgt_offsets)
 
     def pair(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        return (self.src[self.src_offsets[i] : self.src_offsets[i + 1]],
-                self.tgt[self.tgt_offsets[i] : self.tgt_offsets[i + 1]])
+        return (
+            self.src[self.src_offsets[i] : self.src_offsets[i + 1]],
+            self.tgt[self.tgt_offsets[i] : self.tgt_offsets[i + 1]],
+        )
 
 
 def _flatten(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -117,27 +119,31 @@ def _map(path: Path, dtype: str) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
+_Where = tuple[Path, str, tuple[str, str], str, list[int]]  # a ShardedSplit's arguments
+
+
 class ShardedSplit:
     """A prepared split, memory-mapped: its ids (through `pair`) and raw lines (through
     `lines`). Resident memory is the lengths (int32, 8 bytes a pair, made on first use) and
     the pages actually read."""
 
-    def __init__(self, folder: Path, split: str, langs: tuple[str, str], dtype: str,
-                 shard_pairs: Sequence[int]):
+    def __init__(self, folder: Path, split: str, langs: tuple[str, str], dtype: str, shard_pairs: Sequence[int]):
         """Raises OSError or DamagedShard (both with the file's name) when a shard is missing or
         its size does not match the manifest's pair count (`shard_pairs`)."""
-        self._args = folder, split, langs, dtype, list(shard_pairs)
+        self._args: _Where = folder, split, langs, dtype, list(shard_pairs)
         self.shards: list[EncodedSplit] = []
         self._text_offsets: list[np.ndarray] = []  # per shard: [n_k + 1, 2] byte offsets
         for k, n in enumerate(shard_pairs):
             src_name, tgt_name, idx_name = shard_names(split, k)
             index = _map(folder / idx_name, "int64")
             if index.size != (n + 1) * INDEX_COLUMNS:
-                raise DamagedShard(folder / idx_name, f"{index.size} index entries, the manifest "
-                                   f"says {(n + 1) * INDEX_COLUMNS}")
+                raise DamagedShard(
+                    folder / idx_name, f"{index.size} index entries, the manifest says {(n + 1) * INDEX_COLUMNS}"
+                )
             index = index.reshape(n + 1, INDEX_COLUMNS)
-            shard = EncodedSplit(_map(folder / src_name, dtype), index[:, 0],
-                                 _map(folder / tgt_name, dtype), index[:, 1])
+            shard = EncodedSplit(
+                _map(folder / src_name, dtype), index[:, 0], _map(folder / tgt_name, dtype), index[:, 1]
+            )
             for name, ids, ends in ((src_name, shard.src, index[-1, 0]), (tgt_name, shard.tgt, index[-1, 1])):
                 if len(ids) != ends:
                     raise DamagedShard(folder / name, f"{len(ids)} ids, its index says {ends}")
@@ -148,12 +154,12 @@ class ShardedSplit:
         self._text: list[mmap.mmap | bytes] | None = None
         self._lengths: tuple[np.ndarray, np.ndarray] | None = None
 
-    def __getstate__(self) -> tuple:
+    def __getstate__(self) -> _Where:
         """Pickled as where it lies (for worker processes that are spawned, not forked): the
         receiving process maps the files itself instead of receiving a copy of them."""
         return self._args
 
-    def __setstate__(self, args: tuple) -> None:
+    def __setstate__(self, args: _Where) -> None:
         ShardedSplit.__init__(self, *args)
 
     def __len__(self) -> int:
@@ -166,9 +172,10 @@ class ShardedSplit:
 
     def _both_lengths(self) -> tuple[np.ndarray, np.ndarray]:
         if self._lengths is None:  # int32: 8 bytes a pair for both sides
-            src, tgt = (np.concatenate([np.diff(offsets).astype(np.int32) for offsets in side])
-                        for side in ([s.src_offsets for s in self.shards],
-                                     [s.tgt_offsets for s in self.shards]))
+            src, tgt = (
+                np.concatenate([np.diff(offsets).astype(np.int32) for offsets in side])
+                for side in ([s.src_offsets for s in self.shards], [s.tgt_offsets for s in self.shards])
+            )
             self._lengths = (src, tgt)
         return self._lengths
 
@@ -238,8 +245,7 @@ class ShardWriter:
     """Appends encoded chunks to a split: its shards and its two text files. `close()` returns
     the number of pairs in each shard (for the manifest)."""
 
-    def __init__(self, folder: Path, split: str, langs: tuple[str, str], dtype: str,
-                 shard_tokens: int):
+    def __init__(self, folder: Path, split: str, langs: tuple[str, str], dtype: str, shard_tokens: int):
         self.folder, self.split, self.dtype, self.shard_tokens = folder, split, dtype, shard_tokens
         self._text_files = [open(folder / f"{split}.{lang}.txt", "wb") for lang in langs]
         self._text_pos = [0, 0]  # bytes of text written before the next pair to index

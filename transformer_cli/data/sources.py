@@ -75,14 +75,17 @@ class PublicCorpus(ParallelCorpus):
         return [f"{stem}.{lang}.gz"]
 
 
-MULTI30K = PublicCorpus("https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/", {
-    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
-    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-})
+MULTI30K = PublicCorpus(
+    "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/",
+    {
+        "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+        "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+        "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+        "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+        "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+        "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    },
+)
 FILES = ParallelCorpus()  # your own files: data.source names them, data.sha256 their checksums
 
 SPLITS = ("train", "val", "test")
@@ -90,6 +93,8 @@ SPLITS = ("train", "val", "test")
 
 class NotOnServer(TfmError):
     """The server answered 404 for a file (another name may still be there)."""
+
+
 DOWNLOAD_ATTEMPTS = 3
 _CHUNK = 1 << 16
 
@@ -135,8 +140,9 @@ def resolve_source(data: DataConfig) -> str:
     corpus, options = _corpus(data)
     default = corpus.default_source(options)
     if default is None:
-        raise UsageError(f"data.source is required for data.corpus: {data.corpus} "
-                         f"(a folder or URL; or set {SOURCE_ENV})")
+        raise UsageError(
+            f"data.source is required for data.corpus: {data.corpus} (a folder or URL; or set {SOURCE_ENV})"
+        )
     return default
 
 
@@ -157,8 +163,10 @@ def _is_url(source: str) -> bool:
 def _verify(path: Path, expected: str | None, record: Mapping[str, Any] | None) -> str:
     actual = current_sha256(path, record)
     if expected is not None and actual != expected:
-        raise UsageError(f"checksum mismatch for {path}: expected sha256 {expected[:12]}…, "
-                         f"got {actual[:12]}… (corrupt or wrong file)")
+        raise UsageError(
+            f"checksum mismatch for {path}: expected sha256 {expected[:12]}…, "
+            f"got {actual[:12]}… (corrupt or wrong file)"
+        )
     return actual
 
 
@@ -183,8 +191,10 @@ def _download(url: str, dest: Path, expected: str | None) -> str:
                 continue
             actual = h.hexdigest()
             if expected is not None and actual != expected:
-                raise UsageError(f"checksum mismatch for {url}: expected sha256 {expected[:12]}…, "
-                                 f"got {actual[:12]}… (corrupt download; nothing was cached)")
+                raise UsageError(
+                    f"checksum mismatch for {url}: expected sha256 {expected[:12]}…, "
+                    f"got {actual[:12]}… (corrupt download; nothing was cached)"
+                )
             os.replace(tmp, dest)
             return actual
         except urllib.error.HTTPError as e:
@@ -201,8 +211,7 @@ def _download(url: str, dest: Path, expected: str | None) -> str:
     raise TfmError(f"download failed after {DOWNLOAD_ATTEMPTS} attempts: {last_error}")
 
 
-def _fetch_url(base: str, name: str, cache: Path, expected: str | None,
-               records: Mapping[str, Any]) -> tuple[Path, str]:
+def _fetch_url(base: str, name: str, cache: Path, expected: str | None, records: Mapping[str, Any]) -> tuple[Path, str]:
     dest = cache / name
     if dest.is_file():
         digest = current_sha256(dest, records.get(str(dest.resolve())))
@@ -213,8 +222,7 @@ def _fetch_url(base: str, name: str, cache: Path, expected: str | None,
     return dest, _download(url, dest, expected)
 
 
-def fetch_corpus(data: DataConfig, source: str, records: Mapping[str, Any] | None = None
-                 ) -> list[CorpusFile]:
+def fetch_corpus(data: DataConfig, source: str, records: Mapping[str, Any] | None = None) -> list[CorpusFile]:
     """Make every (split, language) file available locally and verified; return them.
     `records` (`fsutil.file_record`s by resolved path, from the last preprocess) spare reading
     the files that kept their size and modification time since."""
@@ -239,8 +247,7 @@ def fetch_corpus(data: DataConfig, source: str, records: Mapping[str, Any] | Non
     return files
 
 
-def fetch_named(source: str, names: list[str], cache: Path, sums: Mapping[str, str]
-                ) -> list[tuple[Path, str]]:
+def fetch_named(source: str, names: list[str], cache: Path, sums: Mapping[str, str]) -> list[tuple[Path, str]]:
     """The files `names` from `source` (a URL: downloaded into the folder `cache` once; a local
     folder: read in place), each with its sha256, checked against `sums` where it names one."""
     if _is_url(source):
@@ -270,8 +277,9 @@ def _source_folder(source: str) -> Path:
     return folder
 
 
-def _fetch_url_first(base: str, names: list[str], cache: Path, sums: dict[str, str],
-                     records: Mapping[str, Any]) -> tuple[Path, str]:
+def _fetch_url_first(
+    base: str, names: list[str], cache: Path, sums: dict[str, str], records: Mapping[str, Any]
+) -> tuple[Path, str]:
     """Fetch the first of `names` that the server has (`.gz` before plain text)."""
     for i, name in enumerate(names):
         try:
@@ -297,7 +305,7 @@ def iter_line_blocks(path: Path, block: int) -> Iterator[list[str]]:
         with opener(path, "rb") as f:
             while raw := list(itertools.islice(f, block)):
                 if first == 1 and raw[0].startswith(codecs.BOM_UTF8):
-                    raw[0] = raw[0][len(codecs.BOM_UTF8):]
+                    raw[0] = raw[0][len(codecs.BOM_UTF8) :]
                     log.warning("warning: %s starts with a UTF-8 byte-order mark: left out", path)
                 try:
                     text = b"".join(raw).decode("utf-8")
@@ -317,8 +325,9 @@ def _raise_bad_line(path: Path, raw: list[bytes], first: int) -> None:
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise UsageError(f"{path}:{number}: not valid UTF-8 "
-                             f"(byte 0x{line[e.start]:02x} at column {e.start + 1})") from None
+            raise UsageError(
+                f"{path}:{number}: not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})"
+            ) from None
 
 
 def read_lines(path: Path) -> list[str]:

@@ -24,29 +24,12 @@ from typing import Any
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import ModelConfig
 from ..config_values import build_section
-from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_sha256, remove_dead_work_folders
+from ..tokenizers.pair import TokenizerPair
 from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here, weight_type
 from .exporter import Exporter
-from .manifest import MANIFEST, ExportManifest, stated_engine
-
-
-def is_export(path: Path) -> bool:
-    """Whether `path` is a folder holding a tfm export, CTranslate2's or Hugging Face's (by its
-    manifest, not its name)."""
-    return (Path(path) / MANIFEST).is_file()
-
-
-def is_ct2_model_folder(path: Path) -> bool:
-    """Whether `path` holds a CTranslate2 model (its model.bin), with or without tfm's manifest."""
-    return (Path(path) / "model.bin").is_file()
-
-
-def export_engine(path: Path) -> str | None:
-    """What runs a tfm export folder, the seams.ENGINES entry its manifest names: "ctranslate2",
-    "transformers" (hf/export.py) or a plugin's; None when `path` is no export."""
-    return stated_engine(path) if is_export(path) else None
+from .manifest import ExportManifest, is_export
 
 
 def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none") -> tuple[ExportManifest, float]:
@@ -75,9 +58,16 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
         spec.optimize(quantization=weights)
         spec.save(str(folder))
         tokenizers.save(folder)
-        manifest = ExportManifest.new("ctranslate2", checkpoint, read, folder, engine_version=ct2.__version__,
-                                      quantization=quantization, weights=weights,
-                                      checkpoint_file_sha256=file_sha256(checkpoint))
+        manifest = ExportManifest.new(
+            "ctranslate2",
+            checkpoint,
+            read,
+            folder,
+            engine_version=ct2.__version__,
+            quantization=quantization,
+            weights=weights,
+            checkpoint_file_sha256=file_sha256(checkpoint),
+        )
         manifest.write(folder)
         written.append(manifest)
 
@@ -116,13 +106,11 @@ def check_output(output: Path) -> None:
     that killed exports (or other writers) left beside it, whatever their names, once their
     processes are gone."""
     try:
-        taken = output.exists() and not is_export(output) and not (output.is_dir()
-                                                                    and not any(output.iterdir()))
+        taken = output.exists() and not is_export(output) and not (output.is_dir() and not any(output.iterdir()))
     except OSError as e:
         raise WriteError(output, str(e.strerror or e)) from None
     if taken:
-        raise UsageError(f"{output} exists and is not a tfm export: choose a new or empty "
-                         "--output folder")
+        raise UsageError(f"{output} exists and is not a tfm export: choose a new or empty --output folder")
     try:
         remove_dead_work_folders(output.parent)
     except OSError as e:

@@ -28,8 +28,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..data.tokenizer_base import Tokenizer
-from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..model.attention import MultiHeadAttention
 from ..model.contract import TranslationModel
@@ -37,6 +35,8 @@ from ..model.layers import PositionwiseFeedForward
 from ..model.transformer import Decoder, Encoder, Seq2SeqTransformer
 from ..model.transformer_config import TransformerConfig
 from ..records import field_default
+from ..tokenizers.base import Tokenizer
+from ..tokenizers.pair import TokenizerPair
 
 # CTranslate2's activation for each tfm one (tfm's gelu is the exact, erf-based GELU).
 _ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}
@@ -47,23 +47,44 @@ ARCHITECTURES = (Seq2SeqTransformer.ARCHITECTURE,)  # what this converter conver
 # outside both (a model option added later) is refused unless it has its default value, so
 # an option the exporter does not know is never silently dropped.
 _TRAINING_ONLY = {"dropout", "attention_dropout", "activation_dropout"}
-_EXPRESSED = {"d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "activation",
-              "positional", "max_len", "norm", "tie_output", "share_embeddings", "architecture",
-              "scale_embeddings", "output_bias", "sinusoid_layout"}
+_EXPRESSED = {
+    "d_model",
+    "n_heads",
+    "n_encoder_layers",
+    "n_decoder_layers",
+    "d_ff",
+    "activation",
+    "positional",
+    "max_len",
+    "norm",
+    "tie_output",
+    "share_embeddings",
+    "architecture",
+    "scale_embeddings",
+    "output_bias",
+    "sinusoid_layout",
+}
 
 
 def refusals(architecture: str, cfg: TransformerConfig) -> list[str]:
     """Every reason a model of `architecture` with these settings cannot be exported to
     CTranslate2 (none: it can)."""
     if architecture not in ARCHITECTURES:
-        return [f"model.architecture={architecture!r} is not one the CTranslate2 exporter "
-                f"converts ({', '.join(ARCHITECTURES)})"]
-    found = [f"model.{f.name}={getattr(cfg, f.name)!r} is not known to the CTranslate2 exporter "
-             "of this tfm version, so the export could not reproduce it"
-             for f in dataclasses.fields(cfg)
-             if f.name not in _TRAINING_ONLY | _EXPRESSED and getattr(cfg, f.name) != field_default(f)]
-    for key, value, known in (("activation", cfg.activation, _ACTIVATIONS), ("norm", cfg.norm, _NORMS),
-                              ("positional", cfg.positional, _POSITIONALS)):
+        return [
+            f"model.architecture={architecture!r} is not one the CTranslate2 exporter "
+            f"converts ({', '.join(ARCHITECTURES)})"
+        ]
+    found = [
+        f"model.{f.name}={getattr(cfg, f.name)!r} is not known to the CTranslate2 exporter "
+        "of this tfm version, so the export could not reproduce it"
+        for f in dataclasses.fields(cfg)
+        if f.name not in _TRAINING_ONLY | _EXPRESSED and getattr(cfg, f.name) != field_default(f)
+    ]
+    for key, value, known in (
+        ("activation", cfg.activation, _ACTIVATIONS),
+        ("norm", cfg.norm, _NORMS),
+        ("positional", cfg.positional, _POSITIONALS),
+    ):
         if value not in known:
             found.append(f"model.{key}={value!r} has no CTranslate2 equivalent")
     return found
@@ -76,8 +97,10 @@ def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:
     seen: set[str] = set()
     for i, token in enumerate(tokens):
         if token in seen:
-            raise UsageError(f"cannot export: the {side} vocabulary holds {token!r} twice "
-                             f"(again at id {i}); CTranslate2 maps tokens by their text")
+            raise UsageError(
+                f"cannot export: the {side} vocabulary holds {token!r} twice "
+                f"(again at id {i}); CTranslate2 maps tokens by their text"
+            )
         seen.add(token)
     return tokens
 
@@ -85,14 +108,17 @@ def vocabulary(tokenizer: Tokenizer, side: str) -> list[str]:
 def special_tokens(tokenizers: TokenizerPair) -> tuple[str, str, str]:
     """The text of `<unk>`, `<sos>` and `<eos>` (found at the tokenizers' special ids).
     CTranslate2 names one set of special tokens for both sides, by their text."""
+
     def named(t: Tokenizer) -> tuple[str, str, str]:
         unk, sos, eos = t.id_to_token([t.ids.unk, t.ids.sos, t.ids.eos])
         return unk, sos, eos
 
     src, tgt = named(tokenizers.src), named(tokenizers.tgt)
     if src != tgt:
-        raise UsageError(f"cannot export: the source vocabulary names its special tokens {src}, "
-                         f"the target {tgt}; CTranslate2 takes one set for both")
+        raise UsageError(
+            f"cannot export: the source vocabulary names its special tokens {src}, "
+            f"the target {tgt}; CTranslate2 takes one set for both"
+        )
     return src
 
 
@@ -149,7 +175,7 @@ def _decoder(spec: Any, decoder: Decoder, generator: nn.Linear, max_positions: i
     _linear(spec.projection, generator)  # with its bias when model.output_bias is on
 
 
-def build_spec(model: TranslationModel, tokenizers: TokenizerPair) -> Any:
+def build_spec(model: TranslationModel[Any], tokenizers: TokenizerPair) -> Any:
     """A validated `ctranslate2.specs.TransformerSpec` holding `model`'s weights (not yet
     quantized or saved). Raises UsageError with a one-line reason for what CT2 cannot express."""
     from ctranslate2.specs import common_spec, transformer_spec
@@ -162,9 +188,13 @@ def build_spec(model: TranslationModel, tokenizers: TokenizerPair) -> Any:
     src_tokens = vocabulary(tokenizers.src, "source")
     tgt_tokens = vocabulary(tokenizers.tgt, "target")
     spec = transformer_spec.TransformerSpec.from_config(
-        (cfg.n_encoder_layers, cfg.n_decoder_layers), cfg.n_heads, pre_norm=cfg.norm == "pre",
+        (cfg.n_encoder_layers, cfg.n_decoder_layers),
+        cfg.n_heads,
+        pre_norm=cfg.norm == "pre",
         activation=common_spec.Activation[_ACTIVATIONS[cfg.activation]],
-        alignment_layer=-1, alignment_heads=0)  # attention returned: last layer, all heads averaged
+        alignment_layer=-1,
+        alignment_heads=0,
+    )  # attention returned: last layer, all heads averaged
     with torch.no_grad():
         _encoder(spec.encoder, model.encoder, cfg.max_len)
         _decoder(spec.decoder, model.decoder, model.generator, cfg.max_len)
@@ -183,6 +213,5 @@ def _layer_norm_eps(model: nn.Module) -> float:
     """The epsilon every LayerNorm of the model uses (CTranslate2 takes one for all)."""
     eps: Sequence[float] = sorted({m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)})
     if len(eps) != 1:
-        raise UsageError(f"cannot export: the model's LayerNorms use several epsilons {eps}; "
-                         "CTranslate2 takes one")
+        raise UsageError(f"cannot export: the model's LayerNorms use several epsilons {eps}; CTranslate2 takes one")
     return float(eps[0])

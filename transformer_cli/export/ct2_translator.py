@@ -28,31 +28,32 @@ from ..config_values import build_section
 from ..data.shards import TokenPairs
 from ..errors import TfmError, UsageError, first_line
 from ..fsutil import file_sha256
+from ..inference.outputs import Translation
 from ..inference.search import Hypothesis, output_limits
 from ..inference.strategies import strategy_for
-from ..inference.translate import ModelMetadata, Translation, TranslationBackend
+from ..inference.translate import ModelMetadata, TranslationBackend
 from ..threads import AUTO, Setting, start_count
-from .bundle import MANIFEST, read_export
+from .bundle import read_export
 from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
+from .manifest import MANIFEST
 
 log = logging.getLogger("tfm")
 DEVICES = ("auto", "cpu", "cuda")  # CTranslate2's
 
 
-def open_ct2(path: Path, device: str, precision: str, decode: DecodeConfig | None, threads: Setting
-             ) -> Ct2Translator:
+def open_ct2(path: Path, device: str, precision: str, decode: DecodeConfig | None, threads: Setting) -> Ct2Translator:
     """seams.ENGINES' ctranslate2 (api.open_backend's arguments; the precision is the export's):
     `threads` CTranslate2's intra-op threads (auto: the CPUs; None: torch's current number)."""
-    count = (threads if isinstance(threads, int) else
-             start_count(threads) if threads == AUTO else torch.get_num_threads())
+    count = (
+        threads if isinstance(threads, int) else start_count(threads) if threads == AUTO else torch.get_num_threads()
+    )
     return Ct2Translator(path, device, decode, count)
 
 
 class Ct2Translator(TranslationBackend):
     """Translates lines of text with a CTranslate2 export of a tfm model (see `export.bundle`)."""
 
-    def __init__(self, folder: Path, device: str = "auto", decode: DecodeConfig | None = None,
-                 threads: int = 0):
+    def __init__(self, folder: Path, device: str = "auto", decode: DecodeConfig | None = None, threads: int = 0):
         """`threads`: CTranslate2's intra-op threads (0: its default)."""
         ct2 = import_ctranslate2(f"the CTranslate2 export {folder}")
         if device not in DEVICES:
@@ -68,14 +69,22 @@ class Ct2Translator(TranslationBackend):
             raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
         # sha256 names what is loaded (the export: its manifest holds every file's sha256),
         # checkpoint_sha256 the checkpoint it was exported from.
-        metadata = ModelMetadata(file_sha256(Path(folder) / MANIFEST), manifest.model, manifest.config,
-                                 manifest.metrics, manifest.checkpoint_sha256)
+        metadata = ModelMetadata(
+            file_sha256(Path(folder) / MANIFEST),
+            manifest.model,
+            manifest.config,
+            manifest.metrics,
+            manifest.checkpoint_sha256,
+        )
         super().__init__(tokenizers, decode, self.max_positions, metadata)
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_token_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
-        if str(manifest.details.get("weights", "")).startswith("int8") and self.engine_device(ct2, device) == "cpu" \
-                and int8_loses_accuracy_here():
+        if (
+            str(manifest.details.get("weights", "")).startswith("int8")
+            and self.engine_device(ct2, device) == "cpu"
+            and int8_loses_accuracy_here()
+        ):
             log.warning(INT8_WARNING)
         try:
             self.engine = ct2.Translator(str(folder), device=device, intra_threads=threads)
@@ -91,12 +100,15 @@ class Ct2Translator(TranslationBackend):
         libcublas.so.12; seen missing on a CUDA 13 machine) fails there. Failing at load time
         gives one line before a server starts, not an error at its first request."""
         try:
-            self.engine.translate_batch([[self.src_tokens[self.tokenizers.src.ids.unk]]],
-                                        beam_size=1, max_decoding_length=1)
+            self.engine.translate_batch(
+                [[self.src_tokens[self.tokenizers.src.ids.unk]]], beam_size=1, max_decoding_length=1
+            )
         except RuntimeError as e:
-            raise TfmError(f"CTranslate2 {version} cannot decode on cuda here: {first_line(e)} (the "
-                           f"CUDA libraries it was built for; torch here has CUDA {torch.version.cuda}): "
-                           "install them, or use --device cpu") from None
+            raise TfmError(
+                f"CTranslate2 {version} cannot decode on cuda here: {first_line(e)} (the "
+                f"CUDA libraries it was built for; torch here has CUDA {torch.version.cuda}): "
+                "install them, or use --device cpu"
+            ) from None
 
     @staticmethod
     def engine_device(ct2: ModuleType, device: str) -> str:
@@ -108,20 +120,27 @@ class Ct2Translator(TranslationBackend):
         return [self.src_tokens[i] for i in ids[:-1].tolist()]
 
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
-        limits = output_limits(torch.tensor([len(s) for s in sources]), d.max_len_a, d.max_len_b,
-                               cap=self.max_positions).tolist()
+        limits = output_limits(
+            torch.tensor([len(s) for s in sources]), d.max_len_a, d.max_len_b, cap=self.max_positions
+        ).tolist()
         options = strategy_for(d).ct2_options(d)
         penalty = options["length_penalty"]
         ids = self.tokenizers.tgt.ids
         if ids.sos == ids.pad:  # as tfm's search (inference/search.py): never the start token
             options["suppress_sequences"] = [[self.tgt_tokens[ids.sos]]]
         results = self.engine.translate_batch(
-            [self._source_tokens(s) for s in sources], **options,
-            max_decoding_length=max(1, max(limits) - 1), min_decoding_length=0,
-            max_input_length=0, return_scores=True, return_end_token=True)
-        return [[self._hypothesis(tokens, score, limit, penalty)
-                 for tokens, score in zip(r.hypotheses, r.scores)]
-                for r, limit in zip(results, limits)]
+            [self._source_tokens(s) for s in sources],
+            **options,
+            max_decoding_length=max(1, max(limits) - 1),
+            min_decoding_length=0,
+            max_input_length=0,
+            return_scores=True,
+            return_end_token=True,
+        )
+        return [
+            [self._hypothesis(tokens, score, limit, penalty) for tokens, score in zip(r.hypotheses, r.scores)]
+            for r, limit in zip(results, limits)
+        ]
 
     def _hypothesis(self, tokens: list[str], score: float, limit: int, penalty: float) -> Hypothesis:
         """tfm's Hypothesis from CTranslate2's (tokens with their <eos>, normalised score)."""
@@ -132,15 +151,21 @@ class Ct2Translator(TranslationBackend):
         ids = ids[: limit - 1]
         return Hypothesis(ids, log_prob, log_prob / (len(ids) + 1) ** penalty)
 
-    def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
-                        ) -> tuple[list[str], list[str], list[list[float]]]:
+    def cross_attention(
+        self, line: str, translation: Translation, recase: bool | None = None
+    ) -> tuple[list[str], list[str], list[list[float]]]:
         """The translation is forced as the target prefix."""
         [src], _ = self.encode_sources([line], recase)
         prefix = [self.tgt_tokens[i] for i in translation.tokens]
         result = self.engine.translate_batch(
-            [self._source_tokens(src)], target_prefix=[prefix], beam_size=1,
-            max_decoding_length=len(prefix) + 1, max_input_length=0, return_attention=True,
-            return_end_token=True)[0]
+            [self._source_tokens(src)],
+            target_prefix=[prefix],
+            beam_size=1,
+            max_decoding_length=len(prefix) + 1,
+            max_input_length=0,
+            return_attention=True,
+            return_end_token=True,
+        )[0]
         weights = torch.tensor(result.attention[0])[: len(prefix) + 1]
         # CTranslate2 leaves out the column of the <eos> it appended; each row sums to 1.
         weights = torch.cat([weights, 1.0 - weights.sum(-1, keepdim=True)], dim=-1)
@@ -148,8 +173,7 @@ class Ct2Translator(TranslationBackend):
         tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, self.tokenizers.tgt.ids.eos])
         return src_tokens, tgt_tokens, weights.tolist()
 
-    def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None
-                   ) -> tuple[float, int]:
+    def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None) -> tuple[float, int]:
         """By CTranslate2's `score_batch`, in one call (`check_stop` is called before it)."""
         if check_stop is not None:
             check_stop()
@@ -159,7 +183,6 @@ class Ct2Translator(TranslationBackend):
             src, tgt = split.pair(i)
             sources.append([self.src_tokens[j] for j in src[:limit].tolist()])
             targets.append([self.tgt_tokens[j] for j in tgt[:limit].tolist()])
-        results = self.engine.score_batch(sources, targets, max_batch_size=self.decode.batch_size,
-                                          max_input_length=0)
+        results = self.engine.score_batch(sources, targets, max_batch_size=self.decode.batch_size, max_input_length=0)
         nll = -sum(sum(r.log_probs) for r in results)
         return nll, sum(len(r.log_probs) for r in results)

@@ -1,4 +1,5 @@
-"""CTranslate2 as an optional dependency: importing it, and the weight types tfm exports."""
+"""CTranslate2 as an optional dependency: importing it, the weight types tfm exports, and
+the file that makes a folder a CTranslate2 model."""
 
 from __future__ import annotations
 
@@ -12,9 +13,22 @@ from ..extras import import_extra
 
 # `tfm export --quantization` choices -> CTranslate2's weight type ("none" keeps float32). The
 # 16-bit float types are for GPUs: a CPU computes them in float32 (CTranslate2 warns).
-QUANTIZATIONS = {"none": "float32", "int8": "int8", "int8_float32": "int8_float32",
-                 "int16": "int16", "float16": "float16", "int8_float16": "int8_float16",
-                 "bfloat16": "bfloat16", "int8_bfloat16": "int8_bfloat16"}
+QUANTIZATIONS = {
+    "none": "float32",
+    "int8": "int8",
+    "int8_float32": "int8_float32",
+    "int16": "int16",
+    "float16": "float16",
+    "int8_float16": "int8_float16",
+    "bfloat16": "bfloat16",
+    "int8_bfloat16": "int8_bfloat16",
+}
+
+
+def is_ct2_model_folder(path: Path) -> bool:
+    """Whether `path` holds a CTranslate2 model (its model.bin), with or without tfm's manifest."""
+    return (Path(path) / "model.bin").is_file()
+
 
 def import_ctranslate2(needed_by: str) -> ModuleType:
     """The `ctranslate2` module, or a one-line UsageError saying that `needed_by` needs the
@@ -25,8 +39,7 @@ def import_ctranslate2(needed_by: str) -> ModuleType:
 def weight_type(quantization: str) -> str:
     """CTranslate2's name for a `--quantization` choice."""
     if quantization not in QUANTIZATIONS:
-        raise UsageError(f"--quantization must be one of {', '.join(QUANTIZATIONS)} "
-                         f"(got {quantization!r})")
+        raise UsageError(f"--quantization must be one of {', '.join(QUANTIZATIONS)} (got {quantization!r})")
     return QUANTIZATIONS[quantization]
 
 
@@ -62,6 +75,8 @@ def int8_loses_accuracy_here() -> bool:
     return not uses_mkl
 
 
-INT8_WARNING = ("warning: int8 weights on this CPU (x86 without VNNI, CTranslate2's oneDNN "
-                "kernels) lose accuracy: prefer --quantization none (float32), or run with "
-                "CT2_USE_MKL=1 (slower)")
+INT8_WARNING = (
+    "warning: int8 weights on this CPU (x86 without VNNI, CTranslate2's oneDNN "
+    "kernels) lose accuracy: prefer --quantization none (float32), or run with "
+    "CT2_USE_MKL=1 (slower)"
+)

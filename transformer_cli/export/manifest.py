@@ -17,10 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..checkpoint import Checkpoint, CheckpointError, ModelDescription
 from ..fsutil import file_sha256
 from ..records import from_json, to_json
+from ..version import __version__
 
 MANIFEST = "tfm-export.json"
 FORMAT = "tfm-export/1"
@@ -45,20 +45,25 @@ class ExportManifest:
     details: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def new(cls, engine: str, source: Path, checkpoint: Checkpoint, folder: Path, **details: Any
-            ) -> ExportManifest:
+    def new(cls, engine: str, source: Path, checkpoint: Checkpoint, folder: Path, **details: Any) -> ExportManifest:
         """The manifest of an export of `checkpoint` (read from `source`) just written to
         `folder`: the sums of every file there, and the format's own `details`."""
         clash = set(details) & {f.name for f in dataclasses.fields(cls)}
         if clash:
             raise ValueError(f"an export's own fields cannot be named {', '.join(sorted(clash))}")
-        return cls(format=FORMAT, engine=engine, tfm_version=__version__,
-                   created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                   checkpoint=str(source), checkpoint_sha256=checkpoint.digest,
-                   model=checkpoint.model_description(), config=checkpoint.config,
-                   metrics=checkpoint.metrics,
-                   files={p.name: file_sha256(p) for p in sorted(folder.iterdir())},
-                   details={k: v for k, v in details.items() if v is not None})
+        return cls(
+            format=FORMAT,
+            engine=engine,
+            tfm_version=__version__,
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            checkpoint=str(source),
+            checkpoint_sha256=checkpoint.digest,
+            model=checkpoint.model_description(),
+            config=checkpoint.config,
+            metrics=checkpoint.metrics,
+            files={p.name: file_sha256(p) for p in sorted(folder.iterdir())},
+            details={k: v for k, v in details.items() if v is not None},
+        )
 
     @classmethod
     def read(cls, folder: Path) -> ExportManifest:
@@ -81,15 +86,25 @@ class ExportManifest:
             if not path.is_file():
                 raise CheckpointError(f"export {folder} is incomplete: {name} is missing")
             if file_sha256(path) != digest:
-                raise CheckpointError(f"export {folder} is damaged: {name} does not match its sha256 "
-                                      f"in {MANIFEST}")
+                raise CheckpointError(f"export {folder} is damaged: {name} does not match its sha256 in {MANIFEST}")
         return dataclasses.replace(manifest, details={k: v for k, v in raw.items() if k not in common})
 
     def write(self, folder: Path) -> None:
         record = to_json(self)
         record.update(record.pop("details"))  # the format's own fields, beside the common ones
-        (folder / MANIFEST).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n",
-                                       encoding="utf-8")
+        (folder / MANIFEST).write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def is_export(path: Path) -> bool:
+    """Whether `path` is a folder holding a tfm export, CTranslate2's or Hugging Face's (by its
+    manifest, not its name)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def export_engine(path: Path) -> str | None:
+    """What runs a tfm export folder, the seams.ENGINES entry its manifest names: "ctranslate2",
+    "transformers" (hf/export.py) or a plugin's; None when `path` is no export."""
+    return stated_engine(path) if is_export(path) else None
 
 
 def stated_engine(folder: Path) -> str:

@@ -17,11 +17,17 @@ class Ct2Options(Section):
 
     SECTION: ClassVar[str] = "export.options"
 
-    quantization: str = _f("none", "Weight type (also --quantization): " + ", ".join(QUANTIZATIONS)
-                           + " (none: float32; the 16-bit float types are for GPUs).")
+    quantization: str = _f(
+        "none",
+        "Weight type (also --quantization): "
+        + ", ".join(QUANTIZATIONS)
+        + " (none: float32; the 16-bit float types are for GPUs).",
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.quantization not in QUANTIZATIONS:
-            raise ConfigError(f"export.options.quantization must be one of {', '.join(QUANTIZATIONS)} "
-                              f"(got {self.quantization!r})", "export.options.quantization")
+            raise ConfigError(
+                f"export.options.quantization must be one of {', '.join(QUANTIZATIONS)} (got {self.quantization!r})",
+                "export.options.quantization",
+            )

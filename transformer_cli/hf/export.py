@@ -36,16 +36,16 @@ from typing import Any
 from ..checkpoint import Checkpoint
 from ..config import ModelConfig
 from ..config_values import build_section
-from ..data.piece_vocab_tokenizer import PieceVocabTokenizer
-from ..data.subword_tokenizer import SubwordTokenizer
-from ..data.tokenizer_base import Tokenizer
-from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..export.bundle import check_output
 from ..export.exporter import Exporter
 from ..export.manifest import ExportManifest
 from ..extras import import_extra
 from ..fsutil import atomic_write_folder
+from ..tokenizers.base import Tokenizer
+from ..tokenizers.pair import TokenizerPair
+from ..tokenizers.piece_vocab import PieceVocabTokenizer
+from ..tokenizers.subword import SubwordTokenizer
 from .folder import TFM_TOKENIZER
 from .marian import export_refusals, feature_order, hf_config, permute_features, reorder_vocab, to_hf, vocab_order
 
@@ -56,8 +56,10 @@ def _tokenizer_refusals(tokenizers: TokenizerPair) -> list[str]:
     out = []
     for side, tokenizer in (("source", tokenizers.src), ("target", tokenizers.tgt)):
         if not isinstance(tokenizer, (SubwordTokenizer, PieceVocabTokenizer)):
-            out.append(f"the {side} tokenizer is a {tokenizer.kind} word vocabulary (MarianTokenizer "
-                       "segments with SentencePiece)")
+            out.append(
+                f"the {side} tokenizer is a {tokenizer.kind} word vocabulary (MarianTokenizer "
+                "segments with SentencePiece)"
+            )
         if tokenizer.lowercase:
             out.append(f"the {side} tokenizer lowercases its input (MarianTokenizer does not)")
     return out
@@ -107,18 +109,35 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
             (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
         dump("config.json", hf_config(cfg, src.vocab_size, tgt.vocab_size, pad, eos, start))
-        dump("generation_config.json", {
-            "decoder_start_token_id": start, "eos_token_id": eos, "forced_eos_token_id": eos,
-            # tfm's cap on any output: max_len tokens with <eos>; max_length counts the start token
-            "pad_token_id": pad, "max_length": cfg.max_len + 1,
-            "num_beams": decode.get("beam_size", 1), "length_penalty": decode.get("length_penalty", 1.0),
-            "early_stopping": True})  # tfm's beam ends once beam_size hypotheses have
+        dump(
+            "generation_config.json",
+            {
+                "decoder_start_token_id": start,
+                "eos_token_id": eos,
+                "forced_eos_token_id": eos,
+                # tfm's cap on any output: max_len tokens with <eos>; max_length counts the start token
+                "pad_token_id": pad,
+                "max_length": cfg.max_len + 1,
+                "num_beams": decode.get("beam_size", 1),
+                "length_penalty": decode.get("length_penalty", 1.0),
+                "early_stopping": True,
+            },
+        )  # tfm's beam ends once beam_size hypotheses have
         names = src.id_to_token([src.ids.unk, src.ids.pad, src.ids.eos])
         langs = checkpoint.config.get("data", {})
-        dump("tokenizer_config.json", {
-            "tokenizer_class": "MarianTokenizer", "unk_token": names[0], "pad_token": names[1],
-            "eos_token": names[2], "model_max_length": cfg.max_len, "separate_vocabs": separate,
-            "source_lang": langs.get("src_lang"), "target_lang": langs.get("tgt_lang")})
+        dump(
+            "tokenizer_config.json",
+            {
+                "tokenizer_class": "MarianTokenizer",
+                "unk_token": names[0],
+                "pad_token": names[1],
+                "eos_token": names[2],
+                "model_max_length": cfg.max_len,
+                "separate_vocabs": separate,
+                "source_lang": langs.get("src_lang"),
+                "target_lang": langs.get("tgt_lang"),
+            },
+        )
         dump("vocab.json", src_vocab)
         if separate:
             dump("target_vocab.json", tgt_vocab)
@@ -126,10 +145,15 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
         (folder / "target.spm").write_bytes(_spm(tgt))
         safetensors.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
         tokenizers.save(folder, TFM_TOKENIZER)
-        manifest = ExportManifest.new("transformers", source, checkpoint, folder,
-                                      features="interleaved" if interleaved else "halves",
-                                      tokenizer=TFM_TOKENIZER,
-                                      pad_moved_last={"src": src.ids.pad, "tgt": tgt.ids.pad})  # vocab_order
+        manifest = ExportManifest.new(
+            "transformers",
+            source,
+            checkpoint,
+            folder,
+            features="interleaved" if interleaved else "halves",
+            tokenizer=TFM_TOKENIZER,
+            pad_moved_last={"src": src.ids.pad, "tgt": tgt.ids.pad},
+        )  # vocab_order
         manifest.write(folder)
         written.append(manifest)
 

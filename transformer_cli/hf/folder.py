@@ -31,20 +31,29 @@ import torch
 from ..checkpoint import FORMAT, Checkpoint, content_digest
 from ..config import Config, DecodeConfig, ModelConfig
 from ..config_values import build_section
-from ..data.piece_vocab_tokenizer import MARIAN_SPECIALS, PieceVocabTokenizer
-from ..data.tokenizers import TokenizerPair
 from ..errors import TfmError, UsageError, first_line
 from ..export.manifest import MANIFEST, ExportManifest
 from ..extras import import_extra
+from ..tokenizers.pair import TokenizerPair
+from ..tokenizers.piece_vocab import MARIAN_SPECIALS, PieceVocabTokenizer
 from .marian import feature_order, model_settings, permute_features, reorder_vocab, to_tfm, vocab_order
 
 TFM_TOKENIZER = "tfm-tokenizer.json"  # tfm's tokenizers, in a folder tfm exported
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
 # Endings of model and config files, which no Hub id has: OWNER/NAME with one is a path.
 FILE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors", ".yaml", ".yml", ".json")
-HUB_FILES = ["config.json", "generation_config.json", "tokenizer_config.json", "*.spm", "vocab.json",
-             "target_vocab.json", "model.safetensors", "model.safetensors.index.json",
-             "model-*.safetensors", "pytorch_model.bin"]
+HUB_FILES = [
+    "config.json",
+    "generation_config.json",
+    "tokenizer_config.json",
+    "*.spm",
+    "vocab.json",
+    "target_vocab.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "model-*.safetensors",
+    "pytorch_model.bin",
+]
 
 
 def is_hf_folder(path: Path) -> bool:
@@ -58,8 +67,12 @@ def is_hub_id(spec: str) -> bool:
     or config file (`FILE_SUFFIXES`: no Hub id does), and whose OWNER is not a folder here.
     "bad/nope.pt" and "checkpoints/nope" (with checkpoints/ here) are paths, missing ones."""
     path = Path(spec)
-    return (HUB_ID.match(spec) is not None and not path.exists()
-            and not spec.lower().endswith(FILE_SUFFIXES) and not path.parent.is_dir())
+    return (
+        HUB_ID.match(spec) is not None
+        and not path.exists()
+        and not spec.lower().endswith(FILE_SUFFIXES)
+        and not path.parent.is_dir()
+    )
 
 
 def locate(spec: str) -> Path | None:
@@ -68,13 +81,14 @@ def locate(spec: str) -> Path | None:
     Hub's cache (huggingface_hub, the hf extra). None when `spec` is a path."""
     if not is_hub_id(spec):
         return None
-    hub = import_extra("huggingface_hub", f"{spec} is no file or folder here; fetching it from the "
-                                          "Hugging Face Hub")
+    hub = import_extra("huggingface_hub", f"{spec} is no file or folder here; fetching it from the Hugging Face Hub")
     try:
         return Path(hub.snapshot_download(spec, allow_patterns=HUB_FILES))
     except Exception as e:  # no network, no such repository, a gated one: one line, whatever it is
-        raise TfmError(f"cannot fetch {spec} from the Hugging Face Hub ({type(e).__name__}: "
-                       f"{first_line(e)}); without a network, give a local folder") from None
+        raise TfmError(
+            f"cannot fetch {spec} from the Hugging Face Hub ({type(e).__name__}: "
+            f"{first_line(e)}); without a network, give a local folder"
+        ) from None
 
 
 def read_folder(folder: Path) -> Checkpoint:
@@ -95,8 +109,10 @@ def read_folder(folder: Path) -> Checkpoint:
     if manifest is not None and isinstance(own.get("tokenizer"), str):  # exported by tfm: its tokenizers, ...
         tokenizers = _tfm_tokenizers(folder, own["tokenizer"])
         moved = own["pad_moved_last"] if isinstance(own.get("pad_moved_last"), dict) else {}
-        orders = [vocab_order(t.vocab_size, int(moved.get(side, t.vocab_size - 1)))
-                  for side, t in (("src", tokenizers.src), ("tgt", tokenizers.tgt))]
+        orders = [
+            vocab_order(t.vocab_size, int(moved.get(side, t.vocab_size - 1)))
+            for side, t in (("src", tokenizers.src), ("tgt", tokenizers.tgt))
+        ]
         state = reorder_vocab(state, *(torch.tensor(order).argsort().tolist() for order in orders))
         run = manifest.config
         settings = run["model"]
@@ -115,8 +131,15 @@ def read_folder(folder: Path) -> Checkpoint:
         raise UsageError(f"{folder}: not a complete MarianMT model: missing or unusable {first_line(e)}") from None
     _check_sizes(folder, weights, tokenizers)
     run["model"] = dataclasses.asdict(cfg)
-    checkpoint = Checkpoint("transformer", tokenizers.src.vocab_size, tokenizers.tgt.vocab_size,
-                            weights, tokenizers.state(), run, metrics=dict(manifest.metrics if manifest else {}))
+    checkpoint = Checkpoint(
+        "transformer",
+        tokenizers.src.vocab_size,
+        tokenizers.tgt.vocab_size,
+        weights,
+        tokenizers.state(),
+        run,
+        metrics=dict(manifest.metrics if manifest else {}),
+    )
     checkpoint.sha256 = content_digest({**checkpoint.to_payload(), "format": FORMAT})
     return checkpoint
 
@@ -145,13 +168,14 @@ def _special(value: Any, default: str) -> str:
     return value if isinstance(value, str) else default
 
 
-def _tokenizers(folder: Path, config: dict[str, Any], options: dict[str, Any]
-                ) -> tuple[TokenizerPair, list[str]]:
+def _tokenizers(folder: Path, config: dict[str, Any], options: dict[str, Any]) -> tuple[TokenizerPair, list[str]]:
     """Source and target tokenizers, and every reason they do not fit config.json."""
     names = {role: _special(options.get(f"{role}_token"), MARIAN_SPECIALS[role]) for role in ("unk", "pad", "eos")}
     separate = bool(options.get("separate_vocabs", False))
-    vocabs = {"src": _vocabulary(folder / "vocab.json"),
-              "tgt": _vocabulary(folder / ("target_vocab.json" if separate else "vocab.json"))}
+    vocabs = {
+        "src": _vocabulary(folder / "vocab.json"),
+        "tgt": _vocabulary(folder / ("target_vocab.json" if separate else "vocab.json")),
+    }
     refusals = []
     start = config.get("decoder_start_token_id", config.get("pad_token_id"))
     itos = vocabs["tgt"]
@@ -162,11 +186,11 @@ def _tokenizers(folder: Path, config: dict[str, Any], options: dict[str, Any]
     for role, key in (("pad", "pad_token_id"), ("eos", "eos_token_id")):
         token = names[role]
         if token not in itos or itos.index(token) != config.get(key):
-            refusals.append(f"config.json's {key} {config.get(key)!r} is not the vocabulary's "
-                            f"{token!r}")
+            refusals.append(f"config.json's {key} {config.get(key)!r} is not the vocabulary's {token!r}")
     try:  # (a separate source vocabulary has no use for a start token: its <pad> stands in)
-        src = PieceVocabTokenizer(_bytes(folder / "source.spm"), vocabs["src"],
-                                  {**specials, "sos": names["pad"]} if separate else specials)
+        src = PieceVocabTokenizer(
+            _bytes(folder / "source.spm"), vocabs["src"], {**specials, "sos": names["pad"]} if separate else specials
+        )
         tgt = PieceVocabTokenizer(_bytes(folder / "target.spm"), itos, specials)
     except (ValueError, RuntimeError) as e:
         raise UsageError(f"{folder}: its tokenizer cannot be used: {first_line(e)}") from None
@@ -221,8 +245,10 @@ def _check_sizes(folder: Path, weights: dict[str, torch.Tensor], tokenizers: Tok
     for side, name in (("src", "encoder.embed.embedding.weight"), ("tgt", "generator.weight")):
         rows, size = weights[name].size(0), getattr(tokenizers, side).vocab_size
         if rows != size:
-            raise UsageError(f"{folder}: the {'source' if side == 'src' else 'target'} vocabulary "
-                             f"holds {size} pieces, the model's matrix {rows} rows")
+            raise UsageError(
+                f"{folder}: the {'source' if side == 'src' else 'target'} vocabulary "
+                f"holds {size} pieces, the model's matrix {rows} rows"
+            )
 
 
 def _decoding(folder: Path) -> dict[str, Any]:

@@ -42,18 +42,33 @@ ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"
 _HF_ACTIVATION = {"swish": "swish", "relu": "relu", "gelu": "gelu"}  # tfm -> HF
 
 # (tfm, transformers) module names inside a layer; attention k/v are fused in tfm.
-_ENCODER = [("self_attn.q_proj", "self_attn.q_proj"), ("self_attn.out_proj", "self_attn.out_proj"),
-            ("attn_block.norm", "self_attn_layer_norm"), ("feed_forward.w_1", "fc1"),
-            ("feed_forward.w_2", "fc2"), ("ff_block.norm", "final_layer_norm")]
-_DECODER = [("self_attn.q_proj", "self_attn.q_proj"), ("self_attn.out_proj", "self_attn.out_proj"),
-            ("self_block.norm", "self_attn_layer_norm"), ("cross_attn.q_proj", "encoder_attn.q_proj"),
-            ("cross_attn.out_proj", "encoder_attn.out_proj"), ("cross_block.norm", "encoder_attn_layer_norm"),
-            ("feed_forward.w_1", "fc1"), ("feed_forward.w_2", "fc2"), ("ff_block.norm", "final_layer_norm")]
-_FUSED = {"encoder": [("self_attn.kv_proj", "self_attn")],
-          "decoder": [("self_attn.kv_proj", "self_attn"), ("cross_attn.kv_proj", "encoder_attn")]}
+_ENCODER = [
+    ("self_attn.q_proj", "self_attn.q_proj"),
+    ("self_attn.out_proj", "self_attn.out_proj"),
+    ("attn_block.norm", "self_attn_layer_norm"),
+    ("feed_forward.w_1", "fc1"),
+    ("feed_forward.w_2", "fc2"),
+    ("ff_block.norm", "final_layer_norm"),
+]
+_DECODER = [
+    ("self_attn.q_proj", "self_attn.q_proj"),
+    ("self_attn.out_proj", "self_attn.out_proj"),
+    ("self_block.norm", "self_attn_layer_norm"),
+    ("cross_attn.q_proj", "encoder_attn.q_proj"),
+    ("cross_attn.out_proj", "encoder_attn.out_proj"),
+    ("cross_block.norm", "encoder_attn_layer_norm"),
+    ("feed_forward.w_1", "fc1"),
+    ("feed_forward.w_2", "fc2"),
+    ("ff_block.norm", "final_layer_norm"),
+]
+_FUSED = {
+    "encoder": [("self_attn.kv_proj", "self_attn")],
+    "decoder": [("self_attn.kv_proj", "self_attn"), ("cross_attn.kv_proj", "encoder_attn")],
+}
 
 
 # --------------------------------------------------------------------------- settings
+
 
 def model_settings(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """tfm model settings for a MarianMT config.json, and every reason tfm cannot express it."""
@@ -65,22 +80,30 @@ def model_settings(config: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             refusals.append(f"{a}={config.get(a)} differs from {b}={config.get(b)}")
     activation = ACTIVATIONS.get(str(config.get("activation_function", "gelu")))
     if activation is None:
-        refusals.append(f"activation_function {config.get('activation_function')!r} (tfm has "
-                        f"{', '.join(sorted(ACTIVATIONS))})")
+        refusals.append(
+            f"activation_function {config.get('activation_function')!r} (tfm has {', '.join(sorted(ACTIVATIONS))})"
+        )
     for key in ("normalize_before", "add_final_layer_norm", "normalize_embedding"):
         if config.get(key):
             refusals.append(f"{key}=true (Marian is post-norm without extra layer norms)")
     settings = {
-        "d_model": config.get("d_model"), "n_heads": config.get("encoder_attention_heads"),
-        "n_encoder_layers": config.get("encoder_layers"), "n_decoder_layers": config.get("decoder_layers"),
-        "d_ff": config.get("encoder_ffn_dim"), "dropout": float(config.get("dropout", 0.1)),
+        "d_model": config.get("d_model"),
+        "n_heads": config.get("encoder_attention_heads"),
+        "n_encoder_layers": config.get("encoder_layers"),
+        "n_decoder_layers": config.get("decoder_layers"),
+        "d_ff": config.get("encoder_ffn_dim"),
+        "dropout": float(config.get("dropout", 0.1)),
         "attention_dropout": float(config.get("attention_dropout", 0.0)),
         "activation_dropout": float(config.get("activation_dropout", 0.0)),
-        "activation": activation or "relu", "positional": "sinusoidal", "sinusoid_layout": "halves",
-        "max_len": config.get("max_position_embeddings"), "norm": "post",
+        "activation": activation or "relu",
+        "positional": "sinusoidal",
+        "sinusoid_layout": "halves",
+        "max_len": config.get("max_position_embeddings"),
+        "norm": "post",
         "tie_output": bool(config.get("tie_word_embeddings", True)),
         "share_embeddings": bool(config.get("share_encoder_decoder_embeddings", True)),
-        "scale_embeddings": bool(config.get("scale_embedding", False)), "output_bias": True,
+        "scale_embeddings": bool(config.get("scale_embedding", False)),
+        "output_bias": True,
     }
     return settings, refusals
 
@@ -99,26 +122,44 @@ def export_refusals(cfg: TransformerConfig, architecture: str) -> list[str]:
     return out
 
 
-def hf_config(cfg: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int, pad: int, eos: int,
-              start: int) -> dict[str, Any]:
+def hf_config(
+    cfg: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int, pad: int, eos: int, start: int
+) -> dict[str, Any]:
     """config.json of a MarianMT model with tfm's settings (ids in the exported order)."""
     return {
-        "architectures": ["MarianMTModel"], "model_type": "marian",
-        "vocab_size": src_vocab_size, "decoder_vocab_size": tgt_vocab_size,
-        "d_model": cfg.d_model, "encoder_layers": cfg.n_encoder_layers,
-        "decoder_layers": cfg.n_decoder_layers, "encoder_attention_heads": cfg.n_heads,
-        "decoder_attention_heads": cfg.n_heads, "encoder_ffn_dim": cfg.d_ff, "decoder_ffn_dim": cfg.d_ff,
-        "activation_function": _HF_ACTIVATION[cfg.activation], "dropout": cfg.dropout,
-        "attention_dropout": cfg.attention_dropout, "activation_dropout": cfg.activation_dropout,
-        "max_position_embeddings": cfg.max_len, "scale_embedding": cfg.scale_embeddings,
-        "share_encoder_decoder_embeddings": cfg.share_embeddings, "tie_word_embeddings": cfg.tie_output,
-        "pad_token_id": pad, "eos_token_id": eos, "forced_eos_token_id": eos,
-        "decoder_start_token_id": start, "bos_token_id": None, "is_encoder_decoder": True,
-        "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "use_cache": True,
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "vocab_size": src_vocab_size,
+        "decoder_vocab_size": tgt_vocab_size,
+        "d_model": cfg.d_model,
+        "encoder_layers": cfg.n_encoder_layers,
+        "decoder_layers": cfg.n_decoder_layers,
+        "encoder_attention_heads": cfg.n_heads,
+        "decoder_attention_heads": cfg.n_heads,
+        "encoder_ffn_dim": cfg.d_ff,
+        "decoder_ffn_dim": cfg.d_ff,
+        "activation_function": _HF_ACTIVATION[cfg.activation],
+        "dropout": cfg.dropout,
+        "attention_dropout": cfg.attention_dropout,
+        "activation_dropout": cfg.activation_dropout,
+        "max_position_embeddings": cfg.max_len,
+        "scale_embedding": cfg.scale_embeddings,
+        "share_encoder_decoder_embeddings": cfg.share_embeddings,
+        "tie_word_embeddings": cfg.tie_output,
+        "pad_token_id": pad,
+        "eos_token_id": eos,
+        "forced_eos_token_id": eos,
+        "decoder_start_token_id": start,
+        "bos_token_id": None,
+        "is_encoder_decoder": True,
+        "encoder_layerdrop": 0.0,
+        "decoder_layerdrop": 0.0,
+        "use_cache": True,
     }
 
 
 # --------------------------------------------------------------------------- weights
+
 
 def _layers(side: str, n: int, table: list[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     for i in range(n):
@@ -138,7 +179,8 @@ def to_tfm(hf: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor]:
                 hf_attn = f"model.{side}.layers.{i}.{attn}"
                 for kind in ("weight", "bias"):
                     out[f"{side}.layers.{i}.{tfm}.{kind}"] = torch.cat(
-                        [hf[f"{hf_attn}.k_proj.{kind}"], hf[f"{hf_attn}.v_proj.{kind}"]])
+                        [hf[f"{hf_attn}.k_proj.{kind}"], hf[f"{hf_attn}.v_proj.{kind}"]]
+                    )
     shared = hf.get("model.shared.weight")  # older files also hold the per-side names
     source = hf.get("model.encoder.embed_tokens.weight", shared)
     target = hf.get("model.decoder.embed_tokens.weight", shared)
@@ -181,6 +223,7 @@ def to_hf(tfm: dict[str, Tensor], cfg: TransformerConfig) -> dict[str, Tensor]:
 
 # --------------------------------------------------------------------------- reorderings
 
+
 def vocab_order(size: int, pad: int) -> list[int]:
     """tfm ids in the exported order: every id but `<pad>`'s, then `<pad>` (last, as Marian
     keeps it). The identity for a vocabulary that already ends with it."""
@@ -190,8 +233,12 @@ def vocab_order(size: int, pad: int) -> list[int]:
 def reorder_vocab(hf: dict[str, Tensor], src_order: list[int], tgt_order: list[int]) -> dict[str, Tensor]:
     """Rows of the vocabulary-sized weights in the exported id order."""
     out = dict(hf)
-    rows = {"model.shared.weight": src_order, "model.encoder.embed_tokens.weight": src_order,
-            "model.decoder.embed_tokens.weight": tgt_order, "lm_head.weight": tgt_order}
+    rows = {
+        "model.shared.weight": src_order,
+        "model.encoder.embed_tokens.weight": src_order,
+        "model.decoder.embed_tokens.weight": tgt_order,
+        "lm_head.weight": tgt_order,
+    }
     for name, order in rows.items():
         if name in out:
             out[name] = out[name][order]
@@ -211,8 +258,17 @@ def permute_features(hf: dict[str, Tensor], order: Tensor) -> dict[str, Tensor]:
     `feature_order`; its inverse, `order.argsort()`, undoes it)."""
     out = {}
     for name, w in hf.items():
-        if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "fc1.weight",
-                          "shared.weight", "embed_tokens.weight", "lm_head.weight")):
+        if name.endswith(
+            (
+                "q_proj.weight",
+                "k_proj.weight",
+                "v_proj.weight",
+                "fc1.weight",
+                "shared.weight",
+                "embed_tokens.weight",
+                "lm_head.weight",
+            )
+        ):
             w = w[:, order]  # reads the residual stream
         elif name.endswith(("out_proj.weight", "fc2.weight")):
             w = w[order]  # writes it

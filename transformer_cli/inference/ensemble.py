@@ -25,9 +25,9 @@ from typing import Any, ClassVar, Literal, cast
 import torch
 from torch import Tensor, nn
 
-from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
-from ..model.contract import TranslationModel
+from ..model.contract import IncrementalState, TranslationModel
+from ..tokenizers.pair import TokenizerPair
 
 Combine = Literal["log", "prob"]
 COMBINATIONS: tuple[str, ...] = ("log", "prob")
@@ -37,7 +37,7 @@ COMBINATIONS: tuple[str, ...] = ("log", "prob")
 class EnsembleState:
     """Each member's decoding state, in member order."""
 
-    members: list[Any]
+    members: list[IncrementalState]
 
     def reorder(self, index: Tensor) -> EnsembleState:
         return EnsembleState([state.reorder(index) for state in self.members])
@@ -50,13 +50,15 @@ def check_same_vocabularies(tokenizers: Sequence[TokenizerPair], names: Sequence
         for pair, name in zip(tokenizers[1:], names[1:]):
             if _side_digest(pair, side) != first:
                 what = "target" if side == "tgt" else "source"
-                raise UsageError(f"cannot decode {names[0]} and {name} together: their {what} "
-                                 "vocabularies differ (an ensemble needs models trained with the "
-                                 "same tokenizers)")
+                raise UsageError(
+                    f"cannot decode {names[0]} and {name} together: their {what} "
+                    "vocabularies differ (an ensemble needs models trained with the "
+                    "same tokenizers)"
+                )
 
 
 def _side_digest(pair: TokenizerPair, side: str) -> str:
-    from ..data.tokenizers import vocabulary_digest
+    from ..tokenizers.pair import vocabulary_digest
 
     return vocabulary_digest({"side": getattr(pair, side).state()})
 
@@ -69,8 +71,9 @@ class Ensemble(nn.Module):
     ARCHITECTURE: ClassVar[str] = "ensemble"
     weights: Tensor  # [members], summing to 1 (a buffer)
 
-    def __init__(self, members: Sequence[TranslationModel], weights: Sequence[float] | None = None,
-                 combine: str = "log"):
+    def __init__(
+        self, members: Sequence[TranslationModel[Any]], weights: Sequence[float] | None = None, combine: str = "log"
+    ):
         super().__init__()
         if not members:
             raise UsageError("an ensemble needs at least one model")
@@ -78,8 +81,7 @@ class Ensemble(nn.Module):
             raise UsageError(f"the ensemble combination must be log or prob (got {combine!r})")
         weights = list(weights) if weights is not None else [1.0] * len(members)
         if len(weights) != len(members) or any(not w > 0 for w in weights):
-            raise UsageError(f"ensemble weights: one positive number per model ({len(members)}), "
-                             f"got {weights}")
+            raise UsageError(f"ensemble weights: one positive number per model ({len(members)}), got {weights}")
         self.members = nn.ModuleList(members)  # type: ignore[arg-type]
         total = sum(weights)
         self.register_buffer("weights", torch.tensor([w / total for w in weights]), persistent=False)
@@ -91,9 +93,9 @@ class Ensemble(nn.Module):
         self.config = dataclasses.replace(first.config, max_len=min(m.config.max_len for m in members))
 
     @property
-    def models(self) -> Sequence[TranslationModel]:
+    def models(self) -> Sequence[TranslationModel[Any]]:
         """The members, typed as models (an nn.ModuleList yields plain modules)."""
-        return cast("Sequence[TranslationModel]", self.members)
+        return cast("Sequence[TranslationModel[Any]]", self.members)
 
     def _combined(self, log_probs: list[Tensor]) -> Tensor:
         """Members' log-probabilities [..., vocab] each -> the ensemble's, as `combine` says."""

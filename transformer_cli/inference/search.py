@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..data.vocab import SpecialIds
-from ..model.contract import IncrementalDecoder, TranslationModel
+from ..model.contract import IncrementalDecoder, State, TranslationModel
+from ..tokenizers.vocab import SpecialIds
 
 
 @dataclass
@@ -57,13 +58,19 @@ def _force_eos(log_probs: Tensor, at_limit: Tensor, eos: int) -> Tensor:
 Choose = Callable[[Tensor], tuple[Tensor, Tensor]]  # log_probs [rows, vocab] -> (their values, tokens)
 
 
-def greedy_search(model: IncrementalDecoder, src: Tensor, limits: Tensor) -> list[Hypothesis]:
+def greedy_search(model: IncrementalDecoder[State], src: Tensor, limits: Tensor) -> list[Hypothesis]:
     """The most likely next token at each step, for each sentence of src [batch, src_len]."""
     return _one_path(model, src, limits, lambda log_probs: log_probs.max(dim=-1))
 
 
-def sample_search(model: IncrementalDecoder, src: Tensor, limits: Tensor, topk: int, temperature: float,
-                  generator: torch.Generator) -> list[Hypothesis]:
+def sample_search(
+    model: IncrementalDecoder[State],
+    src: Tensor,
+    limits: Tensor,
+    topk: int,
+    temperature: float,
+    generator: torch.Generator,
+) -> list[Hypothesis]:
     """A next token drawn at each step from the `topk` most likely (0: all), their
     probabilities sharpened (temperature < 1) or flattened (> 1); a hypothesis's log_prob is
     the model's own, untempered."""
@@ -80,7 +87,7 @@ def sample_search(model: IncrementalDecoder, src: Tensor, limits: Tensor, topk: 
 
 
 @torch.inference_mode()
-def _one_path(model: IncrementalDecoder, src: Tensor, limits: Tensor, choose: Choose) -> list[Hypothesis]:
+def _one_path(model: IncrementalDecoder[State], src: Tensor, limits: Tensor, choose: Choose) -> list[Hypothesis]:
     """One output per sentence of src [batch, src_len], a token chosen by `choose` at each step
     (greedy, sampling); finished sentences leave the batch."""
     batch, (sos, eos) = src.size(0), (model.tgt_ids.sos, model.tgt_ids.eos)
@@ -107,7 +114,7 @@ def _one_path(model: IncrementalDecoder, src: Tensor, limits: Tensor, choose: Ch
 
 
 @torch.inference_mode()
-def greedy_search_uncached(model: TranslationModel, src: Tensor, limits: Tensor) -> list[Hypothesis]:
+def greedy_search_uncached(model: TranslationModel[Any], src: Tensor, limits: Tensor) -> list[Hypothesis]:
     """Reference greedy search: one sentence at a time, the whole prefix re-run each step.
 
     The slow textbook loop; tests and the decode benchmark compare `greedy_search` with it.
@@ -118,8 +125,9 @@ def greedy_search_uncached(model: TranslationModel, src: Tensor, limits: Tensor)
         log_prob = 0.0
         for t in range(int(limits[i])):
             log_probs = torch.log_softmax(model(src[i : i + 1], prefix)[0, -1].float(), dim=-1)
-            log_probs = _force_eos(_never_start(log_probs[None], model.tgt_ids),
-                                   torch.tensor([t + 1 >= int(limits[i])]), eos)[0]
+            log_probs = _force_eos(
+                _never_start(log_probs[None], model.tgt_ids), torch.tensor([t + 1 >= int(limits[i])]), eos
+            )[0]
             lp, tok = log_probs.max(dim=-1)
             log_prob += float(lp)
             if int(tok) == eos:
@@ -131,8 +139,14 @@ def greedy_search_uncached(model: TranslationModel, src: Tensor, limits: Tensor)
 
 
 @torch.inference_mode()
-def beam_search(model: IncrementalDecoder, src: Tensor, limits: Tensor, beam_size: int,
-                length_penalty: float = 1.0, n_best: int = 1) -> list[list[Hypothesis]]:
+def beam_search(
+    model: IncrementalDecoder[State],
+    src: Tensor,
+    limits: Tensor,
+    beam_size: int,
+    length_penalty: float = 1.0,
+    n_best: int = 1,
+) -> list[list[Hypothesis]]:
     """Keep the `beam_size` best prefixes per sentence; return each sentence's `n_best`.
 
     A hypothesis ends when <eos> is among the top `beam_size` candidates; a sentence is done
@@ -172,8 +186,9 @@ def beam_search(model: IncrementalDecoder, src: Tensor, limits: Tensor, beam_siz
         beam = top_beam.gather(1, order)
         scores = top_scores.gather(1, order)
         tokens_2d = top_token.gather(1, order)
-        prefixes = torch.cat([prefixes.gather(1, beam[:, :, None].expand(-1, -1, prefixes.size(2))),
-                              tokens_2d[:, :, None]], dim=2)
+        prefixes = torch.cat(
+            [prefixes.gather(1, beam[:, :, None].expand(-1, -1, prefixes.size(2))), tokens_2d[:, :, None]], dim=2
+        )
         parents = (torch.arange(n, device=device)[:, None] * k + beam).flatten()
         done = torch.tensor([len(ended[i]) >= k for i in alive.tolist()], device=device)
         done |= limits[alive] <= t + 1  # <eos> was forced: nothing can continue

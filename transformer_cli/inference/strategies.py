@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from ..errors import UsageError
-from ..model.contract import IncrementalDecoder
+from ..model.contract import IncrementalDecoder, State
 from ..seams import SEARCH_STRATEGIES
 from .search import Hypothesis, beam_search, greedy_search, sample_search
 
@@ -41,21 +41,25 @@ class SearchStrategy(ABC):
         return self.name
 
     @abstractmethod
-    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
-               ) -> list[list[Hypothesis]]:
+    def search(
+        self, model: IncrementalDecoder[State], src: Tensor, limits: Tensor, d: DecodeConfig
+    ) -> list[list[Hypothesis]]:
         """Each source's hypotheses, best first (torch)."""
 
     def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
         """ctranslate2.Translator.translate_batch's keyword arguments for the same decoding."""
-        raise UsageError(f"decode.strategy: the {self.name} search has no CTranslate2 equivalent "
-                         "(translate with the torch checkpoint)")
+        raise UsageError(
+            f"decode.strategy: the {self.name} search has no CTranslate2 equivalent "
+            "(translate with the torch checkpoint)"
+        )
 
 
 class Greedy(SearchStrategy):
     name = "greedy"
 
-    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
-               ) -> list[list[Hypothesis]]:
+    def search(
+        self, model: IncrementalDecoder[State], src: Tensor, limits: Tensor, d: DecodeConfig
+    ) -> list[list[Hypothesis]]:
         return [[h] for h in greedy_search(model, src, limits)]
 
     def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
@@ -68,8 +72,9 @@ class Beam(SearchStrategy):
     def describe(self, d: DecodeConfig) -> str:
         return f"beam {d.beam_size}"
 
-    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
-               ) -> list[list[Hypothesis]]:
+    def search(
+        self, model: IncrementalDecoder[State], src: Tensor, limits: Tensor, d: DecodeConfig
+    ) -> list[list[Hypothesis]]:
         return beam_search(model, src, limits, d.beam_size, d.length_penalty, d.n_best)
 
     def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
@@ -83,16 +88,21 @@ class Sampling(SearchStrategy):
         topk = d.sampling_topk or "all"
         return f"sampling (top-k {topk}, temperature {d.sampling_temperature:g})"
 
-    def search(self, model: IncrementalDecoder, src: Tensor, limits: Tensor, d: DecodeConfig
-               ) -> list[list[Hypothesis]]:
+    def search(
+        self, model: IncrementalDecoder[State], src: Tensor, limits: Tensor, d: DecodeConfig
+    ) -> list[list[Hypothesis]]:
         generator = torch.Generator(device=src.device)
         generator.manual_seed(d.sampling_seed if d.sampling_seed is not None else torch.seed())
-        return [[h] for h in sample_search(model, src, limits, d.sampling_topk, d.sampling_temperature,
-                                           generator)]
+        return [[h] for h in sample_search(model, src, limits, d.sampling_topk, d.sampling_temperature, generator)]
 
     def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
-        return {"beam_size": 1, "num_hypotheses": 1, "length_penalty": 1.0, "sampling_topk": d.sampling_topk,
-                "sampling_temperature": d.sampling_temperature}
+        return {
+            "beam_size": 1,
+            "num_hypotheses": 1,
+            "length_penalty": 1.0,
+            "sampling_topk": d.sampling_topk,
+            "sampling_temperature": d.sampling_temperature,
+        }
 
 
 GREEDY, BEAM, SAMPLING = Greedy(), Beam(), Sampling()  # seams.py names them

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import Any
 
+import numpy as np
 import torch
 
 from ..data.batching import collate, plan_batches
 from ..data.shards import TokenPairs
-from ..data.vocab import Framing
 from ..device import autocast
 from ..loss import sequence_loss
 from ..model.contract import TranslationModel
+from ..tokenizers.vocab import Framing
 
 # Tokens per scoring batch: memory depends on it, the sum (up to rounding) not. Each batch holds
 # its logits [tokens, vocabulary] in fp32 two or three times over: at 8000 tokens and base.yaml's
@@ -22,7 +24,7 @@ VALID_BATCH_TOKENS = 2000
 
 
 @contextlib.contextmanager
-def eval_mode(model: TranslationModel | torch.nn.Module) -> Iterator[None]:
+def eval_mode(model: TranslationModel[Any] | torch.nn.Module) -> Iterator[None]:
     """Dropout off for the block; every submodule's train/eval mode is restored afterwards,
     so scoring or decoding a model that is being trained does not change how it trains."""
     modes = [(m, m.training) for m in model.modules()]
@@ -34,18 +36,26 @@ def eval_mode(model: TranslationModel | torch.nn.Module) -> Iterator[None]:
             m.training = training
 
 
-def scoring_batches(split: TokenPairs, shard: tuple[int, int] = (0, 1),
-                    batch_tokens: int = VALID_BATCH_TOKENS) -> list:
+def scoring_batches(
+    split: TokenPairs, shard: tuple[int, int] = (0, 1), batch_tokens: int = VALID_BATCH_TOKENS
+) -> list[np.ndarray]:
     """The batches (pair indices) `corpus_nll` scores of `shard` = (rank, world size)."""
     rank, world = shard
-    return plan_batches(split.src_lengths, split.tgt_lengths, batch_size=None, batch_tokens=batch_tokens,
-                        shuffle=False)[rank::world]
+    return plan_batches(
+        split.src_lengths, split.tgt_lengths, batch_size=None, batch_tokens=batch_tokens, shuffle=False
+    )[rank::world]
 
 
-def corpus_nll(model: TranslationModel, split: TokenPairs, device: torch.device,
-               dtype: torch.dtype | None, batch_tokens: int = VALID_BATCH_TOKENS,
-               max_positions: int | None = None, shard: tuple[int, int] = (0, 1),
-               check_stop: Callable[[], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def corpus_nll(
+    model: TranslationModel[Any],
+    split: TokenPairs,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    batch_tokens: int = VALID_BATCH_TOKENS,
+    max_positions: int | None = None,
+    shard: tuple[int, int] = (0, 1),
+    check_stop: Callable[[], None] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed NLL and target-token count over a split (or this rank's `shard` of it), framed
     with the model's special ids.
 

@@ -18,27 +18,34 @@ from ..config import DecodeConfig, ModelConfig
 from ..config_values import build_section
 from ..data.batching import pad_batch
 from ..data.shards import TokenPairs
-from ..data.tokenizers import TokenizerPair
 from ..device import autocast
 from ..errors import UsageError
 from ..model.builders import build_model
 from ..model.contract import TranslationModel
 from ..threads import Threads
+from ..tokenizers.pair import TokenizerPair
 from .outputs import Output, Sources, Translation
 from .search import Hypothesis, output_limits
 from .strategies import strategy_for
 from .teacher_forcing import corpus_nll, eval_mode
 
 
-def model_from_checkpoint(checkpoint: Checkpoint, path: Path | None = None
-                          ) -> tuple[TranslationModel, TokenizerPair]:
+def model_from_checkpoint(
+    checkpoint: Checkpoint, path: Path | None = None
+) -> tuple[TranslationModel[Any], TokenizerPair]:
     """Rebuild the model and tokenizers a checkpoint holds (`path`, the file it was read from,
     is named in errors)."""
     try:
         cfg = build_section(ModelConfig, checkpoint.model_config, "model")
         tokenizers = TokenizerPair.from_state(checkpoint.tokenizer)
-        model = build_model(checkpoint.architecture, cfg, checkpoint.src_vocab_size,
-                            checkpoint.tgt_vocab_size, tokenizers.src.ids, tokenizers.tgt.ids)
+        model = build_model(
+            checkpoint.architecture,
+            cfg,
+            checkpoint.src_vocab_size,
+            checkpoint.tgt_vocab_size,
+            tokenizers.src.ids,
+            tokenizers.tgt.ids,
+        )
         model.load_state_dict(checkpoint.weights)
     except (KeyError, TypeError, ValueError, RuntimeError, UsageError) as e:
         raise CheckpointError.unfit(path, e) from None
@@ -92,8 +99,9 @@ class TranslationBackend(ABC):
         # (api.open_backend with threads="auto"); None: they are left as they are.
         self.threads: Threads | None = None
 
-    def encode_sources(self, lines: list[str], recase: bool | None = None
-                       ) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:
+    def encode_sources(
+        self, lines: list[str], recase: bool | None = None
+    ) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:
         """Token ids + <eos> per line, truncated to the model's positions, and the (index,
         length) of each line that was. Lines without casing are recased first unless `recase`
         (default: decode.recase) is off."""
@@ -115,16 +123,18 @@ class TranslationBackend(ABC):
         ids, truncated = self.encode_sources([lines[i] for i in positions], recase)
         return Sources(len(lines), positions, ids, [(positions[j], n) for j, n in truncated])
 
-    def translate(self, lines: list[str], decode: DecodeConfig | None = None,
-                  check_stop: Callable[[], None] | None = None) -> Output:
+    def translate(
+        self, lines: list[str], decode: DecodeConfig | None = None, check_stop: Callable[[], None] | None = None
+    ) -> Output:
         """n-best translations for each line (empty lines give one empty translation), with
         `decode` (default: self.decode) for this call only. `check_stop` is called before each
         batch (it may raise to abandon the call)."""
         d = decode or self.decode
         return self.translate_encoded(self.encode(lines, d.recase), d, check_stop)
 
-    def translate_encoded(self, sources: Sources, decode: DecodeConfig | None = None,
-                          check_stop: Callable[[], None] | None = None) -> Output:
+    def translate_encoded(
+        self, sources: Sources, decode: DecodeConfig | None = None, check_stop: Callable[[], None] | None = None
+    ) -> Output:
         """`translate` of lines already encoded (with `decode`'s recase setting)."""
         d = decode or self.decode
         results: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(sources.n_lines)]
@@ -140,8 +150,9 @@ class TranslationBackend(ABC):
                 work = sum(len(ids[j]) for j in chunk) + sum(len(h[0].tokens) for h in found if h)
                 self.threads.record(work, time.perf_counter() - started)
             for j, hyps in zip(chunk, found):
-                results[sources.positions[j]] = [Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens,
-                                                        h.score) for h in hyps]
+                results[sources.positions[j]] = [
+                    Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens, h.score) for h in hyps
+                ]
         return Output(results, list(sources.truncated))
 
     @abstractmethod
@@ -149,14 +160,14 @@ class TranslationBackend(ABC):
         """The n-best hypotheses, best first, of each source (ids ending in <eos>)."""
 
     @abstractmethod
-    def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None
-                   ) -> tuple[float, int]:
+    def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None) -> tuple[float, int]:
         """Summed negative log-likelihood of the targets given the sources (teacher forcing,
         `<eos>` included, both sides cut to the model's positions) and the target tokens scored."""
 
     @abstractmethod
-    def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
-                        ) -> tuple[list[str], list[str], list[list[float]]]:
+    def cross_attention(
+        self, line: str, translation: Translation, recase: bool | None = None
+    ) -> tuple[list[str], list[str], list[list[float]]]:
         """Source tokens, target tokens and the last decoder layer's attention averaged over
         heads, [tgt_len][src_len] (rows sum to 1), for one sentence and its translation, the
         source encoded as it was translated (`recase`: see encode_sources)."""
@@ -165,22 +176,36 @@ class TranslationBackend(ABC):
 class TorchTranslator(TranslationBackend):
     """Translates lines of text with a trained model on torch; long inputs are truncated."""
 
-    def __init__(self, model: TranslationModel, tokenizers: TokenizerPair, device: torch.device,
-                 decode: DecodeConfig, dtype: torch.dtype | None = None, metadata: ModelMetadata | None = None):
+    def __init__(
+        self,
+        model: TranslationModel[Any],
+        tokenizers: TokenizerPair,
+        device: torch.device,
+        decode: DecodeConfig,
+        dtype: torch.dtype | None = None,
+        metadata: ModelMetadata | None = None,
+    ):
         super().__init__(tokenizers, decode, model.config.max_len, metadata or ModelMetadata())
         self.model = model.to(device)
         self.device = device
         self.dtype = dtype
 
     @classmethod
-    def from_checkpoint(cls, path: Path, device: torch.device, decode: DecodeConfig | None = None,
-                        dtype: torch.dtype | None = None) -> TorchTranslator:
+    def from_checkpoint(
+        cls, path: Path, device: torch.device, decode: DecodeConfig | None = None, dtype: torch.dtype | None = None
+    ) -> TorchTranslator:
         """The checkpoint file at `path`, verified on the way in."""
         return cls.load(Checkpoint.read(path), device, decode, dtype, path)
 
     @classmethod
-    def load(cls, checkpoint: Checkpoint, device: torch.device, decode: DecodeConfig | None = None,
-             dtype: torch.dtype | None = None, path: Path | None = None) -> TorchTranslator:
+    def load(
+        cls,
+        checkpoint: Checkpoint,
+        device: torch.device,
+        decode: DecodeConfig | None = None,
+        dtype: torch.dtype | None = None,
+        path: Path | None = None,
+    ) -> TorchTranslator:
         """`checkpoint`'s model with its decoding defaults, unless `decode` replaces them
         (`path`, the file it was read from, is named in errors)."""
         model, tokenizers = model_from_checkpoint(checkpoint, path)
@@ -188,10 +213,10 @@ class TorchTranslator(TranslationBackend):
             try:
                 decode = build_section(DecodeConfig, checkpoint.config.get("decode", {}), "decode")
             except (AttributeError, UsageError) as e:
-                raise CheckpointError(f"{path}: its decode settings do not fit this version of "
-                                      f"tfm: {e}") from None
-        metadata = ModelMetadata(checkpoint.digest, checkpoint.model_description(), checkpoint.config,
-                                 checkpoint.metrics)
+                raise CheckpointError(f"{path}: its decode settings do not fit this version of tfm: {e}") from None
+        metadata = ModelMetadata(
+            checkpoint.digest, checkpoint.model_description(), checkpoint.config, checkpoint.metrics
+        )
         return cls(model.eval(), tokenizers, device, decode, dtype, metadata)
 
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
@@ -201,8 +226,9 @@ class TorchTranslator(TranslationBackend):
         with autocast(self.device, self.dtype), eval_mode(self.model):
             return strategy_for(d).search(self.model, src, limits, d)
 
-    def cross_attention(self, line: str, translation: Translation, recase: bool | None = None
-                        ) -> tuple[list[str], list[str], list[list[float]]]:
+    def cross_attention(
+        self, line: str, translation: Translation, recase: bool | None = None
+    ) -> tuple[list[str], list[str], list[list[float]]]:
         [src], _ = self.encode_sources([line], recase)
         specials = self.tokenizers.tgt.ids
         tgt_in = torch.tensor([[specials.sos, *translation.tokens]])
@@ -212,8 +238,8 @@ class TorchTranslator(TranslationBackend):
         tgt_tokens = self.tokenizers.tgt.id_to_token([*translation.tokens, specials.eos])
         return src_tokens, tgt_tokens, weights[0].mean(0).float().cpu().tolist()  # [tgt_len][src_len]
 
-    def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None
-                   ) -> tuple[float, int]:
-        nll, tokens = corpus_nll(self.model, split, self.device, self.dtype,
-                                 max_positions=self.model.config.max_len, check_stop=check_stop)
+    def corpus_nll(self, split: TokenPairs, check_stop: Callable[[], None] | None = None) -> tuple[float, int]:
+        nll, tokens = corpus_nll(
+            self.model, split, self.device, self.dtype, max_positions=self.model.config.max_len, check_stop=check_stop
+        )
         return float(nll), int(tokens)

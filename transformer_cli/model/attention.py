@@ -22,9 +22,9 @@ def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
     return (ids != pad_id)[:, None, None, :]
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                                 causal: bool = False, dropout: float = 0.0
-                                 ) -> tuple[Tensor, Tensor]:
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, causal: bool = False, dropout: float = 0.0
+) -> tuple[Tensor, Tensor]:
     """Attention(Q, K, V) = softmax(QKᵀ/√d_k) V, returning the weights too.
 
     q: [batch, heads, q_len, d_head]; k, v: [batch, heads, k_len, d_head].
@@ -67,8 +67,14 @@ class MultiHeadAttention(nn.Module):
         k, v = self.kv_proj(x).chunk(2, dim=-1)
         return self._heads(k), self._heads(v)
 
-    def forward(self, query: Tensor, kv: tuple[Tensor, Tensor], mask: Tensor | None = None,
-                causal: bool = False, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        query: Tensor,
+        kv: tuple[Tensor, Tensor],
+        mask: Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
         """query: [batch, q_len, d_model]; kv from `project_kv`.
 
         Returns ([batch, q_len, d_model], weights [batch, heads, q_len, k_len] or None).
@@ -79,8 +85,7 @@ class MultiHeadAttention(nn.Module):
         if need_weights or (q.device.type == "cpu" and q.dtype == torch.bfloat16):
             out, weights = scaled_dot_product_attention(q, k, v, mask, causal, p)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                                 is_causal=causal)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
             weights = None
         b, _, t, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, -1)), weights

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import ModelConfig
-from ..data.vocab import SpecialIds
 from ..seams import ARCHITECTURES
+from ..tokenizers.vocab import SpecialIds
 from .contract import TranslationModel
 from .transformer import Seq2SeqTransformer
 from .transformer_config import TransformerConfig
 
 # builder(its model settings, source and target vocabulary sizes, their special ids) -> model
-Builder = Callable[[Any, int, int, SpecialIds, SpecialIds], TranslationModel]
+Builder = Callable[[Any, int, int, SpecialIds, SpecialIds], TranslationModel[Any]]
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,9 @@ class Architecture:
 TRANSFORMER = Architecture(Seq2SeqTransformer, TransformerConfig)  # seams.py names it
 
 
-def register_architecture(name: str, build: Builder, settings: type[ModelConfig], replace: bool = False
-                          ) -> Architecture:
+def register_architecture(
+    name: str, build: Builder, settings: type[ModelConfig], replace: bool = False
+) -> Architecture:
     """Make `name` a value of model.architecture: `build` makes its models from `settings`
     (config.ModelConfig extended with the family's own keys and checks, which configs then
     give in `model:`). A name already registered is refused unless `replace`."""
@@ -46,8 +47,14 @@ def register_architecture(name: str, build: Builder, settings: type[ModelConfig]
     return architecture
 
 
-def build_model(architecture: str, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int,
-                src_ids: SpecialIds, tgt_ids: SpecialIds) -> TranslationModel:
+def build_model(
+    architecture: str,
+    cfg: ModelConfig,
+    src_vocab_size: int,
+    tgt_vocab_size: int,
+    src_ids: SpecialIds,
+    tgt_ids: SpecialIds,
+) -> TranslationModel[Any]:
     """A new model of `architecture` (its weights freshly initialised) for vocabularies of
     these sizes and special ids (the tokenizers')."""
     return ARCHITECTURES[architecture].build(cfg, src_vocab_size, tgt_vocab_size, src_ids, tgt_ids)

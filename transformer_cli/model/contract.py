@@ -13,6 +13,8 @@ A model is a torch module that also has
   `[batch, tgt_len, tgt_vocab]` (training, validation loss, corpus NLL);
 - incremental decoding: `start(src) -> state`, `step(tokens [rows], state) -> (log-probabilities
   [rows, tgt_vocab], state)`, with `state.reorder(index)` selecting or repeating rows (search);
+  the state's type is the model's own (an `IncrementalState`: the protocols are generic in it,
+  and `TranslationModel[Any]` is a model whatever its state);
 - `cross_attention(src, tgt_in)` -> `[batch, heads, tgt_len, src_len]` (attention plots);
 - `num_parameters()`.
 """
@@ -24,31 +26,31 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from torch import Tensor, nn
 
-from ..data.vocab import SpecialIds
+from ..tokenizers.vocab import SpecialIds
 
-S = TypeVar("S", bound="IncrementalState")
+State = TypeVar("State", bound="IncrementalState")  # a model's own (DecoderState, EnsembleState)
 
 
 class IncrementalState(Protocol):
     """What a model carries between decoding steps (its caches, masks, position)."""
 
-    def reorder(self: S, index: Tensor) -> S:
+    def reorder(self: State, index: Tensor) -> State:
         """Rows `index` [new_rows] of the batch (beam search follows parents, greedy drops
         finished sentences)."""
 
 
-class IncrementalDecoder(Protocol):
+class IncrementalDecoder(Protocol[State]):
     """What search needs: the target's special ids and the two incremental calls (a model,
-    or several decoding together)."""
+    or several decoding together), the state one gives the next."""
 
     tgt_ids: SpecialIds
 
-    def start(self, src: Tensor) -> Any: ...
+    def start(self, src: Tensor) -> State: ...
 
-    def step(self, tokens: Tensor, state: Any) -> tuple[Tensor, Any]: ...
+    def step(self, tokens: Tensor, state: State) -> tuple[Tensor, State]: ...
 
 
-class TranslationModel(IncrementalDecoder, Protocol):
+class TranslationModel(IncrementalDecoder[State], Protocol[State]):
     """The contract above, as a structural type (Seq2SeqTransformer is one)."""
 
     ARCHITECTURE: ClassVar[str]

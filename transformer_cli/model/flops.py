@@ -29,11 +29,12 @@ def forward_flops(cfg: TransformerConfig, tgt_vocab_size: int, batch: int, src_l
     """FLOPs of one teacher-forced forward pass over src [batch, src_len] and
     tgt_in [batch, tgt_len], to logits [batch, tgt_len, tgt_vocab_size]."""
     d = cfg.d_model
-    encoder_layer = (_attention(d, batch, src_len, src_len, src_len)
-                     + _feed_forward(cfg, batch * src_len))
-    decoder_layer = (_attention(d, batch, tgt_len, tgt_len, tgt_len)  # self-attention
-                     + _attention(d, batch, tgt_len, src_len, src_len)  # over the encoder output
-                     + _feed_forward(cfg, batch * tgt_len))
+    encoder_layer = _attention(d, batch, src_len, src_len, src_len) + _feed_forward(cfg, batch * src_len)
+    decoder_layer = (
+        _attention(d, batch, tgt_len, tgt_len, tgt_len)  # self-attention
+        + _attention(d, batch, tgt_len, src_len, src_len)  # over the encoder output
+        + _feed_forward(cfg, batch * tgt_len)
+    )
     generator = 2 * batch * tgt_len * d * tgt_vocab_size
     return cfg.n_encoder_layers * encoder_layer + cfg.n_decoder_layers * decoder_layer + generator
 

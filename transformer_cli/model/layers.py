@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +55,7 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, ids: Tensor) -> Tensor:
         """[batch, len] -> [batch, len, d_model]."""
-        return self.embedding(ids) * self.scale
+        return cast(Tensor, self.embedding(ids)) * self.scale
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -69,13 +70,13 @@ class SinusoidalPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_positions: int, layout: str = "interleaved"):
         super().__init__()
         if layout == "halves":
-            angle = (torch.arange(max_positions, dtype=torch.float64)[:, None]
-                     / torch.pow(10000.0, torch.arange(0, d_model, 2, dtype=torch.float64) / d_model))
+            angle = torch.arange(max_positions, dtype=torch.float64)[:, None] / torch.pow(
+                10000.0, torch.arange(0, d_model, 2, dtype=torch.float64) / d_model
+            )
             table = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).float()
         else:
             position = torch.arange(max_positions, dtype=torch.float32)[:, None]
-            inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32)
-                                 * (-math.log(10000.0) / d_model))
+            inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
             table = torch.zeros(max_positions, d_model)
             table[:, 0::2] = torch.sin(position * inv_freq)
             table[:, 1::2] = torch.cos(position * inv_freq)
@@ -96,14 +97,13 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, start: int, length: int) -> Tensor:
         """[length, d_model]."""
         positions = torch.arange(start, start + length, device=self.embedding.weight.device)
-        return self.embedding(positions)
+        return cast(Tensor, self.embedding(positions))
 
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied at each position (§3.3)."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu",
-                 activation_dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
@@ -112,7 +112,7 @@ class PositionwiseFeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """[batch, len, d_model] -> [batch, len, d_model]."""
-        return self.w_2(self.dropout(self.activation(self.w_1(x))))
+        return cast(Tensor, self.w_2(self.dropout(self.activation(self.w_1(x)))))
 
 
 class ResidualNorm(nn.Module):
@@ -131,8 +131,8 @@ class ResidualNorm(nn.Module):
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         """x: [batch, len, d_model]; `sublayer` maps its input to an output of the same shape."""
         if self.pre_norm:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            return x + cast(Tensor, self.dropout(sublayer(self.norm(x))))
+        return cast(Tensor, self.norm(x + self.dropout(sublayer(x))))
 
 
 @dataclass
@@ -145,15 +145,23 @@ class LayerCache:
     cross_v: Tensor
 
     def reorder(self, index: Tensor) -> LayerCache:
-        return LayerCache(*(t.index_select(0, index) for t in
-                            (self.self_k, self.self_v, self.cross_k, self.cross_v)))
+        return LayerCache(*(t.index_select(0, index) for t in (self.self_k, self.self_v, self.cross_k, self.cross_v)))
 
 
 class EncoderLayer(nn.Module):
     """Self-attention, then the position-wise feed-forward network; each with residual + norm."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attention_dropout: float,
-                 activation: str, activation_dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float,
+        attention_dropout: float,
+        activation: str,
+        activation_dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation, activation_dropout)
@@ -163,14 +171,23 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         """x: [batch, src_len, d_model]; src_mask: [batch, 1, 1, src_len]."""
         x = self.attn_block(x, lambda h: self.self_attn(h, self.self_attn.project_kv(h), src_mask)[0])
-        return self.ff_block(x, self.feed_forward)
+        return cast(Tensor, self.ff_block(x, self.feed_forward))
 
 
 class DecoderLayer(nn.Module):
     """Masked self-attention, attention over the encoder output, feed-forward network."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float, attention_dropout: float,
-                 activation: str, activation_dropout: float, pre_norm: bool):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        dropout: float,
+        attention_dropout: float,
+        activation: str,
+        activation_dropout: float,
+        pre_norm: bool,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, attention_dropout)
@@ -179,8 +196,9 @@ class DecoderLayer(nn.Module):
         self.cross_block = ResidualNorm(d_model, dropout, pre_norm)
         self.ff_block = ResidualNorm(d_model, dropout, pre_norm)
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor, need_weights: bool = False
-                ) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, x: Tensor, memory: Tensor, src_mask: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         """Whole target at once. x: [batch, tgt_len, d_model]; memory: [batch, src_len, d_model].
 
         Returns the new x and, with `need_weights`, the cross-attention weights
@@ -191,6 +209,7 @@ class DecoderLayer(nn.Module):
 
         def cross_attention(h: Tensor) -> Tensor:
             nonlocal weights
+            out: Tensor
             out, weights = self.cross_attn(h, memory_kv, src_mask, need_weights=need_weights)
             return out
 
@@ -216,9 +235,10 @@ class DecoderLayer(nn.Module):
         def self_attention(h: Tensor) -> Tensor:
             nonlocal grown
             k, v = self.self_attn.project_kv(h)  # the new position's, each [batch, heads, 1, d_head]
-            grown = LayerCache(torch.cat([cache.self_k, k], dim=2), torch.cat([cache.self_v, v], dim=2),
-                               cache.cross_k, cache.cross_v)
-            return self.self_attn(h, (grown.self_k, grown.self_v))[0]
+            grown = LayerCache(
+                torch.cat([cache.self_k, k], dim=2), torch.cat([cache.self_v, v], dim=2), cache.cross_k, cache.cross_v
+            )
+            return cast(Tensor, self.self_attn(h, (grown.self_k, grown.self_v))[0])
 
         x = self.self_block(x, self_attention)
         x = self.cross_block(x, lambda h: self.cross_attn(h, (cache.cross_k, cache.cross_v), src_mask)[0])

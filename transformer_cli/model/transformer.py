@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 import torch
 from torch import Tensor, nn
 
-from ..data.vocab import TFM_IDS, SpecialIds
+from ..tokenizers.vocab import TFM_IDS, SpecialIds
 from .attention import padding_mask
 from .layers import (
     DecoderLayer,
@@ -29,10 +29,17 @@ def _positions(cfg: TransformerConfig) -> nn.Module:
     return SinusoidalPositionalEncoding(cfg.d_model, cfg.max_len, cfg.sinusoid_layout)
 
 
-def _layer_args(cfg: TransformerConfig) -> dict:
-    return dict(d_model=cfg.d_model, n_heads=cfg.n_heads, d_ff=cfg.d_ff, dropout=cfg.dropout,
-                attention_dropout=cfg.attention_dropout, activation=cfg.activation,
-                activation_dropout=cfg.activation_dropout, pre_norm=cfg.norm == "pre")
+def _layer_args(cfg: TransformerConfig) -> dict[str, Any]:
+    return dict(
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        d_ff=cfg.d_ff,
+        dropout=cfg.dropout,
+        attention_dropout=cfg.attention_dropout,
+        activation=cfg.activation,
+        activation_dropout=cfg.activation_dropout,
+        pre_norm=cfg.norm == "pre",
+    )
 
 
 @dataclass
@@ -45,8 +52,9 @@ class DecoderState:
 
     def reorder(self, index: Tensor) -> DecoderState:
         """Keep/duplicate batch rows (beam search): index is [new_batch] into the batch."""
-        return DecoderState(self.src_mask.index_select(0, index),
-                            [c.reorder(index) for c in self.layers], self.position)
+        return DecoderState(
+            self.src_mask.index_select(0, index), [c.reorder(index) for c in self.layers], self.position
+        )
 
 
 class Encoder(nn.Module):
@@ -70,7 +78,7 @@ class Encoder(nn.Module):
         x = self.dropout(self.embed(src) + self.positions(0, src.size(1)))
         for layer in self.stack:
             x = layer(x, src_mask)
-        return self.final_norm(x)
+        return cast(Tensor, self.final_norm(x))
 
 
 class Decoder(nn.Module):
@@ -89,8 +97,9 @@ class Decoder(nn.Module):
         """The N layers, typed (an nn.ModuleList yields plain modules)."""
         return cast("Sequence[DecoderLayer]", self.layers)
 
-    def forward(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, need_weights: bool = False
-                ) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         """tgt_in: [batch, tgt_len] -> ([batch, tgt_len, d_model], last layer's cross-attention
         weights [batch, heads, tgt_len, src_len] when `need_weights`)."""
         x = self.dropout(self.embed(tgt_in) + self.positions(0, tgt_in.size(1)))
@@ -118,8 +127,14 @@ class Seq2SeqTransformer(nn.Module):
 
     ARCHITECTURE: ClassVar[str] = "transformer"  # the name checkpoints record (model/builders.py)
 
-    def __init__(self, cfg: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int,
-                 src_ids: SpecialIds = TFM_IDS, tgt_ids: SpecialIds = TFM_IDS):
+    def __init__(
+        self,
+        cfg: TransformerConfig,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        src_ids: SpecialIds = TFM_IDS,
+        tgt_ids: SpecialIds = TFM_IDS,
+    ):
         """`src_ids`/`tgt_ids`: the vocabularies' special ids (the tokenizers' `ids`): the
         source's `<pad>` is masked, the search starts from the target's `<sos>` and ends at
         its `<eos>`."""
@@ -128,8 +143,9 @@ class Seq2SeqTransformer(nn.Module):
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.src_ids, self.tgt_ids = src_ids, tgt_ids
         src_embed = TokenEmbedding(src_vocab_size, cfg.d_model, cfg.scale_embeddings)
-        tgt_embed = (src_embed if cfg.share_embeddings
-                     else TokenEmbedding(tgt_vocab_size, cfg.d_model, cfg.scale_embeddings))
+        tgt_embed = (
+            src_embed if cfg.share_embeddings else TokenEmbedding(tgt_vocab_size, cfg.d_model, cfg.scale_embeddings)
+        )
         self.encoder = Encoder(cfg, src_embed)
         self.decoder = Decoder(cfg, tgt_embed)
         self.generator = nn.Linear(cfg.d_model, tgt_vocab_size, bias=cfg.output_bias)
@@ -147,11 +163,12 @@ class Seq2SeqTransformer(nn.Module):
         src_mask = padding_mask(src, self.src_ids.pad)
         memory = self.encoder(src, src_mask)
         hidden, _ = self.decoder(tgt_in, memory, src_mask)
-        return self.generator(hidden)
+        return cast(Tensor, self.generator(hidden))
 
     def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """The last decoder layer's attention over the source: [batch, heads, tgt_len, src_len]."""
         src_mask = padding_mask(src, self.src_ids.pad)
+        weights: Tensor
         _, weights = self.decoder(tgt_in, self.encoder(src, src_mask), src_mask, need_weights=True)
         return weights
 

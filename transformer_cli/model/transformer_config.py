@@ -27,37 +27,55 @@ class TransformerConfig(ModelConfig):
     attention_dropout: float = _f(0.0, "Dropout on attention weights.", ge=0.0, lt=1.0)
     activation_dropout: float = _f(0.0, "Dropout inside the feed-forward network.", ge=0.0, lt=1.0)
     activation: Literal["relu", "gelu", "swish"] = _f(
-        "relu", "Feed-forward activation (gelu: the exact, erf-based one; swish: SiLU, as opus-mt "
-        "models use).")
+        "relu", "Feed-forward activation (gelu: the exact, erf-based one; swish: SiLU, as opus-mt models use)."
+    )
     positional: Literal["learned", "sinusoidal"] = _f(
-        "sinusoidal", "Positional encodings: the paper's sinusoids or a learned table.")
-    norm: Literal["post", "pre"] = _f("post", "LayerNorm after each residual (the paper) or before "
-                                      "each sub-layer (pre-LN, more stable at high rates).")
+        "sinusoidal", "Positional encodings: the paper's sinusoids or a learned table."
+    )
+    norm: Literal["post", "pre"] = _f(
+        "post",
+        "LayerNorm after each residual (the paper) or before each sub-layer (pre-LN, more stable at high rates).",
+    )
     tie_output: bool = _f(False, "Output projection shares the target embedding matrix.")
-    share_embeddings: bool = _f(False, "Source and target share one embedding matrix (joint "
-                                "vocabulary).")
-    scale_embeddings: bool = _f(True, "Multiply token embeddings by sqrt(d_model) (paper §3.4; "
-                                "transformers' scale_embedding).", added=True)
-    output_bias: bool = _f(False, "A bias on the output projection (Marian's final_logits_bias).",
-                           added=True)
+    share_embeddings: bool = _f(False, "Source and target share one embedding matrix (joint vocabulary).")
+    scale_embeddings: bool = _f(
+        True, "Multiply token embeddings by sqrt(d_model) (paper §3.4; transformers' scale_embedding).", added=True
+    )
+    output_bias: bool = _f(False, "A bias on the output projection (Marian's final_logits_bias).", added=True)
     sinusoid_layout: Literal["interleaved", "halves"] = _f(
-        "interleaved", "positional: sinusoidal: the sine and cosine of each frequency side by side "
+        "interleaved",
+        "positional: sinusoidal: the sine and cosine of each frequency side by side "
         "(dimensions 2i, 2i+1: tfm's) or all sines, then all cosines (transformers' Marian).",
-        added=True)
+        added=True,
+    )
 
     def check(self, cfg: Config) -> None:
         t = cfg.tokenizer
         if self.d_model % self.n_heads:
-            raise ConfigError(f"model.n_heads={self.n_heads} must divide model.d_model={self.d_model}",
-                              "model.n_heads", "model.d_model")
+            raise ConfigError(
+                f"model.n_heads={self.n_heads} must divide model.d_model={self.d_model}",
+                "model.n_heads",
+                "model.d_model",
+            )
         if self.positional == "sinusoidal" and self.d_model % 2:
-            raise ConfigError(f"model.d_model={self.d_model} must be even for sinusoidal positions",
-                              "model.d_model", "model.positional")
+            raise ConfigError(
+                f"model.d_model={self.d_model} must be even for sinusoidal positions",
+                "model.d_model",
+                "model.positional",
+            )
         if self.share_embeddings and (t.kind == "spacy" or (t.kind == "sentencepiece" and not t.joint)):
-            raise ConfigError("model.share_embeddings needs a joint vocabulary (tokenizer.kind: "
-                              "sentencepiece with tokenizer.joint: true)", "model.share_embeddings",
-                              "tokenizer.kind", "tokenizer.joint")
+            raise ConfigError(
+                "model.share_embeddings needs a joint vocabulary (tokenizer.kind: "
+                "sentencepiece with tokenizer.joint: true)",
+                "model.share_embeddings",
+                "tokenizer.kind",
+                "tokenizer.joint",
+            )
         if self.positional == "learned" and self.max_len < cfg.data.train_max_len + 2:
-            raise ConfigError(f"model.max_len={self.max_len} must be >= data.train_max_len + 2 "
-                              f"= {cfg.data.train_max_len + 2} with learned positions", "model.max_len",
-                              "data.train_max_len", "model.positional")
+            raise ConfigError(
+                f"model.max_len={self.max_len} must be >= data.train_max_len + 2 "
+                f"= {cfg.data.train_max_len + 2} with learned positions",
+                "model.max_len",
+                "data.train_max_len",
+                "model.positional",
+            )

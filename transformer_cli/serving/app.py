@@ -30,8 +30,9 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
-from ..api import Output, Translator
+from ..api import Translator
 from ..config import ServeConfig
+from ..inference.outputs import Output
 from .batcher import Batcher, Overloaded
 from .guard import Guard, ShedPace
 from .metrics import Metrics
@@ -76,8 +77,7 @@ def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
         if len(hyps) > 1:
             item["alternatives"] = [{"translation_text": h.text, "score": round(h.score, 4)} for h in hyps]
     for i, n in out.truncated:
-        items[i]["warning"] = (f"input has {n} tokens; truncated to {model.max_src_len} "
-                               "(the model's limit)")
+        items[i]["warning"] = f"input has {n} tokens; truncated to {model.max_src_len} (the model's limit)"
     return items
 
 
@@ -96,8 +96,14 @@ def create_app(server: Server) -> FastAPI:
 
     app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     pace = ShedPace()  # of the 503s the guard answers and of those the batcher raises
-    app.add_middleware(Guard, metrics=server.metrics, token=server.token,
-                       cut_off=server.count_cut_off, busy=server.batcher.busy, pace=pace)
+    app.add_middleware(
+        Guard,
+        metrics=server.metrics,
+        token=server.token,
+        cut_off=server.count_cut_off,
+        busy=server.batcher.busy,
+        pace=pace,
+    )
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
 
     @app.exception_handler(ClientError)
@@ -120,10 +126,15 @@ def create_app(server: Server) -> FastAPI:
         """A bug: one line to the client; uvicorn logs the traceback."""
         return _error(500, f"internal error ({type(e).__name__}); see the server log")
 
-    async def parsed(request: Request, parse: Callable[[Any, ServeConfig, Languages | None], TranslateRequest]
-                     ) -> tuple[TranslateRequest, Translator]:
-        body = await read_body(request.headers.get("content-length"), request.stream(),
-                               server.limits.max_bytes, server.limits.body_timeout_s)
+    async def parsed(
+        request: Request, parse: Callable[[Any, ServeConfig, Languages | None], TranslateRequest]
+    ) -> tuple[TranslateRequest, Translator]:
+        body = await read_body(
+            request.headers.get("content-length"),
+            request.stream(),
+            server.limits.max_bytes,
+            server.limits.body_timeout_s,
+        )
         model = server.watcher.current
         return parse(parse_json(body), server.limits, model.languages), model
 
@@ -139,9 +150,15 @@ def create_app(server: Server) -> FastAPI:
     async def attention(request: Request) -> JSONResponse:
         req, model = await parsed(request, parse_attention)
         att = await server.batcher.attention(req.lines[0], model.options(**req.parameters), model)
-        return JSONResponse({"translation_text": att.translation, "source_tokens": att.source_tokens,
-                             "target_tokens": att.target_tokens, "weights": att.weights},
-                            headers={"X-Model-Sha256": model.sha256})
+        return JSONResponse(
+            {
+                "translation_text": att.translation,
+                "source_tokens": att.source_tokens,
+                "target_tokens": att.target_tokens,
+                "weights": att.weights,
+            },
+            headers={"X-Model-Sha256": model.sha256},
+        )
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

@@ -60,8 +60,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..allocator import release_freed_memory
-from ..api import Attention, Output, Sources, Translator
+from ..api import Attention, Translator
 from ..config import DecodeConfig
+from ..inference.outputs import Output, Sources
 from .metrics import Metrics
 
 log = logging.getLogger("tfm")
@@ -82,7 +83,7 @@ class Job:
     sources: Sources  # the request's lines, tokenized once, by `model`, with `options`
     options: DecodeConfig
     model: Translator  # the one the request was accepted with, which decodes it
-    done: asyncio.Future  # -> Output: the lines' translations (Attention for an attention job)
+    done: asyncio.Future[Output | Attention]  # the lines' translations (Attention for an attention job)
     arrived: float  # time.monotonic() when the batcher got the request
     attention_of: str | None = None  # POST /attention: the one line whose cross-attention is asked
 
@@ -115,9 +116,9 @@ class BatchTimes:
         batch of tokens has been timed."""
         if self._tokens <= 0:
             return None
-        spread = self._tokens_sq - self._tokens ** 2
+        spread = self._tokens_sq - self._tokens**2
         per_token, fixed = self._seconds / self._tokens, 0.0  # proportional, unless a slope fits
-        if spread > 0.01 * self._tokens ** 2:  # batches of more than about one size
+        if spread > 0.01 * self._tokens**2:  # batches of more than about one size
             slope = (self._tokens_seconds - self._tokens * self._seconds) / spread
             if slope > 0:
                 per_token, fixed = slope, max(0.0, self._seconds - slope * self._tokens)
@@ -125,8 +126,15 @@ class BatchTimes:
 
 
 class Batcher:
-    def __init__(self, executor: Executor, batch_tokens: int, max_wait_s: float, metrics: Metrics,
-                 tokenize: Executor | None = None, max_pending_s: float | None = None):
+    def __init__(
+        self,
+        executor: Executor,
+        batch_tokens: int,
+        max_wait_s: float,
+        metrics: Metrics,
+        tokenize: Executor | None = None,
+        max_pending_s: float | None = None,
+    ):
         self._executor, self._metrics = executor, metrics
         self._tokenize = tokenize or executor
         self.batch_tokens, self.max_wait_s = batch_tokens, max_wait_s
@@ -161,8 +169,9 @@ class Batcher:
         attention: Attention = await self._submit([line], options, model, line)
         return attention
 
-    async def _submit(self, lines: list[str], options: DecodeConfig, model: Translator,
-                      attention_of: str | None) -> Any:
+    async def _submit(
+        self, lines: list[str], options: DecodeConfig, model: Translator, attention_of: str | None
+    ) -> Any:
         """Tokenize, admit (or raise Overloaded), queue, and wait for the job's answer."""
         if (why := self.busy()) is not None:  # the admitted work alone is at the bound
             raise Overloaded(*why)
@@ -214,8 +223,11 @@ class Batcher:
             return None
         self._metrics.shed.inc()
         retry_after_s = 1 if wait_s is None else min(60, max(1, math.ceil(wait_s)))
-        return (f"the server is busy: {self.pending_tokens} source tokens are waiting or being translated "
-                f"(serve.max_pending_s={self.max_pending_s:g}); retry in {retry_after_s} s", retry_after_s)
+        return (
+            f"the server is busy: {self.pending_tokens} source tokens are waiting or being translated "
+            f"(serve.max_pending_s={self.max_pending_s:g}); retry in {retry_after_s} s",
+            retry_after_s,
+        )
 
     def _wait_s(self, tokens: int) -> float | None:
         """Predicted seconds from now until a request of `tokens` source tokens queued now is
@@ -311,14 +323,15 @@ class Batcher:
         self._metrics.sentences.inc(n)
 
 
-def _decode_group(jobs: list[Job]) -> list[Output] | list[Attention]:
+def _decode_group(jobs: list[Job]) -> list[Output | Attention]:
     """Runs on the decode thread: all lines of `jobs` (same model and options) in one call,
     split back; an attention job's one line alone."""
     first = jobs[0]
     if first.attention_of is not None:
         return [first.model.attention(first.attention_of, first.options)]
     out = first.model.translate_encoded(Sources.concat([job.sources for job in jobs]), first.options)
-    outputs, start = [], 0
+    outputs: list[Output | Attention] = []
+    start = 0
     for job in jobs:
         end = start + job.sources.n_lines
         truncated = [(i - start, n) for i, n in out.truncated if start <= i < end]

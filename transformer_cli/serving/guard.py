@@ -30,8 +30,9 @@ from fastapi.responses import JSONResponse
 from .metrics import Metrics
 
 Message = MutableMapping[str, Any]  # an ASGI message, as Starlette types it
-ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]],
-                   Awaitable[None]]
+ASGIApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
+]
 OPEN_PATHS = ("/health",)  # answered without the bearer token
 SHED_PATHS = ("/", "/translate", "/attention")  # POSTs to these are shed when the server is at its bound
 SHED_PACE_S = 0.03  # a shed request's answer waits at least this long (without the GIL): see above
@@ -61,15 +62,26 @@ class ShedPace:
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, metrics: Metrics, token: str | None,
-                 cut_off: Callable[[], None], busy: Busy | None = None, pace: ShedPace | None = None):
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: Metrics,
+        token: str | None,
+        cut_off: Callable[[], None],
+        busy: Busy | None = None,
+        pace: ShedPace | None = None,
+    ):
         """`busy`: None when a translation or attention request may be admitted now; else why
         not (it is answered 503 here, counted by `busy`, after `pace`)."""
         self.app, self.metrics, self.token, self.cut_off, self.busy = app, metrics, token, cut_off, busy
         self.pace = pace or ShedPace()
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Message]],
-                       send: Callable[[Message], Awaitable[None]]) -> None:
+    async def __call__(
+        self,
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[Message]],
+        send: Callable[[Message], Awaitable[None]],
+    ) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
@@ -84,11 +96,16 @@ class Guard:
         path = scope["path"]
         try:
             if self.token and path not in OPEN_PATHS and not authorized(scope["headers"], self.token):
-                refused = JSONResponse({"error": "missing or wrong bearer token"}, status_code=401,
-                                       headers={"WWW-Authenticate": "Bearer"})
+                refused = JSONResponse(
+                    {"error": "missing or wrong bearer token"}, status_code=401, headers={"WWW-Authenticate": "Bearer"}
+                )
                 return await refused(scope, receive, send_noting_status)
-            if self.busy is not None and scope["method"] == "POST" and path in SHED_PATHS \
-                    and (why := self.busy()) is not None:
+            if (
+                self.busy is not None
+                and scope["method"] == "POST"
+                and path in SHED_PATHS
+                and (why := self.busy()) is not None
+            ):
                 return await _shed(why, self.pace, scope, receive, send_noting_status)
             self.metrics.in_flight.inc()
             try:
@@ -99,9 +116,11 @@ class Guard:
                 # uvicorn cancels a request only when serve.shutdown_grace_s has run out: answer
                 # it, rather than let uvicorn log a traceback and send a bare 500.
                 self.cut_off()
-                stopping = JSONResponse({"error": "the server is stopping and this request did not "
-                                         "finish within serve.shutdown_grace_s"}, status_code=503,
-                                        headers={"Connection": "close"})
+                stopping = JSONResponse(
+                    {"error": "the server is stopping and this request did not finish within serve.shutdown_grace_s"},
+                    status_code=503,
+                    headers={"Connection": "close"},
+                )
                 await stopping(scope, receive, send_noting_status)
             finally:
                 self.metrics.in_flight.dec()
@@ -109,8 +128,13 @@ class Guard:
             self.metrics.answered(path, status or 500, time.perf_counter() - started)
 
 
-async def _shed(why: tuple[str, int], pace: ShedPace, scope: dict[str, Any],
-                receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]]) -> None:
+async def _shed(
+    why: tuple[str, int],
+    pace: ShedPace,
+    scope: dict[str, Any],
+    receive: Callable[[], Awaitable[Message]],
+    send: Callable[[Message], Awaitable[None]],
+) -> None:
     """503 with Retry-After after `pace`; the request's body is read and dropped, so the
     connection stays usable."""
     message = await receive()

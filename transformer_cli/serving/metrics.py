@@ -13,26 +13,41 @@ class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
         self.requests = Counter("tfm_requests", "HTTP requests answered", ["path", "code"], registry=r)
-        self.errors = Counter("tfm_request_errors", "HTTP requests answered with 4xx or 5xx",
-                              ["path", "code"], registry=r)
-        self.latency = Histogram("tfm_request_latency_seconds", "Time to answer a request, by path "
-                                 "and status code (an admitted 200 and a shed 503 apart)",
-                                 ["path", "code"], buckets=LATENCY_BUCKETS, registry=r)
+        self.errors = Counter(
+            "tfm_request_errors", "HTTP requests answered with 4xx or 5xx", ["path", "code"], registry=r
+        )
+        self.latency = Histogram(
+            "tfm_request_latency_seconds",
+            "Time to answer a request, by path and status code (an admitted 200 and a shed 503 apart)",
+            ["path", "code"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
         self.sentences = Counter("tfm_sentences", "Sentences translated", registry=r)
-        self.truncated = Counter("tfm_truncated_inputs", "Inputs truncated to the model's limit",
-                                 registry=r)
-        self.batch_sentences = Histogram("tfm_batch_sentences", "Sentences per decoding batch",
-                                         buckets=BATCH_BUCKETS, registry=r)
-        self.batch_seconds = Histogram("tfm_batch_seconds", "Decoding time per batch",
-                                       buckets=LATENCY_BUCKETS, registry=r)
-        self.shed = Counter("tfm_requests_shed", "Requests answered 503 at once: the work admitted "
-                            "was at serve.max_pending_s", registry=r)
-        self.in_flight = Gauge("tfm_requests_in_flight", "Requests received and not yet answered",
-                               registry=r)
-        self.reloads = Counter("tfm_model_reloads", "Hot reloads of the model file by result "
-                               "(ok, failed: the old model kept serving)", ["result"], registry=r)
-        self.reload_seconds = Gauge("tfm_model_reload_seconds", "Time the last successful reload "
-                                    "took to load and verify the new model", registry=r)
+        self.truncated = Counter("tfm_truncated_inputs", "Inputs truncated to the model's limit", registry=r)
+        self.batch_sentences = Histogram(
+            "tfm_batch_sentences", "Sentences per decoding batch", buckets=BATCH_BUCKETS, registry=r
+        )
+        self.batch_seconds = Histogram(
+            "tfm_batch_seconds", "Decoding time per batch", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.shed = Counter(
+            "tfm_requests_shed",
+            "Requests answered 503 at once: the work admitted was at serve.max_pending_s",
+            registry=r,
+        )
+        self.in_flight = Gauge("tfm_requests_in_flight", "Requests received and not yet answered", registry=r)
+        self.reloads = Counter(
+            "tfm_model_reloads",
+            "Hot reloads of the model file by result (ok, failed: the old model kept serving)",
+            ["result"],
+            registry=r,
+        )
+        self.reload_seconds = Gauge(
+            "tfm_model_reload_seconds",
+            "Time the last successful reload took to load and verify the new model",
+            registry=r,
+        )
         self.model = Info("tfm_model", "The model being served", registry=r)
         for result in ("ok", "failed"):  # both series exist from the start, for alert rules
             self.reloads.labels(result)

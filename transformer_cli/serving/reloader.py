@@ -42,8 +42,14 @@ def file_identity(path: Path) -> FileIdentity | None:
 
 
 class ModelWatcher:
-    def __init__(self, model: Translator, open_translator: Callable[[list[Path]], Translator],
-                 poll_s: float, executor: Executor, metrics: Metrics):
+    def __init__(
+        self,
+        model: Translator,
+        open_translator: Callable[[list[Path]], Translator],
+        poll_s: float,
+        executor: Executor,
+        metrics: Metrics,
+    ):
         self.current = model
         self.paths = model.paths
         self._open, self._poll_s, self._executor, self._metrics = open_translator, poll_s, executor, metrics
@@ -63,9 +69,12 @@ class ModelWatcher:
             if bool(missing) != self.file_missing:  # one went, or all came back
                 self.file_missing = bool(missing)
                 if self.file_missing:
-                    log.warning("warning: %s is gone: still serving the model loaded from it (%s); "
-                                "a new file there will be loaded", ", ".join(map(str, missing)),
-                                self.current.sha256[:12])
+                    log.warning(
+                        "warning: %s is gone: still serving the model loaded from it (%s); "
+                        "a new file there will be loaded",
+                        ", ".join(map(str, missing)),
+                        self.current.sha256[:12],
+                    )
                 else:
                     log.info("%s is back", ", ".join(map(str, self.paths)))
             if not missing and seen != self._seen:
@@ -80,17 +89,28 @@ class ModelWatcher:
             model = await loop.run_in_executor(self._executor, self._open, self.paths)
         except Exception as e:  # whatever is wrong with the file, the server keeps serving
             self._metrics.reloads.labels("failed").inc()
-            log.warning("hot reload of %s failed, still serving %s: %s", ", ".join(map(str, self.paths)),
-                        self.current.sha256[:12], first_line(e))
+            log.warning(
+                "hot reload of %s failed, still serving %s: %s",
+                ", ".join(map(str, self.paths)),
+                self.current.sha256[:12],
+                first_line(e),
+            )
             return
         seconds = time.monotonic() - started
         if model.sha256 == self.current.sha256:
-            log.info("%s changed on disk but holds the model being served (%s)",
-                     ", ".join(map(str, self.paths)), model.sha256[:12])
+            log.info(
+                "%s changed on disk but holds the model being served (%s)",
+                ", ".join(map(str, self.paths)),
+                model.sha256[:12],
+            )
             return
         old, self.current = self.current, model
         self._metrics.reloads.labels("ok").inc()
         self._metrics.reload_seconds.set(seconds)
         self._published(model)
-        log.info("hot reload: now serving %s (was %s), loaded and verified in %.2f s",
-                 model.sha256[:12], old.sha256[:12], seconds)
+        log.info(
+            "hot reload: now serving %s (was %s), loaded and verified in %.2f s",
+            model.sha256[:12],
+            old.sha256[:12],
+            seconds,
+        )

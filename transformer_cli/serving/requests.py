@@ -34,11 +34,22 @@ from ..config import ServeConfig
 PARAMETERS = ("beam_size", "n_best", "max_output_len", "length_penalty")
 HF_PARAMETERS = ("src_lang", "tgt_lang", "clean_up_tokenization_spaces", "truncation", "generate_parameters")
 # generate_parameters tfm follows: the name of tfm's, or a value it accepts and does as asked
-GENERATE_AS = {"num_beams": "beam_size", "num_return_sequences": "n_best",
-               "max_new_tokens": "max_output_len", "length_penalty": "length_penalty"}
-GENERATE_ACCEPTED = {"do_sample": (False,), "early_stopping": (True,), "use_cache": (True, False),
-                     "min_length": (0,), "min_new_tokens": (0,), "num_beam_groups": (1,),
-                     "repetition_penalty": (1, 1.0), "no_repeat_ngram_size": (0,)}
+GENERATE_AS = {
+    "num_beams": "beam_size",
+    "num_return_sequences": "n_best",
+    "max_new_tokens": "max_output_len",
+    "length_penalty": "length_penalty",
+}
+GENERATE_ACCEPTED = {
+    "do_sample": (False,),
+    "early_stopping": (True,),
+    "use_cache": (True, False),
+    "min_length": (0,),
+    "min_new_tokens": (0,),
+    "num_beam_groups": (1,),
+    "repetition_penalty": (1, 1.0),
+    "no_repeat_ngram_size": (0,),
+}
 TRUNCATIONS = ("longest_first", "only_first")  # what tfm does: an input cut to the model's limit
 # The bounds a config file has (decode.max_len_b, decode.length_penalty), as for every entry point.
 MAX_OUTPUT_TOKENS = decode_bounds("max_len_b")[1]
@@ -67,16 +78,18 @@ def _other_languages(raw: dict[str, Any], languages: Languages | None) -> str | 
     when they are, or when the model does not say which it translates."""
     if languages is None:
         return None
-    asked = tuple(a if isinstance(a, str) else m for a, m in
-                  zip((raw.get("src_lang"), raw.get("tgt_lang")), languages))
+    asked = tuple(a if isinstance(a, str) else m for a, m in zip((raw.get("src_lang"), raw.get("tgt_lang")), languages))
     if asked == languages:
         return None
-    return (f"this model translates {languages[0]} to {languages[1]}, not {asked[0]} to {asked[1]} "
-            "(parameters.src_lang, tgt_lang)")
+    return (
+        f"this model translates {languages[0]} to {languages[1]}, not {asked[0]} to {asked[1]} "
+        "(parameters.src_lang, tgt_lang)"
+    )
 
 
-async def read_body(content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int,
-                    timeout_s: float) -> bytes:
+async def read_body(
+    content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int, timeout_s: float
+) -> bytes:
     """The request body, refused with 413 once it is longer than `max_bytes`, and with 408 unless
     all of it has arrived within `timeout_s` seconds: the whole body, not each chunk, so that a
     client sending a byte now and then cannot hold a connection (and a stopping server) for long."""
@@ -95,8 +108,7 @@ async def read_body(content_length: str | None, chunks: AsyncIterator[bytes], ma
     try:
         return await asyncio.wait_for(read(), timeout_s)
     except asyncio.TimeoutError:
-        raise ClientError(408, f"request body not received within {timeout_s:g} s "
-                               "(serve.body_timeout_s)") from None
+        raise ClientError(408, f"request body not received within {timeout_s:g} s (serve.body_timeout_s)") from None
 
 
 def parse_json(body: bytes) -> Any:
@@ -133,8 +145,7 @@ def _check_text(text: str, where: str) -> str:
 
 def _integer(name: str, value: Any, low: int, high: int, why: str = "") -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ClientError(422, f"parameters.{name} must be an integer from {low} to {high}{why} "
-                               f"(got {_shown(value)})")
+        raise ClientError(422, f"parameters.{name} must be an integer from {low} to {high}{why} (got {_shown(value)})")
     return value
 
 
@@ -144,8 +155,9 @@ def _hf_parameters(raw: dict[str, Any], languages: Languages | None) -> dict[str
     refused, params = [], {}
     truncation = raw.get("truncation")
     if truncation is not None and truncation not in TRUNCATIONS:
-        refused.append(f"truncation={_shown(truncation)} (tfm cuts an input to the model's limit: "
-                       f"{' or '.join(TRUNCATIONS)})")
+        refused.append(
+            f"truncation={_shown(truncation)} (tfm cuts an input to the model's limit: {' or '.join(TRUNCATIONS)})"
+        )
     cleanup = raw.get("clean_up_tokenization_spaces")
     if cleanup is not None and not isinstance(cleanup, bool):
         raise ClientError(422, f"parameters.clean_up_tokenization_spaces must be true or false (got {_shown(cleanup)})")
@@ -178,14 +190,16 @@ def _parameters(raw: Any, limits: ServeConfig, languages: Languages | None) -> d
         raise ClientError(422, f'"parameters" must be an object (got {_shown(raw)})')
     unknown = sorted(k for k in raw if k not in PARAMETERS + HF_PARAMETERS)
     if unknown:
-        raise ClientError(422, f"unknown parameter(s): {', '.join(unknown)} "
-                               f"(known: {', '.join(PARAMETERS + HF_PARAMETERS)})")
+        raise ClientError(
+            422, f"unknown parameter(s): {', '.join(unknown)} (known: {', '.join(PARAMETERS + HF_PARAMETERS)})"
+        )
     params = {k: v for k, v in raw.items() if v is not None and k in PARAMETERS}
     hf = _hf_parameters({k: v for k, v in raw.items() if k in HF_PARAMETERS}, languages)
     twice = sorted(set(hf) & set(params))
     if twice:
-        raise ClientError(422, f"{', '.join(twice)} given twice (as a tfm parameter and in "
-                               "generate_parameters): give one")
+        raise ClientError(
+            422, f"{', '.join(twice)} given twice (as a tfm parameter and in generate_parameters): give one"
+        )
     params.update(hf)
     beam_limit = " (serve.max_beam_size)"
     if "beam_size" in params:
@@ -197,8 +211,9 @@ def _parameters(raw: Any, limits: ServeConfig, languages: Languages | None) -> d
     if "length_penalty" in params:
         lp = params["length_penalty"]
         if not isinstance(lp, (int, float)) or isinstance(lp, bool) or not 0 <= lp <= MAX_LENGTH_PENALTY:
-            raise ClientError(422, f"parameters.length_penalty must be a number from 0 to "
-                                   f"{MAX_LENGTH_PENALTY:g} (got {_shown(lp)})")
+            raise ClientError(
+                422, f"parameters.length_penalty must be a number from 0 to {MAX_LENGTH_PENALTY:g} (got {_shown(lp)})"
+            )
     return params
 
 
@@ -217,8 +232,7 @@ def parse_translate(obj: Any, limits: ServeConfig, languages: Languages | None =
     if not lines:
         raise ClientError(422, '"inputs" is an empty list')
     if len(lines) > limits.max_inputs:
-        raise ClientError(413, f"{len(lines)} inputs: at most {limits.max_inputs} per request "
-                               "(serve.max_inputs)")
+        raise ClientError(413, f"{len(lines)} inputs: at most {limits.max_inputs} per request (serve.max_inputs)")
     for i, line in enumerate(lines):
         _check_text(line, f"inputs[{i}]")
     return TranslateRequest(lines, _parameters(obj.get("parameters"), limits, languages))

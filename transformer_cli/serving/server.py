@@ -47,14 +47,16 @@ def read_token(sc: ServeConfig) -> str | None:
         if not token:
             raise UsageError(f"serve.token_file: {sc.token_file} is empty")
         if from_env is not None:
-            log.warning("warning: using the bearer token from serve.token_file (%s); $%s is set too "
-                        "and ignored", sc.token_file, sc.token_env)
+            log.warning(
+                "warning: using the bearer token from serve.token_file (%s); $%s is set too and ignored",
+                sc.token_file,
+                sc.token_env,
+            )
         return token
     if from_env is None:
         return None
     if not from_env.strip():
-        raise UsageError(f"${sc.token_env} is set but blank: set a token in it, or unset it to "
-                         "serve without one")
+        raise UsageError(f"${sc.token_env} is set but blank: set a token in it, or unset it to serve without one")
     return from_env.strip()
 
 
@@ -78,8 +80,9 @@ def listen(host: str, port: int) -> list[socket.socket]:
     try:
         found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
-        raise UsageError(f"cannot listen on {_address(host, port)}: cannot resolve {host!r} "
-                         f"({e.strerror}; --host, serve.host)") from None
+        raise UsageError(
+            f"cannot listen on {_address(host, port)}: cannot resolve {host!r} ({e.strerror}; --host, serve.host)"
+        ) from None
     sockets: list[socket.socket] = []
     for family, kind, proto, _, address in dict.fromkeys(found):  # once each, in order
         sock = socket.socket(family, kind, proto)
@@ -93,60 +96,96 @@ def listen(host: str, port: int) -> list[socket.socket]:
             for s in sockets:
                 s.close()
             why = (e.strerror or str(e)).lower()
-            raise UsageError(f"cannot listen on {_address(str(address[0]), port)}: {why} "
-                             "(--host, --port; serve.host, serve.port)") from None
+            raise UsageError(
+                f"cannot listen on {_address(str(address[0]), port)}: {why} (--host, --port; serve.host, serve.port)"
+            ) from None
     return sockets
 
 
-def build_server(model: Translator, sc: ServeConfig, device: str, precision: str, threads: int,
-                 token: str | None, ensemble_weights: Sequence[float] | None = None,
-                 ensemble_combine: str | None = None) -> Server:
+def build_server(
+    model: Translator,
+    sc: ServeConfig,
+    device: str,
+    precision: str,
+    threads: int,
+    token: str | None,
+    ensemble_weights: Sequence[float] | None = None,
+    ensemble_combine: str | None = None,
+) -> Server:
     """The shared state of the routes around a loaded model (one, or an ensemble's)."""
     metrics = Metrics()
-    decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads,
-                                       initargs=(threads,))
+    decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads, initargs=(threads,))
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
     tokenize_thread = ThreadPoolExecutor(1, "tfm-tokenize")
-    reopen = functools.partial(open_translator, device=device, precision=precision,
-                               ensemble_weights=ensemble_weights, ensemble_combine=ensemble_combine)
+    reopen = functools.partial(
+        open_translator,
+        device=device,
+        precision=precision,
+        ensemble_weights=ensemble_weights,
+        ensemble_combine=ensemble_combine,
+    )
     watcher = ModelWatcher(model, reopen, sc.reload_poll_s, reload_thread, metrics)
-    batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics, tokenize_thread,
-                      sc.max_pending_s)
+    batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics, tokenize_thread, sc.max_pending_s)
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread)
 
 
-def serve(sc: ServeConfig, paths: Sequence[Path], device: str, precision: str,
-          ensemble_weights: Sequence[float] | None = None, ensemble_combine: str | None = None) -> None:
+def serve(
+    sc: ServeConfig,
+    paths: Sequence[Path],
+    device: str,
+    precision: str,
+    ensemble_weights: Sequence[float] | None = None,
+    ensemble_combine: str | None = None,
+) -> None:
     """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT."""
     token = read_token(sc)
     if token is None and not is_loopback(sc.host):
-        log.warning("warning: listening on %s without a bearer token: anyone who can reach it can "
-                    "use it (set $%s or serve.token_file, or put it behind a proxy)",
-                    sc.host, sc.token_env)
+        log.warning(
+            "warning: listening on %s without a bearer token: anyone who can reach it can "
+            "use it (set $%s or serve.token_file, or put it behind a proxy)",
+            sc.host,
+            sc.token_env,
+        )
     sockets = listen(sc.host, sc.port)  # bound, not listening: no client waits on the load
     threads = sc.threads or serve_threads()
     torch.set_num_threads(threads)
-    model = open_translator(paths, device, precision, ensemble_weights=ensemble_weights,
-                            ensemble_combine=ensemble_combine)
+    model = open_translator(
+        paths, device, precision, ensemble_weights=ensemble_weights, ensemble_combine=ensemble_combine
+    )
     state = build_server(model, sc, device, precision, threads, token, ensemble_weights, ensemble_combine)
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False
     uvicorn_log.setLevel(log.level)
-    log.info("serving %s (%s, sha256 %s) with %d threads, %s; watching it for new versions every %g s",
-             " + ".join(map(str, paths)), model.config_name, model.sha256[:12], threads,
-             allocator.describe(), sc.reload_poll_s)
+    log.info(
+        "serving %s (%s, sha256 %s) with %d threads, %s; watching it for new versions every %g s",
+        " + ".join(map(str, paths)),
+        model.config_name,
+        model.sha256[:12],
+        threads,
+        allocator.describe(),
+        sc.reload_poll_s,
+    )
     for sock in sockets:
         host, port = sock.getsockname()[:2]
         log.info("listening on http://%s", _address(host, port))
-    config = uvicorn.Config(create_app(state), log_config=None, access_log=False, lifespan="on",
-                            # uvicorn annotates an int but waits with it as a timeout: a float works
-                            timeout_graceful_shutdown=sc.shutdown_grace_s)  # type: ignore[arg-type]
+    config = uvicorn.Config(
+        create_app(state),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        # uvicorn annotates an int but waits with it as a timeout: a float works
+        timeout_graceful_shutdown=sc.shutdown_grace_s,  # type: ignore[arg-type]
+    )
 
     def stopped(signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         if state.cut_off:
-            log.warning("warning: %s: stopped; serve.shutdown_grace_s (%g s) ran out: %d request(s) "
-                        "cut off with 503", name, sc.shutdown_grace_s, state.cut_off)
+            log.warning(
+                "warning: %s: stopped; serve.shutdown_grace_s (%g s) ran out: %d request(s) cut off with 503",
+                name,
+                sc.shutdown_grace_s,
+                state.cut_off,
+            )
         else:
             log.info("%s: stopped after answering the requests in flight", name)
 

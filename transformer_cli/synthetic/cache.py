@@ -46,11 +46,20 @@ class TranslationCache:
             path = folder / name
             with open(path, "ab") as f:  # created if missing
                 if f.tell() < length:
-                    raise TfmError(f"{path}: shorter than {folder / STATE} records: a damaged translation "
-                                   f"cache; remove {folder} to translate again")
+                    raise TfmError(
+                        f"{path}: shorter than {folder / STATE} records: a damaged translation "
+                        f"cache; remove {folder} to translate again"
+                    )
                 f.truncate(length)
-        self.keys = np.fromfile(folder / "keys.u64", dtype=np.uint64)
+        self._keys = [np.fromfile(folder / "keys.u64", dtype=np.uint64)]
         self._order: np.ndarray | None = None
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The keys of the complete rows, in row order (the appended chunks joined once)."""
+        if len(self._keys) > 1:
+            self._keys = [np.concatenate(self._keys)]
+        return self._keys[0]
 
     def _recorded(self) -> tuple[int, int]:
         """(complete rows, bytes of their translations) as cache.json says; (0, 0) when new."""
@@ -59,8 +68,9 @@ class TranslationCache:
         except FileNotFoundError:
             return 0, 0
         except (OSError, ValueError) as e:
-            raise TfmError(f"{self.folder / STATE}: unreadable ({e}); remove {self.folder} to translate "
-                           "again") from None
+            raise TfmError(
+                f"{self.folder / STATE}: unreadable ({e}); remove {self.folder} to translate again"
+            ) from None
         if state.get("identity") != self.identity:
             raise TfmError(f"{self.folder}: a translation cache of another model or search")
         return int(state["rows"]), int(state["bytes"])
@@ -81,11 +91,13 @@ class TranslationCache:
             with open(self.folder / name, "ab") as f:
                 f.write(values.tobytes())
                 self._sync(f)
-        self.keys = np.concatenate([self.keys, keys.astype(np.uint64)])
+        self._keys.append(keys.astype(np.uint64))
         self.rows += len(keys)
         self._order = None
-        atomic_write_json(self.folder / STATE, {"identity": self.identity, "rows": self.rows,
-                                                "bytes": int(ends[-1]) if len(ends) else start})
+        atomic_write_json(
+            self.folder / STATE,
+            {"identity": self.identity, "rows": self.rows, "bytes": int(ends[-1]) if len(ends) else start},
+        )
 
     @staticmethod
     def _sync(f: Any) -> None:
@@ -102,11 +114,11 @@ class TranslationCache:
         ends = np.fromfile(self.folder / "ends.u64", dtype=np.uint64)
         with open(self.folder / "lines.txt", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as text:
             for block in range(0, len(keys), 65536):
-                wanted = keys[block:block + 65536]
+                wanted = keys[block : block + 65536]
                 positions = np.minimum(np.searchsorted(sorted_keys, wanted), len(sorted_keys) - 1)
                 if not (sorted_keys[positions] == wanted).all():
                     raise TfmError(f"{self.folder}: lines missing from the translation cache")
                 rows = self._order[positions]
                 for row in rows.tolist():
                     start = int(ends[row - 1]) if row else 0
-                    yield text[start:int(ends[row]) - 1].decode("utf-8")
+                    yield text[start : int(ends[row]) - 1].decode("utf-8")

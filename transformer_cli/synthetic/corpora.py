@@ -46,22 +46,26 @@ class TextFile:
 
 
 TEXT_CORPORA: Registry[NamedText] = Registry("text_corpora", "monolingual corpus", "synthetic.*.text")
-TEXT_CORPORA.register("multi30k-task2", NamedText(
-    # Five independent captions per training image, German and English (Elliott et al. 2016).
-    url="https://raw.githubusercontent.com/multi30k/dataset/master/data/task2/raw/",
-    stems=tuple(f"train.{i}" for i in range(1, 6)),
-    sha256={
-        "train.1.de.gz": "0002241b52aba5160c08d644ea0d64a9bf46a2dfffcf619c9e3cdaa55b357004",
-        "train.1.en.gz": "a0e057f07a9733199c0d755d77f6d583dc6f40a3180734b1130a216e2fdf3a3b",
-        "train.2.de.gz": "ac7c29258b90aec0b64d677c5bfc831fc402e6296d0aa9cc7a3433ddbff85c37",
-        "train.2.en.gz": "d79dd70a9eafb2d1fe40151621278c4ae69b3c148c5052a53d7c7a41bf3ba023",
-        "train.3.de.gz": "ec5e6508813814aa31311b34e26e24f903dd7701f8d0668313259b7f975d7aa0",
-        "train.3.en.gz": "86e16fdcc699bcb6bca0f87c3cf1051f7de5ee3674dd588cedc5200194282749",
-        "train.4.de.gz": "bcee8ac6eb47d8a7dc8cff47d9a0fbd80b4363cfda22021bacd297f9604221a4",
-        "train.4.en.gz": "3771b84e010ad6197806d2a1188cb07c12149e3e0d178dd5966dee5763733686",
-        "train.5.de.gz": "dccb0ca6ff25e0b1f0d385f59fb809184e0db89622d88371725e3ec46d43bfc0",
-        "train.5.en.gz": "73988689307fe836994eae59735dc840c15da9775455fa76e6ed22606a042a91",
-    }))
+TEXT_CORPORA.register(
+    "multi30k-task2",
+    NamedText(
+        # Five independent captions per training image, German and English (Elliott et al. 2016).
+        url="https://raw.githubusercontent.com/multi30k/dataset/master/data/task2/raw/",
+        stems=tuple(f"train.{i}" for i in range(1, 6)),
+        sha256={
+            "train.1.de.gz": "0002241b52aba5160c08d644ea0d64a9bf46a2dfffcf619c9e3cdaa55b357004",
+            "train.1.en.gz": "a0e057f07a9733199c0d755d77f6d583dc6f40a3180734b1130a216e2fdf3a3b",
+            "train.2.de.gz": "ac7c29258b90aec0b64d677c5bfc831fc402e6296d0aa9cc7a3433ddbff85c37",
+            "train.2.en.gz": "d79dd70a9eafb2d1fe40151621278c4ae69b3c148c5052a53d7c7a41bf3ba023",
+            "train.3.de.gz": "ec5e6508813814aa31311b34e26e24f903dd7701f8d0668313259b7f975d7aa0",
+            "train.3.en.gz": "86e16fdcc699bcb6bca0f87c3cf1051f7de5ee3674dd588cedc5200194282749",
+            "train.4.de.gz": "bcee8ac6eb47d8a7dc8cff47d9a0fbd80b4363cfda22021bacd297f9604221a4",
+            "train.4.en.gz": "3771b84e010ad6197806d2a1188cb07c12149e3e0d178dd5966dee5763733686",
+            "train.5.de.gz": "dccb0ca6ff25e0b1f0d385f59fb809184e0db89622d88371725e3ec46d43bfc0",
+            "train.5.en.gz": "73988689307fe836994eae59735dc840c15da9775455fa76e6ed22606a042a91",
+        },
+    ),
+)
 
 
 def text_files(cfg: Config, entries: list[str], lang: str, key: str) -> list[TextFile]:
@@ -75,8 +79,10 @@ def text_files(cfg: Config, entries: list[str], lang: str, key: str) -> list[Tex
         elif Path(entry).exists():
             out += _local(Path(entry), lang, key)
         else:
-            raise UsageError(f"{key}: {entry!r} is not a known corpus ({', '.join(TEXT_CORPORA.names())}), "
-                             f"`{PARALLEL}`, or an existing file or folder")
+            raise UsageError(
+                f"{key}: {entry!r} is not a known corpus ({', '.join(TEXT_CORPORA.names())}), "
+                f"`{PARALLEL}`, or an existing file or folder"
+            )
     return out
 
 
@@ -89,8 +95,7 @@ def _parallel_side(cfg: Config, lang: str) -> TextFile:
 def _named(cfg: Config, name: str, corpus: NamedText, lang: str) -> list[TextFile]:
     source = _named_folder(name) or corpus.url
     cache = Path(cfg.data.cache_dir) / name
-    return [TextFile(path, digest) for path, digest in fetch_named(source, corpus.names(lang), cache,
-                                                                   corpus.sha256)]
+    return [TextFile(path, digest) for path, digest in fetch_named(source, corpus.names(lang), cache, corpus.sha256)]
 
 
 def _named_folder(name: str) -> str | None:

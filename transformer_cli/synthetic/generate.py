@@ -40,18 +40,30 @@ def chunk_seed(seed: int, first_key: int) -> int:
     return (seed * 1_000_003 ^ first_key) & 0x7FFF_FFFF
 
 
-def translate_missing(text: CleanText, cache: TranslationCache, backend: TranslationBackend,
-                      decode: DecodeConfig, chunk_lines: int, seed: int, what: str,
-                      post: PostProcess | None = None,
-                      check_stop: Callable[[], None] | None = None) -> Generation:
+def translate_missing(
+    text: CleanText,
+    cache: TranslationCache,
+    backend: TranslationBackend,
+    decode: DecodeConfig,
+    chunk_lines: int,
+    seed: int,
+    what: str,
+    post: PostProcess | None = None,
+    check_stop: Callable[[], None] | None = None,
+) -> Generation:
     """Translate the lines of `text` that `cache` lacks into it (`what` names the work in
     the log lines). `decode` is used as given, but for the seed of a sampled search."""
     rows = np.flatnonzero(cache.missing(text.keys))
     done = Generation()
     if not len(rows):
         return done
-    log.info("%s: translating %d of %d lines (%d already translated)", what, len(rows), len(text.keys),
-             len(text.keys) - len(rows))
+    log.info(
+        "%s: translating %d of %d lines (%d already translated)",
+        what,
+        len(rows),
+        len(text.keys),
+        len(text.keys) - len(rows),
+    )
     started, cpu_started = time.monotonic(), time.process_time()
     chunk: list[str] = []
     chunk_rows: list[int] = []
@@ -70,9 +82,16 @@ def translate_missing(text: CleanText, cache: TranslationCache, backend: Transla
     return done
 
 
-def _translate_chunk(lines: list[str], keys: np.ndarray, cache: TranslationCache,
-                     backend: TranslationBackend, decode: DecodeConfig, seed: int,
-                     post: PostProcess | None, check_stop: Callable[[], None] | None) -> None:
+def _translate_chunk(
+    lines: list[str],
+    keys: np.ndarray,
+    cache: TranslationCache,
+    backend: TranslationBackend,
+    decode: DecodeConfig,
+    seed: int,
+    post: PostProcess | None,
+    check_stop: Callable[[], None] | None,
+) -> None:
     if check_stop is not None:
         check_stop()
     d = copy.copy(decode)

@@ -27,10 +27,10 @@ from typing import Any, BinaryIO
 
 from ..config import Config, DecodeConfig
 from ..data.sources import CorpusFile, explicit_source, fetch_corpus, iter_line_blocks, read_lines, resolve_source
-from ..data.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG, tagged
 from ..fsutil import atomic_write, atomic_write_json, file_record, file_sha256, recorded_sha256
 from ..model_io import read_model
 from ..threads import start_count
+from ..tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG, tagged
 from .cache import TranslationCache, cache_folder
 from .corpora import text_files
 from .generate import Generation, PostProcess, translate_missing
@@ -86,15 +86,22 @@ def synthesize(cfg: Config, check_stop: Callable[[], None] | None = None) -> Pat
     """Make `cfg`'s synthetic folder complete and current; returns it."""
     folder = synthetic_folder(cfg)
     folder.mkdir(parents=True, exist_ok=True)
-    real = {(f.split, f.lang): f for f in fetch_corpus(cfg.data, explicit_source(cfg.data)
-                                                       or resolve_source(cfg.data))}
-    evaluation = {comparable(line) for (split, _), f in real.items() if split != "train"
-                  for line in read_lines(f.path)}
-    parts = [part for part in (_back_translation(cfg, folder, evaluation, check_stop),
-                               _forward_translation(cfg, folder, evaluation, check_stop)) if part]
+    real = {(f.split, f.lang): f for f in fetch_corpus(cfg.data, explicit_source(cfg.data) or resolve_source(cfg.data))}
+    evaluation = {comparable(line) for (split, _), f in real.items() if split != "train" for line in read_lines(f.path)}
+    parts = [
+        part
+        for part in (
+            _back_translation(cfg, folder, evaluation, check_stop),
+            _forward_translation(cfg, folder, evaluation, check_stop),
+        )
+        if part
+    ]
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
-    identity = {"real": {f.path.name: f.sha256 for f in real.values()},
-                "real_upsample": cfg.synthetic.real_upsample, "parts": {p.name: p.identity() for p in parts}}
+    identity = {
+        "real": {f.path.name: f.sha256 for f in real.values()},
+        "real_upsample": cfg.synthetic.real_upsample,
+        "parts": {p.name: p.identity() for p in parts},
+    }
     if _current(folder, identity):
         log.info("synthetic corpus up to date: %s", folder)
         return folder
@@ -104,11 +111,22 @@ def synthesize(cfg: Config, check_stop: Callable[[], None] | None = None) -> Pat
             stem = getattr(cfg.data.splits, split)
             shutil.copyfile(f.path, folder / f"{stem}.{lang}{'.gz' if f.path.suffix == '.gz' else ''}")
     records = {p.name: file_record(p, file_sha256(p)) for p in (folder / f"train.{lang}" for lang in langs)}
-    atomic_write_json(folder / STATE, {
-        "identity": identity, "train_files": records,
-        "text": {p.name: p.text.counts.to_json() for p in parts},
-        "translated": {p.name: {"lines": p.generation.lines, "seconds": round(p.generation.seconds, 1),
-                                "cpu_seconds": round(p.generation.cpu_seconds, 1)} for p in parts}})
+    atomic_write_json(
+        folder / STATE,
+        {
+            "identity": identity,
+            "train_files": records,
+            "text": {p.name: p.text.counts.to_json() for p in parts},
+            "translated": {
+                p.name: {
+                    "lines": p.generation.lines,
+                    "seconds": round(p.generation.seconds, 1),
+                    "cpu_seconds": round(p.generation.cpu_seconds, 1),
+                }
+                for p in parts
+            },
+        },
+    )
     log.info("synthetic corpus: %s", folder)
     return folder
 
@@ -118,15 +136,19 @@ def _current(folder: Path, identity: dict[str, Any]) -> bool:
     try:
         state = json.loads((folder / STATE).read_text(encoding="utf-8"))
         records = state["train_files"]
-        return bool(state["identity"] == identity and all(
-            recorded_sha256(folder / name, record) == record["sha256"] for name, record in records.items()))
+        return bool(
+            state["identity"] == identity
+            and all(recorded_sha256(folder / name, record) == record["sha256"] for name, record in records.items())
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
 
-def _write_train(folder: Path, langs: tuple[str, str], real: dict[tuple[str, str], CorpusFile],
-                 parts: list[Part], upsample: int) -> None:
+def _write_train(
+    folder: Path, langs: tuple[str, str], real: dict[tuple[str, str], CorpusFile], parts: list[Part], upsample: int
+) -> None:
     """train.<src> and train.<tgt>, side by side, each written atomically."""
+
     def side(index: int) -> Callable[[BinaryIO], None]:
         def write(f: BinaryIO) -> None:
             for _ in range(upsample):
@@ -134,63 +156,102 @@ def _write_train(folder: Path, langs: tuple[str, str], real: dict[tuple[str, str
                     f.write("".join(f"{line}\n" for line in block).encode("utf-8"))
             for part in parts:
                 f.write("".join(f"{pair[index]}\n" for pair in part.pairs()).encode("utf-8"))
+
         return write
 
     for index, lang in enumerate(langs):
         atomic_write(folder / f"train.{lang}", side(index))
 
 
-def _decode(base: DecodeConfig, batch_size: int, beam_size: int, strategy: str = "auto",
-            topk: int = 0, temperature: float = 1.0) -> DecodeConfig:
+def _decode(
+    base: DecodeConfig, batch_size: int, beam_size: int, strategy: str = "auto", topk: int = 0, temperature: float = 1.0
+) -> DecodeConfig:
     d = copy.deepcopy(base)
     d.beam_size, d.n_best, d.recase, d.batch_size, d.strategy = beam_size, 1, False, batch_size, strategy
     d.sampling_topk, d.sampling_temperature = topk, temperature
     return d
 
 
-def _back_translation(cfg: Config, folder: Path, evaluation: set[str],
-                      check_stop: Callable[[], None] | None) -> Part | None:
+def _back_translation(
+    cfg: Config, folder: Path, evaluation: set[str], check_stop: Callable[[], None] | None
+) -> Part | None:
     bt, sc = cfg.synthetic.back_translation, cfg.synthetic
     if not bt.text:
         return None
     files = text_files(cfg, bt.text, cfg.data.tgt_lang, "synthetic.back_translation.text")
-    text = clean_text(files, folder / "back_translation.text", evaluation, cfg.data.train_max_len,
-                      bt.max_lines, check_stop)
+    text = clean_text(
+        files, folder / "back_translation.text", evaluation, cfg.data.train_max_len, bt.max_lines, check_stop
+    )
     log.info("back-translation text: %s", text.counts.summary())
     model = back_translation_model(cfg)
     sampled = bt.search == "sample"
     beam_size = 1 if sampled else bt.beam_size
-    identity = {"models": [read_model(model)[0].sha256], "search": bt.search, "seed": sc.seed,
-                "beam_size": beam_size, "chunk_lines": sc.chunk_lines,
-                "batch_size": sc.batch_size,
-                **({"sampling_topk": bt.sampling_topk, "sampling_temperature": bt.sampling_temperature}
-                   if sampled else {})}
-    part = Part("back_translation", text, _cache(cfg, "back", identity), "src",
-                BACK_TRANSLATION_TAG if bt.tag else None)
+    identity = {
+        "models": [read_model(model)[0].sha256],
+        "search": bt.search,
+        "seed": sc.seed,
+        "beam_size": beam_size,
+        "chunk_lines": sc.chunk_lines,
+        "batch_size": sc.batch_size,
+        **({"sampling_topk": bt.sampling_topk, "sampling_temperature": bt.sampling_temperature} if sampled else {}),
+    }
+    part = Part(
+        "back_translation", text, _cache(cfg, "back", identity), "src", BACK_TRANSLATION_TAG if bt.tag else None
+    )
     post: PostProcess | None = noised if bt.search == "noised_beam" else None
-    _generate(cfg, part, [model], None, "log", post, check_stop,
-              lambda base: _decode(base, sc.batch_size, beam_size,
-                                   "sample" if sampled else "auto", bt.sampling_topk, bt.sampling_temperature))
+    _generate(
+        cfg,
+        part,
+        [model],
+        None,
+        "log",
+        post,
+        check_stop,
+        lambda base: _decode(
+            base, sc.batch_size, beam_size, "sample" if sampled else "auto", bt.sampling_topk, bt.sampling_temperature
+        ),
+    )
     return part
 
 
-def _forward_translation(cfg: Config, folder: Path, evaluation: set[str],
-                         check_stop: Callable[[], None] | None) -> Part | None:
+def _forward_translation(
+    cfg: Config, folder: Path, evaluation: set[str], check_stop: Callable[[], None] | None
+) -> Part | None:
     ft, sc = cfg.synthetic.forward_translation, cfg.synthetic
     if not ft.text:
         return None
     files = text_files(cfg, ft.text, cfg.data.src_lang, "synthetic.forward_translation.text")
-    text = clean_text(files, folder / "forward_translation.text", evaluation, cfg.data.train_max_len,
-                      ft.max_lines, check_stop)
+    text = clean_text(
+        files, folder / "forward_translation.text", evaluation, cfg.data.train_max_len, ft.max_lines, check_stop
+    )
     log.info("forward-translation text: %s", text.counts.summary())
     models = [Path(t) for t in ft.teachers]
-    identity = {"models": [read_model(m)[0].sha256 for m in models], "search": "beam",
-                "beam_size": ft.beam_size, "weights": ft.weights, "combine": ft.combine,
-                "chunk_lines": sc.chunk_lines, "batch_size": sc.batch_size}
-    part = Part("forward_translation", text, _cache(cfg, "forward", identity), "tgt",
-                FORWARD_TRANSLATION_TAG if ft.tag else None)
-    _generate(cfg, part, models, ft.weights, ft.combine, None, check_stop,
-              lambda base: _decode(base, sc.batch_size, ft.beam_size))
+    identity = {
+        "models": [read_model(m)[0].sha256 for m in models],
+        "search": "beam",
+        "beam_size": ft.beam_size,
+        "weights": ft.weights,
+        "combine": ft.combine,
+        "chunk_lines": sc.chunk_lines,
+        "batch_size": sc.batch_size,
+    }
+    part = Part(
+        "forward_translation",
+        text,
+        _cache(cfg, "forward", identity),
+        "tgt",
+        FORWARD_TRANSLATION_TAG if ft.tag else None,
+    )
+    _generate(
+        cfg,
+        part,
+        models,
+        ft.weights,
+        ft.combine,
+        None,
+        check_stop,
+        lambda base: _decode(base, sc.batch_size, ft.beam_size),
+    )
     return part
 
 
@@ -199,17 +260,38 @@ def _cache(cfg: Config, kind: str, identity: dict[str, Any]) -> TranslationCache
     return TranslationCache(cache_folder(root, kind, identity), identity)
 
 
-def _generate(cfg: Config, part: Part, models: list[Path], weights: list[float] | None, combine: str,
-              post: PostProcess | None, check_stop: Callable[[], None] | None,
-              decode: Callable[[DecodeConfig], DecodeConfig]) -> None:
+def _generate(
+    cfg: Config,
+    part: Part,
+    models: list[Path],
+    weights: list[float] | None,
+    combine: str,
+    post: PostProcess | None,
+    check_stop: Callable[[], None] | None,
+    decode: Callable[[DecodeConfig], DecodeConfig],
+) -> None:
     """Translate what `part`'s cache lacks with `models` (opened only when there is work)."""
     if not part.cache.missing(part.text.keys).any():
         return
     from ..api import open_backend
 
     # A fixed thread count: a chunk translated again after a kill must round as it did.
-    backend = open_backend(models, cfg.train.device, "fp32", threads=start_count(cfg.train.threads),
-                           ensemble_weights=weights, ensemble_combine=combine)
-    part.generation = translate_missing(part.text, part.cache, backend, decode(backend.decode),
-                                        cfg.synthetic.chunk_lines, cfg.synthetic.seed,
-                                        part.name.replace("_", "-"), post, check_stop)
+    backend = open_backend(
+        models,
+        cfg.train.device,
+        "fp32",
+        threads=start_count(cfg.train.threads),
+        ensemble_weights=weights,
+        ensemble_combine=combine,
+    )
+    part.generation = translate_missing(
+        part.text,
+        part.cache,
+        backend,
+        decode(backend.decode),
+        cfg.synthetic.chunk_lines,
+        cfg.synthetic.seed,
+        part.name.replace("_", "-"),
+        post,
+        check_stop,
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from ..data.text_marks import FILLER
+from ..tokenizers.text_marks import FILLER
 
 DROP = 0.1
 BLANK = 0.1

@@ -58,9 +58,11 @@ class TextCounts:
         return asdict(self)
 
     def summary(self) -> str:
-        return (f"{self.read} lines read, {self.kept} kept; dropped: {self.empty} empty, "
-                f"{self.too_long} too long, {self.in_val_or_test} equal to a val/test sentence, "
-                f"{self.duplicates} repeated, {self.past_max_lines} past max_lines")
+        return (
+            f"{self.read} lines read, {self.kept} kept; dropped: {self.empty} empty, "
+            f"{self.too_long} too long, {self.in_val_or_test} equal to a val/test sentence, "
+            f"{self.duplicates} repeated, {self.past_max_lines} past max_lines"
+        )
 
 
 @dataclass
@@ -72,8 +74,14 @@ class CleanText:
     counts: TextCounts
 
 
-def clean_text(files: list[TextFile], out: Path, evaluation: set[str], max_words: int,
-               max_lines: int | None, check_stop: Callable[[], None] | None = None) -> CleanText:
+def clean_text(
+    files: list[TextFile],
+    out: Path,
+    evaluation: set[str],
+    max_words: int,
+    max_lines: int | None,
+    check_stop: Callable[[], None] | None = None,
+) -> CleanText:
     """Clean `files` into `out` (written atomically), each kept line without surrounding
     spaces. `evaluation`: the `comparable` forms of the val and test sentences."""
     counts = TextCounts()

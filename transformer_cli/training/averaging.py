@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -37,8 +38,9 @@ def average_state_dicts(states: Iterable[dict[str, torch.Tensor]]) -> dict[str, 
                 total[key] += value.float()
             else:
                 total[key] = value.float().clone()
-    return {key: (total[key] / n).to(value.dtype) if value.is_floating_point() else value
-            for key, value in last.items()}
+    return {
+        key: (total[key] / n).to(value.dtype) if value.is_floating_point() else value for key, value in last.items()
+    }
 
 
 class Snapshots:
@@ -78,7 +80,7 @@ class Snapshots:
 
 
 @contextlib.contextmanager
-def trying_weights(model: TranslationModel, state: dict[str, torch.Tensor]) -> Iterator[None]:
+def trying_weights(model: TranslationModel[Any], state: dict[str, torch.Tensor]) -> Iterator[None]:
     """Load `state` into `model` for the block; the model's own weights come back afterwards,
     also when the block raises (a stop request: last.pt must hold the trained weights)."""
     own = {k: v.clone() for k, v in model.state_dict().items()}

@@ -1,10 +1,10 @@
 """A `Trainer` from a config: the parts the loop orchestrates, each made by its own builder.
 
-    model         model.builders.build_model, by the architecture name checkpoints record
-    data          data.loader.TrainingData: this rank's batches, read from the memory map
-    optimization  training.optim.Optimization around the training step (training.step.BatchLoss),
-                  stepping `net`: the model, in DDP under torchrun, compiled if asked
-    cadence       training.cadence.Cadence: stop signals and between-validation saves
+model         model.builders.build_model, by the architecture name checkpoints record
+data          data.loader.TrainingData: this rank's batches, read from the memory map
+optimization  training.optim.Optimization around the training step (training.step.BatchLoss),
+              stepping `net`: the model, in DDP under torchrun, compiled if asked
+cadence       training.cadence.Cadence: stop signals and between-validation saves
 """
 
 from __future__ import annotations
@@ -33,9 +33,16 @@ from .signals import GracefulStop
 from .step import criterion
 
 
-def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.device,
-                  dist: DistContext, stop: GracefulStop, show_progress: bool,
-                  identity: str | None = None) -> Trainer:
+def build_trainer(
+    cfg: Config,
+    prepared: Prepared,
+    run: RunDir,
+    device: torch.device,
+    dist: DistContext,
+    stop: GracefulStop,
+    show_progress: bool,
+    identity: str | None = None,
+) -> Trainer:
     """Sets torch's threads (train.threads: see `training_threads`) and seeds its RNG with
     train.seed + rank first: the model's initial weights and the dropout stream are the run's.
     `identity`: the run's (run_dir.run_identity; by default that of `cfg` on `prepared` without
@@ -45,17 +52,47 @@ def build_trainer(cfg: Config, prepared: Prepared, run: RunDir, device: torch.de
     torch.manual_seed(tc.seed + dist.rank)
     tokenizers = prepared.tokenizers
     if getattr(cfg.model, "share_embeddings", False) and not tokenizers.same_vocabulary():  # a Transformer's
-        raise UsageError(f"model.share_embeddings needs one vocabulary for both sides; the "
-                         f"{tokenizers.src.kind} tokenizers of {prepared.folder} have two")
-    model = build_model(cfg.model.architecture, cfg.model, tokenizers.src.vocab_size,
-                        tokenizers.tgt.vocab_size, tokenizers.src.ids, tokenizers.tgt.ids).to(device)
-    optimization = Optimization(model, training_module(model, dist, device, tc.compile),
-                                criterion(tc, tokenizers.tgt.ids.pad), tc, device,
-                                autocast_dtype(device, tc.precision), dist)
-    data = TrainingData(cfg, prepared.split("train"), Augmentation.from_config(cfg, tokenizers),
-                        dist.rank, dist.world_size, pin_memory=device.type == "cuda")
-    return Trainer(cfg, prepared, run, model, data, optimization, Cadence(tc, stop, dist, device),
-                   identity or run_identity(cfg, prepared.fingerprint), show_progress, threads)
+        raise UsageError(
+            f"model.share_embeddings needs one vocabulary for both sides; the "
+            f"{tokenizers.src.kind} tokenizers of {prepared.folder} have two"
+        )
+    model = build_model(
+        cfg.model.architecture,
+        cfg.model,
+        tokenizers.src.vocab_size,
+        tokenizers.tgt.vocab_size,
+        tokenizers.src.ids,
+        tokenizers.tgt.ids,
+    ).to(device)
+    optimization = Optimization(
+        model,
+        training_module(model, dist, device, tc.compile),
+        criterion(tc, tokenizers.tgt.ids.pad),
+        tc,
+        device,
+        autocast_dtype(device, tc.precision),
+        dist,
+    )
+    data = TrainingData(
+        cfg,
+        prepared.split("train"),
+        Augmentation.from_config(cfg, tokenizers),
+        dist.rank,
+        dist.world_size,
+        pin_memory=device.type == "cuda",
+    )
+    return Trainer(
+        cfg,
+        prepared,
+        run,
+        model,
+        data,
+        optimization,
+        Cadence(tc, stop, dist, device),
+        identity or run_identity(cfg, prepared.fingerprint),
+        show_progress,
+        threads,
+    )
 
 
 def training_threads(setting: Setting, device: torch.device, dist: DistContext) -> Threads:
@@ -79,8 +116,7 @@ def training_module(model: nn.Module, dist: DistContext, device: torch.device, c
     """The module that trains: `model`, in DDP under torchrun, compiled if asked."""
     net: nn.Module = model
     if dist.enabled:
-        net = nn.parallel.DistributedDataParallel(
-            model, device_ids=[device.index] if device.type == "cuda" else None)
+        net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     if compile:
         net = cast(nn.Module, torch.compile(net, dynamic=True))  # an OptimizedModule
     return net

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..config import TrainConfig
+from ..config_train import TrainConfig
 from .distributed import Agreement, DistContext
 from .signals import GracefulStop, StopRequested
 
@@ -59,13 +59,15 @@ class Cadence:
         if not (epoch_end or self.agreement.due(step)):
             return False
         interval = self.agreement.next_interval(step) if self.dist.is_main else 0
-        flags = torch.tensor([float(self.stop.signum is not None), float(save_due and self.dist.is_main),
-                              float(interval)], device=self.device)
+        flags = torch.tensor(
+            [float(self.stop.signum is not None), float(save_due and self.dist.is_main), float(interval)],
+            device=self.device,
+        )
         stop, save, interval = self.dist.all_reduce_sum(flags).tolist()
         self.agreement.schedule(step, int(interval))
         if stop > 0:  # another rank's signal: this one stops as that one does
             raise StopRequested(self.stop.signum or 15)
-        return save > 0
+        return bool(save > 0)
 
     def _due_by_steps(self, step: int) -> bool:
         """train.checkpoint_every_steps: the same answer on every rank."""

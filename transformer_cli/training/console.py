@@ -15,8 +15,15 @@ SHOW_EVERY = 20  # steps between loss updates (each reads the loss back from the
 
 def epoch_bar(p: Progress, steps: int, enabled: bool) -> tqdm:
     """The bar of the current epoch's `steps` optimizer steps, from where the run stands."""
-    return tqdm(total=steps, initial=p.batch_in_epoch, desc=f"epoch {p.epoch + 1}", unit="step",
-                leave=False, dynamic_ncols=True, disable=not enabled)
+    return tqdm(
+        total=steps,
+        initial=p.batch_in_epoch,
+        desc=f"epoch {p.epoch + 1}",
+        unit="step",
+        leave=False,
+        dynamic_ncols=True,
+        disable=not enabled,
+    )
 
 
 def show_loss(bar: tqdm, p: Progress, epoch_nll: torch.Tensor) -> None:
@@ -24,5 +31,8 @@ def show_loss(bar: tqdm, p: Progress, epoch_nll: torch.Tensor) -> None:
     a 0-dim tensor on the device, is read back only then)."""
     if bar.n % SHOW_EVERY == 0 and not bar.disable:
         loss = float(epoch_nll) / max(1, p.epoch_tokens)
-        bar.set_postfix(loss=f"{loss:.3f}", ppl=f"{math.exp(min(loss, 50)):.1f}",
-                        tok_s=f"{p.epoch_tokens / max(p.epoch_train_s, 1e-9):.0f}")
+        bar.set_postfix(
+            loss=f"{loss:.3f}",
+            ppl=f"{math.exp(min(loss, 50)):.1f}",
+            tok_s=f"{p.epoch_tokens / max(p.epoch_train_s, 1e-9):.0f}",
+        )

@@ -37,8 +37,8 @@ from typing import Any
 from ..config import Config
 from ..data.preprocess import TrainingPairs
 from ..data.sources import CorpusFile, explicit_source, fetch_corpus, iter_parallel, resolve_source
-from ..data.tokenizer_base import Chunk
 from ..fsutil import atomic_write_json, file_sha256
+from ..tokenizers.base import Chunk
 
 log = logging.getLogger("tfm")
 
@@ -76,22 +76,34 @@ def distill(cfg: Config, check_stop: Callable[[], None] | None = None) -> Path:
     folder = distilled_folder(cfg)
     files = _original_files(cfg)
     src, tgt = files[("train", langs[0])], files[("train", langs[1])]
-    teachers = [{"path": str(path), "sha256": checkpoint.sha256}
-                for checkpoint, path in (read_model(t) for t in dc.teachers)]
+    teachers = [
+        {"path": str(path), "sha256": checkpoint.sha256} for checkpoint, path in (read_model(t) for t in dc.teachers)
+    ]
     identity = _identity(cfg, teachers, src, tgt)
     state = _state(folder, identity)
     if state.get("complete"):
         return folder
-    teacher = open_backend([Path(t) for t in dc.teachers], cfg.train.device, "fp32",
-                           ensemble_weights=dc.weights, ensemble_combine=dc.combine)
+    teacher = open_backend(
+        [Path(t) for t in dc.teachers],
+        cfg.train.device,
+        "fp32",
+        ensemble_weights=dc.weights,
+        ensemble_combine=dc.combine,
+    )
     done, total = state["lines"], sum(len(sources) for sources, _ in _training_pairs(cfg, files))
     partial = folder / f"train.{langs[1]}.partial"
     decode = copy.deepcopy(teacher.decode)
     decode.beam_size, decode.n_best, decode.recase = dc.beam_size, 1, False
     decode.batch_size = dc.batch_size
-    log.info("distillation: %s %d of %d training sources with %s (beam %d)%s",
-             "continuing at" if done else "translating", done, total,
-             " + ".join(dc.teachers), dc.beam_size, f" into {folder}" if not done else "")
+    log.info(
+        "distillation: %s %d of %d training sources with %s (beam %d)%s",
+        "continuing at" if done else "translating",
+        done,
+        total,
+        " + ".join(dc.teachers),
+        dc.beam_size,
+        f" into {folder}" if not done else "",
+    )
     started, translated = time.monotonic(), 0
     with open(partial, "ab") as out:
         for start, chunk in _chunks(_training_pairs(cfg, files), done):
@@ -103,22 +115,27 @@ def distill(cfg: Config, check_stop: Callable[[], None] | None = None) -> Path:
             os.fsync(out.fileno())
             done = start + len(chunk)
             translated += len(chunk)
-            atomic_write_json(folder / STATE, {**identity, "lines": done, "bytes": out.tell(),
-                                               "complete": False})
+            atomic_write_json(folder / STATE, {**identity, "lines": done, "bytes": out.tell(), "complete": False})
             rate = translated / max(time.monotonic() - started, 1e-9)
             log.info("distillation: %d of %d sources translated (%.1f sentences/s)", done, total, rate)
     _finish(cfg, folder, files, partial, identity, done)
     return folder
 
 
-def _identity(cfg: Config, teachers: list[dict[str, Any]], src: CorpusFile, tgt: CorpusFile
-              ) -> dict[str, Any]:
+def _identity(cfg: Config, teachers: list[dict[str, Any]], src: CorpusFile, tgt: CorpusFile) -> dict[str, Any]:
     """What the translations depend on: another value starts them over."""
     dc = cfg.distill
-    return {"teachers": teachers, "beam_size": dc.beam_size, "combine": dc.combine,
-            "weights": dc.weights, "keep_original": dc.keep_original, "chunk_lines": dc.chunk_lines,
-            "sources_sha256": src.sha256, "targets_sha256": tgt.sha256,
-            "limit_train": cfg.data.limit_train}  # (None: as a record made before it was there)
+    return {
+        "teachers": teachers,
+        "beam_size": dc.beam_size,
+        "combine": dc.combine,
+        "weights": dc.weights,
+        "keep_original": dc.keep_original,
+        "chunk_lines": dc.chunk_lines,
+        "sources_sha256": src.sha256,
+        "targets_sha256": tgt.sha256,
+        "limit_train": cfg.data.limit_train,
+    }  # (None: as a record made before it was there)
 
 
 def _state(folder: Path, identity: dict[str, Any]) -> dict[str, Any]:
@@ -178,8 +195,14 @@ def _chunks(pairs: Iterator[Chunk], skip: int) -> Iterator[tuple[int, list[str]]
         start += len(sources)
 
 
-def _finish(cfg: Config, folder: Path, files: dict[tuple[str, str], CorpusFile], partial: Path,
-            identity: dict[str, Any], lines: int) -> None:
+def _finish(
+    cfg: Config,
+    folder: Path,
+    files: dict[tuple[str, str], CorpusFile],
+    partial: Path,
+    identity: dict[str, Any],
+    lines: int,
+) -> None:
     """The sources beside the translations (and the original pairs after them when asked),
     the evaluation splits copied; then the record says complete."""
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
@@ -200,7 +223,13 @@ def _finish(cfg: Config, folder: Path, files: dict[tuple[str, str], CorpusFile],
             original = files[(split, lang)].path
             suffix = ".gz" if original.suffix == ".gz" else ""
             shutil.copyfile(original, folder / f"{stem}.{lang}{suffix}")
-    atomic_write_json(folder / STATE, {**identity, "lines": lines, "complete": True,
-                                       "train_sha256": {p.name: file_sha256(p) for p in (sources, targets)}})
+    atomic_write_json(
+        folder / STATE,
+        {
+            **identity,
+            "lines": lines,
+            "complete": True,
+            "train_sha256": {p.name: file_sha256(p) for p in (sources, targets)},
+        },
+    )
     log.info("distillation: complete: %s", folder)
-

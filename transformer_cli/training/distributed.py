@@ -93,9 +93,11 @@ def check_same_world_size(checkpoint: Path, saved: int, current: int) -> None:
     share of an epoch's batches and its RNG stream depend on it, so the resumed run would not
     be the one that was interrupted."""
     if saved != current:
-        raise UsageError(f"{checkpoint} was written by {saved} training process(es), this is "
-                         f"{current}: resume it with {saved} (torchrun --nproc_per_node, times "
-                         "--nnodes), or start the run over with --restart")
+        raise UsageError(
+            f"{checkpoint} was written by {saved} training process(es), this is "
+            f"{current}: resume it with {saved} (torchrun --nproc_per_node, times "
+            "--nnodes), or start the run over with --restart"
+        )
 
 
 class PeerLost(TfmError):
@@ -103,22 +105,23 @@ class PeerLost(TfmError):
 
 
 # What gloo and NCCL say when a peer died or stopped answering (they raise plain RuntimeErrors).
-_PEER_FAILURES = ("Connection closed by peer", "Connection reset by peer", "NCCL", "gloo", "timed out",
-                  "Timed out")
+_PEER_FAILURES = ("Connection closed by peer", "Connection reset by peer", "NCCL", "gloo", "timed out", "Timed out")
 
 
 def peer_lost(e: RuntimeError, ctx: DistContext) -> PeerLost | None:
     """The one-line error for a collective that failed because a peer is gone, else None."""
-    if not ctx.enabled or not (isinstance(e, dist.DistError)
-                               or any(s in str(e) for s in _PEER_FAILURES)):
+    if not ctx.enabled or not (isinstance(e, dist.DistError) or any(s in str(e) for s in _PEER_FAILURES)):
         return None
     first = first_line(e)
-    return PeerLost(f"rank {ctx.rank}: another training process stopped or crashed ({first[:200]}); "
-                    "the last saved state is kept: run the same command to resume")
+    return PeerLost(
+        f"rank {ctx.rank}: another training process stopped or crashed ({first[:200]}); "
+        "the last saved state is kept: run the same command to resume"
+    )
 
 
-def init_distributed(device: torch.device, timeout_min: float = 30.0, rendezvous_s: float = 120.0
-                     ) -> tuple[DistContext, torch.device]:
+def init_distributed(
+    device: torch.device, timeout_min: float = 30.0, rendezvous_s: float = 120.0
+) -> tuple[DistContext, torch.device]:
     """Join the process group of the ranks torchrun (or another launcher: RANK, WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT) started; returns the context and this rank's device. The ranks
     must meet at MASTER_ADDR:MASTER_PORT within `rendezvous_s` seconds (train.
@@ -134,8 +137,13 @@ def init_distributed(device: torch.device, timeout_min: float = 30.0, rendezvous
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         store = _rendezvous(rank, world, rendezvous_s)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=store, rank=rank,
-                                world_size=world, timeout=timedelta(minutes=timeout_min))
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo",
+            store=store,
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(minutes=timeout_min),
+        )
     return DistContext(rank, world, local_rank), device
 
 
@@ -145,9 +153,12 @@ def _rendezvous(rank: int, world: int, seconds: float) -> dist.Store:
     address, port = os.environ.get("MASTER_ADDR", "127.0.0.1"), os.environ.get("MASTER_PORT", "29500")
     where = f"{address}:{port} (MASTER_ADDR:MASTER_PORT)"
     serves = rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+
     def no_meeting(reason: str) -> str:
-        return (f"rank {rank}: the training processes did not all meet at {where} within "
-                f"{seconds:g} s (train.rendezvous_timeout_s): {reason[:200]}")
+        return (
+            f"rank {rank}: the training processes did not all meet at {where} within "
+            f"{seconds:g} s (train.rendezvous_timeout_s): {reason[:200]}"
+        )
 
     # A client's handshake with a listener that never answers (another program on the port)
     # blocks inside torch, past its timeout: a watchdog ends the process with the same line.
@@ -157,15 +168,18 @@ def _rendezvous(rank: int, world: int, seconds: float) -> dist.Store:
     if not serves:
         watchdog.start()
     try:
-        return dist.TCPStore(address, int(port), world, is_master=serves,
-                             timeout=timedelta(seconds=seconds), wait_for_workers=True)
+        return dist.TCPStore(
+            address, int(port), world, is_master=serves, timeout=timedelta(seconds=seconds), wait_for_workers=True
+        )
     except ValueError as e:
         raise UsageError(f"rank {rank}: MASTER_PORT must be a port number (got {port!r}): {e}") from None
     except (RuntimeError, OSError) as e:  # DistNetworkError, DistStoreError: one kind of message each
         text = first_line(e)
         if "EADDRINUSE" in text or "address already in use" in text.lower():
-            raise UsageError(f"rank {rank}: cannot serve the training processes' meeting point at "
-                             f"{where}: the port is in use; choose another MASTER_PORT") from None
+            raise UsageError(
+                f"rank {rank}: cannot serve the training processes' meeting point at "
+                f"{where}: the port is in use; choose another MASTER_PORT"
+            ) from None
         raise TfmError(no_meeting(text)) from None
     finally:
         watchdog.cancel()

@@ -51,11 +51,12 @@ def launch(cfg: Config, run: RunDir, processes: int, train_args: list[str]) -> N
     quiet_torch_launcher()
     run.lock()  # busy: exit 75 now, before anything starts
     os.environ[LOCK_HOLDER_ENV] = str(os.getpid())
-    args = get_args_parser().parse_args(["--standalone", "--nproc-per-node", str(processes), "--module",
-                                         "transformer_cli", "train", *train_args])
+    args = get_args_parser().parse_args(
+        ["--standalone", "--nproc-per-node", str(processes), "--module", "transformer_cli", "train", *train_args]
+    )
     try:
         resolve_parent(cfg, run)  # else each rank would refuse it, and the first to fail decides the code
-        torch_run(args)
+        torch_run(args)  # type: ignore[no-untyped-call]  # torch leaves it unannotated
     except ChildFailedError as e:
         raise failure({rank: f.exitcode for rank, f in e.failures.items()}) from None
     except SignalException as e:  # SIGTERM/SIGINT here: torch passed it on, the processes have stopped
@@ -90,13 +91,16 @@ def failure(codes: dict[int, int]) -> LaunchedRunFailed:
     failed = sorted((code in STOPPED_CODES, rank, code) for rank, code in codes.items() if code > 0)
     if causes or (killed and not failed):
         rank, signum = min((causes or killed).items())
-        return LaunchedRunFailed(EXIT_FAILURE, f"rank {rank} was killed by {signal_text(signum)}; the "
-                                 "last saved state is kept: run the same command to resume")
+        return LaunchedRunFailed(
+            EXIT_FAILURE,
+            f"rank {rank} was killed by {signal_text(signum)}; the "
+            "last saved state is kept: run the same command to resume",
+        )
     return LaunchedRunFailed(failed[0][2] if failed else EXIT_FAILURE)
 
 
 def signal_text(signum: int) -> str:
-    """"signal 9 (SIGKILL)"; a signal without a name (a real-time one) by its number."""
+    """ "signal 9 (SIGKILL)"; a signal without a name (a real-time one) by its number."""
     try:
         return f"signal {signum} ({signal.Signals(signum).name})"
     except ValueError:

@@ -49,9 +49,19 @@ log = logging.getLogger("tfm")
 class Trainer:
     """Trains `model` on `data` inside `run`; see `run()`."""
 
-    def __init__(self, cfg: Config, prepared: Prepared, run: RunDir, model: TranslationModel,
-                 data: TrainingData, optimization: Optimization, cadence: Cadence,
-                 identity: str, show_progress: bool, threads: Threads | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        prepared: Prepared,
+        run: RunDir,
+        model: TranslationModel[Any],
+        data: TrainingData,
+        optimization: Optimization,
+        cadence: Cadence,
+        identity: str,
+        show_progress: bool,
+        threads: Threads | None = None,
+    ):
         self.cfg, self.prepared, self.run_dir, self.model, self.data = cfg, prepared, run, model, data
         # torch's threads: told every step's tokens and time (a tuner may change them between
         # steps; validation decodes with the count in use)
@@ -77,11 +87,19 @@ class Trainer:
         """The current weights with what translates them, where they came from, and `record`,
         the validation that describes them (None: no validation yet)."""
         m = self.model  # its architecture as the config names it (a dotted path too: registry.py)
-        return Checkpoint(self.cfg.model.architecture, m.src_vocab_size, m.tgt_vocab_size, m.state_dict(),
-                          self.prepared.tokenizers.state(), self.cfg.to_dict(),
-                          record.to_json() if record else {},
-                          self.prepared.fingerprint, self.identity,
-                          datetime.now(timezone.utc).isoformat(timespec="seconds"), parent=self.parent)
+        return Checkpoint(
+            self.cfg.model.architecture,
+            m.src_vocab_size,
+            m.tgt_vocab_size,
+            m.state_dict(),
+            self.prepared.tokenizers.state(),
+            self.cfg.to_dict(),
+            record.to_json() if record else {},
+            self.prepared.fingerprint,
+            self.identity,
+            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            parent=self.parent,
+        )
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -95,9 +113,9 @@ class Trainer:
         rng = self.dist.all_gather_object(rng_state(self.device))  # every rank's, in rank order
         if self.dist.is_main:
             checkpoint = self.checkpoint(self.progress.last_record)
-            checkpoint.train_state = TrainState(progress=asdict(self.progress), rng=rng,
-                                                world_size=self.dist.world_size,
-                                                **self.optimization.state())
+            checkpoint.train_state = TrainState(
+                progress=asdict(self.progress), rng=rng, world_size=self.dist.world_size, **self.optimization.state()
+            )
             checkpoint.write(self.run_dir.last, keep_previous=self.run_dir.last_prev)
             self.run_dir.write_metrics(self.progress.history)
         self.cadence.saved()
@@ -149,8 +167,11 @@ class Trainer:
                 self.save_last()
         except StopRequested as e:
             self.save_last()  # a validation cut short stays pending: the resumed run redoes it
-            said = (f"stopped by signal {e.signum}; state saved to {self.run_dir.last} (run the same "
-                    "command to resume)") if self.dist.is_main else ""  # one line for all ranks
+            said = (
+                (f"stopped by signal {e.signum}; state saved to {self.run_dir.last} (run the same command to resume)")
+                if self.dist.is_main
+                else ""
+            )  # one line for all ranks
             raise StoppedBySignal(e.signum, said) from None
         except (RuntimeError, ConnectionResetError) as e:  # torch's, raised mid-step: see worker_failure
             failure = self.data.worker_failure(e)
@@ -194,8 +215,12 @@ class Trainer:
 
     def _log_first_step(self, steps: int) -> None:
         if not self._stepped and self.dist.is_main:
-            log.info("first optimizer step done (step %d, epoch %d: %d steps)", self.progress.step,
-                     self.progress.epoch + 1, steps)
+            log.info(
+                "first optimizer step done (step %d, epoch %d: %d steps)",
+                self.progress.step,
+                self.progress.epoch + 1,
+                steps,
+            )
         self._stepped = True
 
     # ------------------------------------------------------------------ validation
@@ -208,8 +233,12 @@ class Trainer:
         self._tick()
         record = validation_record(p, end_of_epoch, train, valid, self.valid_words, self.optimization.lr)
         if tc.valid_bleu:
-            record = dataclasses.replace(record, **validation_bleu(self.model, self.prepared, self.cfg, self.device,
-                                                                   self.dtype, self.cadence, self.dist))
+            record = dataclasses.replace(
+                record,
+                **validation_bleu(
+                    self.model, self.prepared, self.cfg, self.device, self.dtype, self.cadence, self.dist
+                ),
+            )
         improved = p.note_validation(valid.loss)
         p.history.append(record)
         if self.dist.is_main:
@@ -235,8 +264,15 @@ class Trainer:
         """Summed validation NLL and target tokens of `shard` (0-dim tensors on the device);
         `alone`: only this rank scores (see Cadence.between_batches)."""
         check = self.cadence.between_batches(len(scoring_batches(self.valid_split, shard)), alone)
-        out = corpus_nll(self.model, self.valid_split, self.device, self.dtype,
-                         max_positions=self.cfg.model.max_len, shard=shard, check_stop=check)
+        out = corpus_nll(
+            self.model,
+            self.valid_split,
+            self.device,
+            self.dtype,
+            max_positions=self.cfg.model.max_len,
+            shard=shard,
+            check_stop=check,
+        )
         check.finish()
         return out
 
@@ -265,10 +301,19 @@ class Trainer:
         best = self.progress.best_valid_loss
         with trying_weights(self.model, state):
             valid = loss_result(*self._valid_nll(alone=True))
-            log.info("average of the last %d snapshots: Val. Loss %.3f | Val. PPL %.3f (best single: "
-                     "%.3f)", n, valid.loss, valid.ppl, best)
+            log.info(
+                "average of the last %d snapshots: Val. Loss %.3f | Val. PPL %.3f (best single: %.3f)",
+                n,
+                valid.loss,
+                valid.ppl,
+                best,
+            )
             if valid.loss < best:
-                record = dataclasses.replace(self.progress.history[-1], valid_loss=round(valid.loss, 5),
-                                             valid_ppl=round(valid.ppl, 4), averaged_snapshots=n)
+                record = dataclasses.replace(
+                    self.progress.history[-1],
+                    valid_loss=round(valid.loss, 5),
+                    valid_ppl=round(valid.ppl, 4),
+                    averaged_snapshots=n,
+                )
                 self.checkpoint(record).write(self.run_dir.best)
                 self.progress.best_valid_loss = valid.loss

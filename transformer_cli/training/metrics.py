@@ -51,12 +51,17 @@ class ValidationRecord:
         """The log line, in the notebook's format (`*` marks a new best)."""
         minutes, seconds = divmod(int(self.elapsed_s), 60)
         head = f"Epoch: {self.epoch:02}" if self.end_of_epoch else f"Step: {self.step}"
-        bleu = (f" | Val. BLEU ({self.valid_decode or 'greedy'}): {self.valid_bleu:.2f}"
-                if self.valid_bleu is not None else "")
-        return (f"{head} | Time: {minutes}m {seconds:02d}s | Train Loss: {self.train_loss:.3f} | "
-                f"Train PPL: {self.train_ppl:7.3f} | Val. Loss: {self.valid_loss:.3f} | "
-                f"Val. PPL: {self.valid_ppl:7.3f}{bleu} | {self.tokens_per_s:.0f} tok/s"
-                f"{' *' if improved else ''}")
+        bleu = (
+            f" | Val. BLEU ({self.valid_decode or 'greedy'}): {self.valid_bleu:.2f}"
+            if self.valid_bleu is not None
+            else ""
+        )
+        return (
+            f"{head} | Time: {minutes}m {seconds:02d}s | Train Loss: {self.train_loss:.3f} | "
+            f"Train PPL: {self.train_ppl:7.3f} | Val. Loss: {self.valid_loss:.3f} | "
+            f"Val. PPL: {self.valid_ppl:7.3f}{bleu} | {self.tokens_per_s:.0f} tok/s"
+            f"{' *' if improved else ''}"
+        )
 
 
 def described(metrics: dict[str, Any]) -> str:

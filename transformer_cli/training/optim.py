@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from ..checkpoint import TrainState
-from ..config import TrainConfig
+from ..config_train import TrainConfig
 from ..data.batching import Batch
 from ..seams import OPTIMIZERS, SCHEDULES
 from .distributed import DistContext
@@ -23,14 +23,16 @@ from .step import Criterion
 # SCHEDULES: train.schedule -> the multiplier of train.lr before optimizer step `step` (0-based).
 
 
-def _adam(cls: Callable[..., torch.optim.Optimizer]) -> Callable[[list[dict], TrainConfig, torch.device],
-                                                       torch.optim.Optimizer]:
+def _adam(
+    cls: Callable[..., torch.optim.Optimizer],
+) -> Callable[[list[dict[str, Any]], TrainConfig, torch.device], torch.optim.Optimizer]:
     """Adam or AdamW; the fused kernel on CPUs and GPUs (2.4x faster than the multi-tensor one
     on a CPU, benchmarks/optimizer_step.py), the multi-tensor one elsewhere."""
-    def build(groups: list[dict], cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+
+    def build(groups: list[dict[str, Any]], cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
         fused = device.type in ("cpu", "cuda")
-        return cls(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused,
-                   foreach=None if fused else True)
+        return cls(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused, foreach=None if fused else True)
+
     return build
 
 
@@ -43,14 +45,16 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
     return OPTIMIZERS[cfg.optimizer](parameter_groups(model, cfg.weight_decay), cfg, device)
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     """Weight decay for matrices (projections, embeddings) only: biases and LayerNorm gains
     (the 1-D parameters) are not decayed. Without decay, one group (as older runs saved it)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if weight_decay == 0.0:
         return [{"params": params, "weight_decay": 0.0}]
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
 
 
 def inverse_sqrt(cfg: TrainConfig, step: int) -> float:
@@ -80,8 +84,16 @@ class Optimization:
     with their loss normalised over the whole step (over every rank under DDP), then clipping,
     the optimizer and the schedule, with fp16's loss scaler where the precision needs one."""
 
-    def __init__(self, model: nn.Module, net: nn.Module, batch_loss: Criterion, tc: TrainConfig,
-                 device: torch.device, dtype: torch.dtype | None, dist: DistContext):
+    def __init__(
+        self,
+        model: nn.Module,
+        net: nn.Module,
+        batch_loss: Criterion,
+        tc: TrainConfig,
+        device: torch.device,
+        dtype: torch.dtype | None,
+        dist: DistContext,
+    ):
         self.model, self.net, self.batch_loss = model, net, batch_loss
         self.device, self.dtype, self.dist, self.clip_norm = device, dtype, dist, tc.clip_norm
         self.optimizer = build_optimizer(model, tc, device)
@@ -111,12 +123,15 @@ class Optimization:
         for i, b in enumerate(batches):
             last = i == len(batches) - 1
             # Under DDP, net is the DistributedDataParallel wrapper.
-            no_sync = (cast(DistributedDataParallel, self.net).no_sync() if self.dist.enabled and not last
-                       else contextlib.nullcontext())
+            no_sync = (
+                cast(DistributedDataParallel, self.net).no_sync()
+                if self.dist.enabled and not last
+                else contextlib.nullcontext()
+            )
             with no_sync:
                 loss, nll = self.batch_loss(self.net, b, self.dtype)
                 loss = loss / normaliser
-                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
             nll_sum += nll
         return n_tokens, nll_sum
 
@@ -148,8 +163,11 @@ class Optimization:
 
     def state(self) -> dict[str, Any]:
         """The optimizer, schedule and scaler states, as TrainState stores them."""
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                "grad_scaler": None if self.scaler is None else self.scaler.state_dict()}
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "grad_scaler": None if self.scaler is None else self.scaler.state_dict(),
+        }
 
     def load_state(self, state: TrainState) -> None:
         self.optimizer.load_state_dict(state.optimizer)

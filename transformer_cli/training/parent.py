@@ -41,10 +41,10 @@ from ..config import Config, ModelConfig, TokenizerConfig
 from ..config_checks import validate
 from ..config_values import ConfigError, build_section
 from ..data.preprocess import GivenTokenizers
-from ..data.tokenizers import TokenizerPair
 from ..errors import UsageError
 from ..hf.folder import HUB_ID
 from ..model_io import read_model
+from ..tokenizers.pair import TokenizerPair
 from .promotion import published_or_restored
 from .run_dir import RunDir
 
@@ -92,10 +92,12 @@ class Parent:
         if not isinstance(recorded, dict) or recorded.get("kind") != kind:
             recorded = {"kind": kind, "joint": self.pair.joint, "lowercase": self.pair.src.lowercase}
         try:
-            return build_section(TokenizerConfig, recorded, "tokenizer")
+            tokenizer: TokenizerConfig = build_section(TokenizerConfig, recorded, "tokenizer")
+            return tokenizer
         except UsageError as e:
-            raise UsageError(f"train.init_from: {self.path}: its tokenizer settings do not fit this "
-                             f"version of tfm: {e}") from None
+            raise UsageError(
+                f"train.init_from: {self.path}: its tokenizer settings do not fit this version of tfm: {e}"
+            ) from None
 
 
 def lineage(cfg: Config, tokenizer_digest: str, parent: Parent | None) -> dict[str, Any] | None:
@@ -105,8 +107,7 @@ def lineage(cfg: Config, tokenizer_digest: str, parent: Parent | None) -> dict[s
     if spec is None:
         return None
     named = PUBLISHED if spec == PUBLISHED or parent is None else parent.checkpoint.sha256
-    return {"init_from": named, "tokenizer": tokenizer_digest,
-            "continued": dataclasses.asdict(cfg.train.continued)}
+    return {"init_from": named, "tokenizer": tokenizer_digest, "continued": dataclasses.asdict(cfg.train.continued)}
 
 
 def resolve_parent(cfg: Config, run: RunDir, repair: bool = True) -> Parent | None:
@@ -124,8 +125,7 @@ def resolve_parent(cfg: Config, run: RunDir, repair: bool = True) -> Parent | No
         else:  # the first rank has verified and repaired it
             checkpoint = _read(run.published)[0] if run.published.is_file() else None
         if checkpoint is None:
-            log.info("train.init_from: published: nothing is published in %s yet: training from "
-                     "scratch", run.path)
+            log.info("train.init_from: published: nothing is published in %s yet: training from scratch", run.path)
             return None
         return Parent(checkpoint, PUBLISHED, run.published)
     if not Path(spec).exists() and not HUB_ID.match(spec):
@@ -164,8 +164,7 @@ def continued_config(cfg: Config, parent: Parent) -> Config:
     try:
         validate(out)
     except ConfigError as e:
-        raise UsageError(f"train.init_from: with the parent's model and tokenizers and "
-                         f"train.continued: {e}") from None
+        raise UsageError(f"train.init_from: with the parent's model and tokenizers and train.continued: {e}") from None
     return out
 
 
@@ -173,16 +172,20 @@ def _parent_model(cfg: Config, parent: Parent) -> ModelConfig:
     """The parent's model settings with the config's dropouts; the config's others that differ
     are named in a warning."""
     try:
-        model = build_section(ModelConfig, parent.checkpoint.model_config, "model")
+        model: ModelConfig = build_section(ModelConfig, parent.checkpoint.model_config, "model")
     except UsageError as e:
-        raise UsageError(f"train.init_from: {parent.path}: its model settings do not fit this "
-                         f"version of tfm: {e}") from None
+        raise UsageError(
+            f"train.init_from: {parent.path}: its model settings do not fit this version of tfm: {e}"
+        ) from None
     for key in REGULARIZATION_KEYS:
         setattr(model, key, getattr(cfg.model, key))
     differing = _differing("model", cfg.model, model, dataclasses.fields(model))
     if differing:
-        log.warning("warning: train.init_from: the model is the parent's (%s), not the config's: "
-                    "%s", parent.path, ", ".join(differing))
+        log.warning(
+            "warning: train.init_from: the model is the parent's (%s), not the config's: %s",
+            parent.path,
+            ", ".join(differing),
+        )
     return model
 
 
@@ -194,12 +197,18 @@ def _parent_tokenizer(cfg: Config, parent: Parent) -> TokenizerConfig:
         setattr(tokenizer, key, getattr(cfg.tokenizer, key))
     differing = _differing("tokenizer", cfg.tokenizer, tokenizer, dataclasses.fields(TokenizerConfig))
     if differing:
-        log.warning("warning: train.init_from: the tokenizers are the parent's (%s), not the "
-                    "config's: %s", parent.path, ", ".join(differing))
+        log.warning(
+            "warning: train.init_from: the tokenizers are the parent's (%s), not the config's: %s",
+            parent.path,
+            ", ".join(differing),
+        )
     return tokenizer
 
 
-def _differing(section: str, ours: Any, theirs: Any, fields: tuple[dataclasses.Field, ...]) -> list[str]:
+def _differing(section: str, ours: Any, theirs: Any, fields: tuple[dataclasses.Field[Any], ...]) -> list[str]:
     """`section.key ours -> theirs` for each of `fields` whose values differ."""
-    return [f"{section}.{f.name} {getattr(ours, f.name)!r} -> {getattr(theirs, f.name)!r}"
-            for f in fields if getattr(ours, f.name) != getattr(theirs, f.name)]
+    return [
+        f"{section}.{f.name} {getattr(ours, f.name)!r} -> {getattr(theirs, f.name)!r}"
+        for f in fields
+        if getattr(ours, f.name) != getattr(theirs, f.name)
+    ]

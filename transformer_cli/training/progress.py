@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ..config import TrainConfig
+from ..config_train import TrainConfig
 from .metrics import ValidationRecord
 
 PendingValidation = Literal["epoch", "step"]  # which validation is due (None: none)
@@ -43,8 +43,7 @@ class Progress:
         """From a saved `asdict`; keys of other versions are ignored, missing ones defaulted
         (and the "" that older versions wrote for "none" read as None)."""
         known = {f.name for f in fields(cls)}
-        values: dict[str, Any] = {k: (None if v == "" else v) for k, v in d.items()
-                                  if k in known and k != "history"}
+        values: dict[str, Any] = {k: (None if v == "" else v) for k, v in d.items() if k in known and k != "history"}
         progress = cls(**values)
         records = (ValidationRecord.read(r) for r in d.get("history", []))
         progress.history = [r for r in records if r is not None]
@@ -77,8 +76,7 @@ class Progress:
 
 def validation_due_within_epoch(p: Progress, tc: TrainConfig) -> bool:
     """After a step that does not end the epoch: max_steps reached or a valid_every boundary."""
-    return bool((tc.max_steps and p.step >= tc.max_steps)
-                or (tc.valid_every and p.step % tc.valid_every == 0))
+    return bool((tc.max_steps and p.step >= tc.max_steps) or (tc.valid_every and p.step % tc.valid_every == 0))
 
 
 def should_stop(p: Progress, tc: TrainConfig, end_of_epoch: bool) -> StopReason | None:

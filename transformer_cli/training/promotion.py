@@ -24,14 +24,15 @@ from typing import Any
 import torch
 
 from ..checkpoint import Checkpoint, CheckpointError
-from ..config import DecodeConfig, TrainConfig
+from ..config import DecodeConfig
+from ..config_train import TrainConfig
 from ..data.prepared import Prepared
-from ..data.tokenizers import vocabulary_digest
 from ..device import autocast_dtype
 from ..errors import UsageError
 from ..evaluate import loss_result, translate_and_score
 from ..fsutil import atomic_write_bytes, atomic_write_text
 from ..inference.translate import TorchTranslator
+from ..tokenizers.pair import vocabulary_digest
 from .metrics import described
 from .run_dir import RunDir
 
@@ -82,8 +83,15 @@ class Decision:
 class Scorer:
     """Scores a checkpoint on the validation split of the prepared data."""
 
-    def __init__(self, prepared: Prepared, src_lang: str, tgt_lang: str, device: torch.device,
-                 precision: str, check_stop: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        prepared: Prepared,
+        src_lang: str,
+        tgt_lang: str,
+        device: torch.device,
+        precision: str,
+        check_stop: Callable[[], None] | None = None,
+    ):
         self.prepared, self.src_lang, self.tgt_lang = prepared, src_lang, tgt_lang
         self.device, self.dtype = device, autocast_dtype(device, precision)
         self.check_stop = check_stop
@@ -93,8 +101,12 @@ class Scorer:
         translator = TorchTranslator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
         if metric is Metric.VALID_LOSS:
             return loss_result(*translator.corpus_nll(self.prepared.split("val"), self.check_stop)).loss
-        result = translate_and_score(translator, self.prepared.text("val", self.src_lang),
-                                     self.prepared.text("val", self.tgt_lang), self.check_stop)
+        result = translate_and_score(
+            translator,
+            self.prepared.text("val", self.src_lang),
+            self.prepared.text("val", self.tgt_lang),
+            self.check_stop,
+        )
         return result.scores.bleu
 
 
@@ -109,13 +121,11 @@ class GateRules:
 
     @classmethod
     def from_config(cls, train: TrainConfig) -> GateRules:
-        return cls(train.promote_margin_loss, train.promote_margin_bleu, train.promote_min_bleu,
-                   train.keep_published)
+        return cls(train.promote_margin_loss, train.promote_margin_bleu, train.promote_min_bleu, train.keep_published)
 
     def as_record(self) -> dict[str, Any]:
         """The rules that decide (not how many models are kept), as logged with each decision."""
-        return {"margin_loss": self.margin_loss, "margin_bleu": self.margin_bleu,
-                "min_bleu": self.min_bleu}
+        return {"margin_loss": self.margin_loss, "margin_bleu": self.margin_bleu, "min_bleu": self.min_bleu}
 
     def margin(self, metric: Metric) -> float:
         return self.margin_loss if metric.lower_is_better else self.margin_bleu
@@ -172,8 +182,10 @@ def published_or_restored(run: RunDir) -> Checkpoint | None:
         return Checkpoint.read(run.published)
     except (CheckpointError, UsageError) as e:
         if not any(_readable(p) for p in history(run)):
-            raise UsageError(f"{e}, and {run.published_history} holds no earlier model to restore: "
-                             "put a good published.pt back (or train without train.init_from)") from None
+            raise UsageError(
+                f"{e}, and {run.published_history} holds no earlier model to restore: "
+                "put a good published.pt back (or train without train.init_from)"
+            ) from None
     _verified_published(run)  # moves it aside
     log.warning("%s", _repair_without_best(run).text)
     return Checkpoint.read(run.published)
@@ -217,13 +229,11 @@ def _restore_from_history(run: RunDir) -> str | None:
     return None
 
 
-def promote(run: RunDir, policy: Policy, metric: Metric, scorer: Scorer,
-            rules: GateRules = GateRules()) -> Decision:
+def promote(run: RunDir, policy: Policy, metric: Metric, scorer: Scorer, rules: GateRules = GateRules()) -> Decision:
     """Apply the gate; returns the decision."""
     published, was_damaged = _verified_published(run)
     if not run.best.is_file():
-        return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING,
-                                                                      "no best.pt to promote")
+        return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING, "no best.pt to promote")
     try:
         candidate = Checkpoint.read(run.best)
     except CheckpointError as e:  # keep serving what is published; a retrain makes a new best
@@ -233,13 +243,21 @@ def promote(run: RunDir, policy: Policy, metric: Metric, scorer: Scorer,
         return Decision(Outcome.NOTHING, "nothing promoted: best.pt is damaged")
     last = _last_decision(run)
     rules_used = rules.as_record()
-    if (published is not None and last and last.get("candidate_sha256") == candidate.sha256
-            and last.get("policy") == policy.value and last.get("rules", rules_used) == rules_used):
-        return Decision(Outcome.ALREADY_DECIDED,
-                        f"already decided for this best.pt: {last['decision']}")
-    entry: dict[str, Any] = {"time": _now(), "policy": policy.value, "rules": rules_used,
-                             "candidate_sha256": candidate.sha256,
-                             "published_sha256": published.sha256 if published else None}
+    if (
+        published is not None
+        and last
+        and last.get("candidate_sha256") == candidate.sha256
+        and last.get("policy") == policy.value
+        and last.get("rules", rules_used) == rules_used
+    ):
+        return Decision(Outcome.ALREADY_DECIDED, f"already decided for this best.pt: {last['decision']}")
+    entry: dict[str, Any] = {
+        "time": _now(),
+        "policy": policy.value,
+        "rules": rules_used,
+        "candidate_sha256": candidate.sha256,
+        "published_sha256": published.sha256 if published else None,
+    }
     decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged)
     if decision.outcome is Outcome.PROMOTED:
         if published is not None:
@@ -250,8 +268,16 @@ def promote(run: RunDir, policy: Policy, metric: Metric, scorer: Scorer,
     return decision
 
 
-def _decide(candidate: Checkpoint, published: Checkpoint | None, policy: Policy, metric: Metric,
-            scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
+def _decide(
+    candidate: Checkpoint,
+    published: Checkpoint | None,
+    policy: Policy,
+    metric: Metric,
+    scorer: Scorer,
+    rules: GateRules,
+    entry: dict[str, Any],
+    was_damaged: bool,
+) -> Decision:
     """The decision for a readable best.pt not decided before: by identity, policy, or judged."""
     if published is not None and published.sha256 == candidate.sha256:
         return Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
@@ -262,18 +288,28 @@ def _decide(candidate: Checkpoint, published: Checkpoint | None, policy: Policy,
     return _judge(candidate, published, metric, scorer, rules, entry, was_damaged)
 
 
-def _judge(candidate: Checkpoint, published: Checkpoint | None, metric: Metric,
-           scorer: Scorer, rules: GateRules, entry: dict[str, Any], was_damaged: bool) -> Decision:
+def _judge(
+    candidate: Checkpoint,
+    published: Checkpoint | None,
+    metric: Metric,
+    scorer: Scorer,
+    rules: GateRules,
+    entry: dict[str, Any],
+    was_damaged: bool,
+) -> Decision:
     """The if-better decision (also for a first or a repairing promotion: the minimum quality)."""
     if rules.min_bleu is not None:
         bleu = scorer(candidate, Metric.VALID_BLEU)
         entry["candidate_bleu"] = round(bleu, 2)
         if bleu < rules.min_bleu:
-            return Decision(Outcome.KEPT, f"kept out: greedy validation BLEU {bleu:.2f} is below "
-                                          f"train.promote_min_bleu={rules.min_bleu}")
+            return Decision(
+                Outcome.KEPT,
+                f"kept out: greedy validation BLEU {bleu:.2f} is below train.promote_min_bleu={rules.min_bleu}",
+            )
     if published is None:
-        return Decision(Outcome.PROMOTED, "promoted (published.pt was damaged)" if was_damaged
-                        else "promoted (none published yet)")
+        return Decision(
+            Outcome.PROMOTED, "promoted (published.pt was damaged)" if was_damaged else "promoted (none published yet)"
+        )
     # The vocabularies decide (a truecaser learned from more data changes no id).
     same_tokenizer = vocabulary_digest(candidate.tokenizer) == vocabulary_digest(published.tokenizer)
     used = metric if (metric is not Metric.VALID_LOSS or same_tokenizer) else Metric.VALID_BLEU
@@ -283,10 +319,12 @@ def _judge(candidate: Checkpoint, published: Checkpoint | None, metric: Metric,
     entry.update(metric=used.value, candidate=round(new, 5), published=round(old, 5))
     margin = rules.margin(used)
     if rules.better(used, new, old):
-        return Decision(Outcome.PROMOTED, f"promoted (better by at least {margin})" if margin
-                        else "promoted (at least as good)")
-    return Decision(Outcome.KEPT, f"kept published (not better by {margin} or more)" if margin
-                    else "kept published (it is better)")
+        return Decision(
+            Outcome.PROMOTED, f"promoted (better by at least {margin})" if margin else "promoted (at least as good)"
+        )
+    return Decision(
+        Outcome.KEPT, f"kept published (not better by {margin} or more)" if margin else "kept published (it is better)"
+    )
 
 
 def _repair_without_best(run: RunDir) -> Decision:
@@ -305,17 +343,20 @@ def rollback(run: RunDir, policy: Policy) -> str:
     current, _ = _verified_published(run)
     restored = _restore_from_history(run)
     if restored is None:
-        raise UsageError(f"nothing to roll back to: {run.published_history} holds no earlier "
-                         "published model")
-    entry: dict[str, Any] = {"time": _now(), "policy": policy.value,
-                             "published_sha256": current.sha256 if current else None,
-                             "decision": f"rolled back to {restored}"}
+        raise UsageError(f"nothing to roll back to: {run.published_history} holds no earlier published model")
+    decision = f"rolled back to {restored}"
+    entry: dict[str, Any] = {
+        "time": _now(),
+        "policy": policy.value,
+        "published_sha256": current.sha256 if current else None,
+        "decision": decision,
+    }
     try:
         entry["candidate_sha256"] = Checkpoint.read(run.best).sha256
     except (CheckpointError, UsageError):
         pass
     _record(run, entry)
-    return entry["decision"]
+    return decision
 
 
 def describe_published(run: RunDir) -> str:

@@ -19,8 +19,9 @@ from .parent import parent_tokenizers
 _UNSET: Any = object()
 
 
-def prepare_run_data(cfg: Config, check_stop: Callable[[], None] | None = None,
-                     given: GivenTokenizers | None = _UNSET, **options: Any) -> tuple[Prepared, bool]:
+def prepare_run_data(
+    cfg: Config, check_stop: Callable[[], None] | None = None, given: GivenTokenizers | None = _UNSET, **options: Any
+) -> tuple[Prepared, bool]:
     """`preprocess.prepare` of what `cfg` trains on (`options`: force, verify, hold). `given`:
     the parent's tokenizers when the caller has resolved the parent already (tfm train)."""
     if given is _UNSET:

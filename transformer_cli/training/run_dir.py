@@ -1,17 +1,17 @@
 """A training run's directory: its files, its lock, its log.
 
-    checkpoints/<name>/
-      .lock            flock()ed while a `tfm train` works here (the kernel drops it on death)
-      config.yaml      the resolved config
-      manifest.json    data checksums, versions, git commit, seed, device
-      train.log        timestamped log of every session
-      metrics.jsonl    one JSON object per validation (epoch ends flagged)
-      last.pt          resumable state (+ last.prev.pt, the one before it)
-      best.pt          weights with the lowest validation loss so far
-      published.pt     the model `tfm translate` serves; replaced only through the promotion gate
-      published.history/  the models promotions replaced (newest train.keep_published kept)
-      promotions.log   one JSON line per promotion decision
-      curves.png       loss / perplexity curves
+checkpoints/<name>/
+  .lock            flock()ed while a `tfm train` works here (the kernel drops it on death)
+  config.yaml      the resolved config
+  manifest.json    data checksums, versions, git commit, seed, device
+  train.log        timestamped log of every session
+  metrics.jsonl    one JSON object per validation (epoch ends flagged)
+  last.pt          resumable state (+ last.prev.pt, the one before it)
+  best.pt          weights with the lowest validation loss so far
+  published.pt     the model `tfm translate` serves; replaced only through the promotion gate
+  published.history/  the models promotions replaced (newest train.keep_published kept)
+  promotions.log   one JSON line per promotion decision
+  curves.png       loss / perplexity curves
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, TrainConfig
+from ..config import Config
+from ..config_train import TrainConfig
 from ..config_values import as_before
 from ..errors import BusyError, TfmError
 from ..fsutil import atomic_write_text, close_lock, remove_stale_temp_files, track_lock
@@ -52,8 +53,12 @@ def run_identity(cfg: Config, data_fingerprint: str, lineage: dict[str, Any] | N
     tokenizers' digest and train.continued); a run without has the identity it had before
     train.init_from existed, so runs of earlier versions still resume."""
     train = {k: v for k, v in as_before(cfg.train).items() if k not in RESUMABLE_CHANGES | LINEAGE_KEYS}
-    payload = {"data": data_fingerprint, "tokenizer": as_before(cfg.tokenizer), "model": as_before(cfg.model),
-               "train": train}
+    payload = {
+        "data": data_fingerprint,
+        "tokenizer": as_before(cfg.tokenizer),
+        "model": as_before(cfg.model),
+        "train": train,
+    }
     if lineage is not None:
         payload["lineage"] = lineage
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
@@ -70,8 +75,10 @@ class _RunLogHandler(logging.FileHandler):
     def _fail(self, error: BaseException | None) -> None:
         if not self.failed:
             reason = getattr(error, "strerror", None) or error
-            print(f"tfm: warning: cannot write {self.baseFilename}: {reason} "
-                  "(logging to it stops for this session)", file=sys.stderr)
+            print(
+                f"tfm: warning: cannot write {self.baseFilename}: {reason} (logging to it stops for this session)",
+                file=sys.stderr,
+            )
         self.failed = True
         stream, self.stream = self.stream, None
         if stream is not None:
@@ -134,16 +141,17 @@ class RunDir:
         try:
             fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
-            raise TfmError(f"cannot open the lock file {self.lock_file}: {e.strerror} (tfm train "
-                           "needs a writable run directory; see train.out_dir)") from None
+            raise TfmError(
+                f"cannot open the lock file {self.lock_file}: {e.strerror} (tfm train "
+                "needs a writable run directory; see train.out_dir)"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise BusyError(f"run {self.path} is busy: another tfm train holds its lock "
-                                f"(pid {holder})") from None
+                raise BusyError(f"run {self.path} is busy: another tfm train holds its lock (pid {holder})") from None
             raise TfmError(f"cannot lock {self.lock_file}: {e.strerror}") from None
         try:
             os.ftruncate(fd, 0)
@@ -170,8 +178,7 @@ class RunDir:
             handler = _RunLogHandler(self.log)
         except OSError as e:
             raise TfmError(f"cannot write {self.log}: {e.strerror}") from None
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s",
-                                               "%Y-%m-%d %H:%M:%S"))
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
         handler.setLevel(logging.INFO)
         if logger.getEffectiveLevel() > logging.INFO:  # library use: still log INFO to the file
             logger.setLevel(logging.INFO)

@@ -62,8 +62,11 @@ def _resume_checkpoint(run: RunDir, identity: str) -> Checkpoint | None:
             damaged = damaged or path == run.last  # last.pt exists but cannot be used
             continue
         if checkpoint.run_identity != identity or checkpoint.train_state is None:
-            log.warning("%s was trained with other data or settings: starting a new run "
-                        "(the published model stays until a better one is promoted)", path)
+            log.warning(
+                "%s was trained with other data or settings: starting a new run "
+                "(the published model stays until a better one is promoted)",
+                path,
+            )
             return None
         if path == run.last_prev:
             log.warning("resuming from %s", path)
@@ -84,12 +87,12 @@ def _clear_run(run: RunDir) -> None:
     shutil.rmtree(run.snapshots, ignore_errors=True)
 
 
-def run_training(cfg: Config, restart: bool = False, show_progress: bool = False,
-                 run: RunDir | None = None) -> TrainOutcome:
+def run_training(
+    cfg: Config, restart: bool = False, show_progress: bool = False, run: RunDir | None = None
+) -> TrainOutcome:
     """One `tfm train`. `run` may come already locked (the CLI locks before importing torch)."""
     device = resolve_device(cfg.train.device)
-    dist_ctx, device = init_distributed(device, cfg.train.collective_timeout_min,
-                                        cfg.train.rendezvous_timeout_s)
+    dist_ctx, device = init_distributed(device, cfg.train.collective_timeout_min, cfg.train.rendezvous_timeout_s)
     run = run or RunDir(cfg.run_dir)
     handler = None
     stop = GracefulStop()
@@ -114,17 +117,22 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
             parent = resolve_parent(cfg, run, repair=False)
             prepared = load_prepared(cfg, hold=True)
         data_held = True
-        identity = run_identity(cfg, prepared.fingerprint,
-                                lineage(cfg, prepared.tokenizers.vocabulary_digest(), parent))
+        identity = run_identity(
+            cfg, prepared.fingerprint, lineage(cfg, prepared.tokenizers.vocabulary_digest(), parent)
+        )
         trained_cfg = continued_config(cfg, parent) if parent is not None else cfg
-        trainer = build_trainer(trained_cfg, prepared, run, device, dist_ctx, stop, show_progress,
-                                identity)
+        trainer = build_trainer(trained_cfg, prepared, run, device, dist_ctx, stop, show_progress, identity)
         resumed = _resume_or_start(trainer, restart, parent)
         trained = trainer.extend_if_asked()
         p = trainer.progress
         if not trained:
-            log.info("run %s already finished (%s, step %d, best Val. Loss %.3f): nothing to do; "
-                     "--restart trains it again", run.path, p.stop_reason, p.step, p.best_valid_loss)
+            log.info(
+                "run %s already finished (%s, step %d, best Val. Loss %.3f): nothing to do; --restart trains it again",
+                run.path,
+                p.stop_reason,
+                p.step,
+                p.best_valid_loss,
+            )
         else:
             stage = "training"
             _train(trainer, resumed)
@@ -134,8 +142,10 @@ def run_training(cfg: Config, restart: bool = False, show_progress: bool = False
             decision = _promote(cfg, run, prepared, device, stop)
         return TrainOutcome(trained, p, decision)
     except StopRequested as e:  # outside the loop (which saves and raises StoppedBySignal itself)
-        raise StoppedBySignal(e.signum, f"stopped by signal {e.signum} while {stage}; nothing "
-                                        "half-done was kept (run the same command to go on)") from None
+        raise StoppedBySignal(
+            e.signum,
+            f"stopped by signal {e.signum} while {stage}; nothing half-done was kept (run the same command to go on)",
+        ) from None
     except RuntimeError as e:
         lost = peer_lost(e, dist_ctx)
         if lost is None:
@@ -164,9 +174,13 @@ def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None) -> 
         if parent is not None:
             trainer.start_from(parent.checkpoint.weights, parent.record)
             if trainer.dist.is_main:
-                log.info("continuing %s (sha256 %s, %s): its weights and tokenizers; optimizer, "
-                         "schedule and early stopping start afresh", parent.path,
-                         parent.checkpoint.digest[:12], described(parent.checkpoint.metrics))
+                log.info(
+                    "continuing %s (sha256 %s, %s): its weights and tokenizers; optimizer, "
+                    "schedule and early stopping start afresh",
+                    parent.path,
+                    parent.checkpoint.digest[:12],
+                    described(parent.checkpoint.metrics),
+                )
         return False
     trainer.restore(checkpoint)
     return True
@@ -178,26 +192,38 @@ def _train(trainer: Trainer, resumed: bool) -> None:
     if main:
         _write_run_files(cfg, run, trainer, trainer.device, trainer.dist.world_size)
         what = f"resuming at epoch {p.epoch + 1}, step {p.step}" if resumed else "starting"
-        log.info("%s: %s on %s (%s, %s), %.2fM parameters, %d train pairs", run.path, what,
-                 trainer.device, trainer.dtype or "fp32", allocator.describe(),
-                 trainer.model.num_parameters() / 1e6, len(trainer.data.split))
+        log.info(
+            "%s: %s on %s (%s, %s), %.2fM parameters, %d train pairs",
+            run.path,
+            what,
+            trainer.device,
+            trainer.dtype or "fp32",
+            allocator.describe(),
+            trainer.model.num_parameters() / 1e6,
+            len(trainer.data.split),
+        )
         log.info("%s; priority: %s", trainer.threads.describe(), priority.describe())
     trainer.run()
     if main:
         from ..plots import plot_curves
 
         plot_curves(p.history, run.curves, title=cfg.name)
-        log.info("finished (%s) after %d steps in %.0f s; best Val. Loss %.3f (PPL %.3f)",
-                 p.stop_reason, p.step, p.elapsed_s, p.best_valid_loss, math.exp(p.best_valid_loss))
+        log.info(
+            "finished (%s) after %d steps in %.0f s; best Val. Loss %.3f (PPL %.3f)",
+            p.stop_reason,
+            p.step,
+            p.elapsed_s,
+            p.best_valid_loss,
+            math.exp(p.best_valid_loss),
+        )
 
 
-def _promote(cfg: Config, run: RunDir, prepared: Prepared, device: torch.device,
-             stop: GracefulStop) -> Decision:
+def _promote(cfg: Config, run: RunDir, prepared: Prepared, device: torch.device, stop: GracefulStop) -> Decision:
     """The promotion gate on best.pt, scored on the current validation data; logged."""
-    scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision,
-                    stop.check)
-    decision = promote(run, Policy(cfg.train.promote), Metric(cfg.train.promote_metric), scorer,
-                       GateRules.from_config(cfg.train))
+    scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision, stop.check)
+    decision = promote(
+        run, Policy(cfg.train.promote), Metric(cfg.train.promote_metric), scorer, GateRules.from_config(cfg.train)
+    )
     log.info("promotion: %s -> %s", decision.text, run.published)
     return decision
 

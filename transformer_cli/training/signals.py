@@ -38,8 +38,7 @@ class GracefulStop:
         if self.signum is not None:
             os._exit(128 + signum)  # second signal: leave at once (files stay consistent)
         self.signum = signum
-        log.warning("%s received: %s (send it again to exit at once)", signal.Signals(signum).name,
-                    self.on_stop)
+        log.warning("%s received: %s (send it again to exit at once)", signal.Signals(signum).name, self.on_stop)
 
     def check(self) -> None:
         """Raise StopRequested if a stop signal has arrived."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..config import TrainConfig
+from ..config_train import TrainConfig
 from ..data.batching import Batch
 from ..device import autocast
 from ..loss import sequence_loss, symmetric_kl

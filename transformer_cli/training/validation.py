@@ -32,22 +32,31 @@ def check_finite(train: LossResult, valid: LossResult, step: int, lr: float) -> 
     """A non-finite loss ends the run with an error: nothing is saved or promoted from it."""
     if math.isfinite(train.loss) and math.isfinite(valid.loss):
         return
-    raise TfmError(f"training diverged: train loss {train.loss}, validation loss {valid.loss} at "
-                   f"step {step} (train.lr={lr}); nothing was saved or promoted from it: lower "
-                   "train.lr (or set train.clip_norm) and run again")
+    raise TfmError(
+        f"training diverged: train loss {train.loss}, validation loss {valid.loss} at "
+        f"step {step} (train.lr={lr}); nothing was saved or promoted from it: lower "
+        "train.lr (or set train.clip_norm) and run again"
+    )
 
 
-def validation_record(p: Progress, end_of_epoch: bool, train: LossResult, valid: LossResult,
-                      valid_words: int, lr: float) -> ValidationRecord:
+def validation_record(
+    p: Progress, end_of_epoch: bool, train: LossResult, valid: LossResult, valid_words: int, lr: float
+) -> ValidationRecord:
     """The record of a validation. `train.n_tokens`: the epoch's target tokens over all ranks;
     `valid_words`: words (+1 per sentence end) of the validation references, for word PPL."""
     return ValidationRecord(
-        epoch=p.epoch if end_of_epoch else p.epoch + 1, end_of_epoch=end_of_epoch, step=p.step,
-        train_loss=round(train.loss, 5), train_ppl=round(train.ppl, 4),
-        valid_loss=round(valid.loss, 5), valid_ppl=round(valid.ppl, 4),
-        valid_word_ppl=round(word_perplexity(valid.loss, valid.n_tokens, valid_words), 4), lr=lr,
+        epoch=p.epoch if end_of_epoch else p.epoch + 1,
+        end_of_epoch=end_of_epoch,
+        step=p.step,
+        train_loss=round(train.loss, 5),
+        train_ppl=round(train.ppl, 4),
+        valid_loss=round(valid.loss, 5),
+        valid_ppl=round(valid.ppl, 4),
+        valid_word_ppl=round(word_perplexity(valid.loss, valid.n_tokens, valid_words), 4),
+        lr=lr,
         tokens_per_s=round(train.n_tokens / max(p.epoch_train_s, 1e-9), 1),  # all ranks
-        elapsed_s=round(p.elapsed_s, 2))
+        elapsed_s=round(p.elapsed_s, 2),
+    )
 
 
 def valid_decode_settings(cfg: Config) -> DecodeConfig:
@@ -61,9 +70,15 @@ def decode_label(settings: DecodeConfig) -> str:
     return strategy_for(settings).describe(settings)
 
 
-def validation_bleu(model: TranslationModel, prepared: Prepared, cfg: Config,
-                    device: torch.device, dtype: torch.dtype | None, cadence: Cadence,
-                    dist: DistContext) -> dict[str, Any]:
+def validation_bleu(
+    model: TranslationModel[Any],
+    prepared: Prepared,
+    cfg: Config,
+    device: torch.device,
+    dtype: torch.dtype | None,
+    cadence: Cadence,
+    dist: DistContext,
+) -> dict[str, Any]:
     """Validation BLEU/chrF decoded with train.valid_decode, as record fields (the
     translator keeps the model's train/eval mode).
 
@@ -75,8 +90,12 @@ def validation_bleu(model: TranslationModel, prepared: Prepared, cfg: Config,
     sources = prepared.text("val", cfg.data.src_lang)
     references = prepared.text("val", cfg.data.tgt_lang)
     if dist.is_main:
-        log.info("validation BLEU: translating %d sentences (%s%s)", len(sources),
-                 decode_label(settings), f", {dist.world_size} ranks" if dist.enabled else "")
+        log.info(
+            "validation BLEU: translating %d sentences (%s%s)",
+            len(sources),
+            decode_label(settings),
+            f", {dist.world_size} ranks" if dist.enabled else "",
+        )
     shard = sources[dist.rank :: dist.world_size]
     check = cadence.between_batches(math.ceil(sum(1 for s in shard if s.strip()) / settings.batch_size))
     mine = translator.translate(shard, check_stop=check).translations

@@ -71,7 +71,6 @@ class Truecaser:
     @classmethod
     def from_state(cls, state: object) -> Truecaser:
         """Rebuild from `state()`; anything but a str -> str mapping is a ValueError."""
-        if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                  for k, v in state.items()):
+        if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in state.items()):
             raise ValueError("the source truecaser must map words to words")
         return cls(state)

@@ -1,9 +1,9 @@
 """The tokenizer interface: text of one language to ids and back, and the kinds of tokenizer
 by name (`TOKENIZERS`), through which a saved tokenizer state is rebuilt.
 
-The kinds are one module each: data/word_tokenizer.py (spaCy words + a vocabulary),
-data/subword_tokenizer.py (SentencePiece), data/piece_vocab_tokenizer.py (SentencePiece
-pieces looked up in a separate vocabulary, as Marian models keep them). data/tokenizers.py
+The kinds are one module each: tokenizers/word.py (spaCy words + a vocabulary),
+tokenizers/subword.py (SentencePiece), tokenizers/piece_vocab.py (SentencePiece
+pieces looked up in a separate vocabulary, as Marian models keep them). tokenizers/pair.py
 holds the pair a model translates with.
 """
 
@@ -36,8 +36,7 @@ class TrainingText(Protocol):
     def sample(self, size: int) -> Chunk:
         """A seeded uniform sample of at most `size` pairs (all of them when there are fewer)."""
 
-    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]
-            ) -> Iterator[Any]:
+    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]) -> Iterator[Any]:
         """`fn` of every chunk, in order, in processes each set up once by `setup(*args)`."""
 
 
@@ -97,8 +96,7 @@ class Tokenizer(ABC):
     def vocab_size(self) -> int: ...
 
     @abstractmethod
-    def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
-        ...
+    def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]: ...
 
     @abstractmethod
     def decode(self, ids: Sequence[int]) -> str:
@@ -126,19 +124,15 @@ class Tokenizer(ABC):
         return self.encode_batch(lines)
 
     @classmethod
-    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText
-            ) -> tuple[Tokenizer, Tokenizer]:
+    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText) -> tuple[Tokenizer, Tokenizer]:
         """The source and target tokenizers of this kind learned from `text` (one object twice:
         a joint vocabulary). A kind that is never fitted says so (it comes with a model)."""
-        raise UsageError(f"a {cls.kind} tokenizer is not fitted on a corpus: it comes with a trained "
-                         "model (train.init_from)")
+        raise UsageError(
+            f"a {cls.kind} tokenizer is not fitted on a corpus: it comes with a trained model (train.init_from)"
+        )
 
     def set_threads(self, threads: int) -> None:  # noqa: B027 - optional: most kinds have none
         """Threads encode_batch may use (-1: all); a kind without threads ignores it."""
-
-
-
-
 
 
 def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:

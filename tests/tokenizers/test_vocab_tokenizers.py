@@ -2,14 +2,18 @@ import pytest
 from helpers import sentence_pairs
 
 from transformer_cli.config import TokenizerConfig
-from transformer_cli.data.tokenizers import SubwordTokenizer, TokenizerPair, WordTokenizer, fit_tokenizers
-from transformer_cli.data.vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
 from transformer_cli.errors import UsageError
+from transformer_cli.tokenizers.pair import TokenizerPair, fit_tokenizers
+from transformer_cli.tokenizers.subword import SubwordTokenizer
+from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
+from transformer_cli.tokenizers.word import WordTokenizer
 
-ENGLISH = ["A man in a blue shirt (left) is standing on a ladder.",
-           "Two dogs play in the snow, don't they?",
-           "The girl's kite is red.",
-           "A man on a four-wheeler rides through the mud."] * 3
+ENGLISH = [
+    "A man in a blue shirt (left) is standing on a ladder.",
+    "Two dogs play in the snow, don't they?",
+    "The girl's kite is red.",
+    "A man on a four-wheeler rides through the mud.",
+] * 3
 
 
 def _words(lang, lines, cfg):

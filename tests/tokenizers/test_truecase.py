@@ -1,4 +1,4 @@
-"""data/truecase.py: each word's most frequent spelling, given back to sources typed without
+"""tokenizers/truecase.py: each word's most frequent spelling, given back to sources typed without
 casing; and the truecaser's way from the preprocessed folder into checkpoints and exports."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from helpers import sentence_pairs, write_config
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
-from transformer_cli.data.tokenizers import TokenizerPair
-from transformer_cli.data.truecase import Truecaser, has_no_casing
+from transformer_cli.tokenizers.pair import TokenizerPair
+from transformer_cli.tokenizers.truecase import Truecaser, has_no_casing
 
 TRAINING = [
     "Ein Mann fährt Fahrrad.",
@@ -59,8 +59,12 @@ def _corpus_with_nouns(folder):
 
 
 def test_a_prepared_folder_gives_its_tokenizers_a_truecaser_that_travels_in_their_state(tmp_path):
-    path = write_config(tmp_path / "tc.yaml", tmp_path, _corpus_with_nouns(tmp_path / "corpus"),
-                        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True})
+    path = write_config(
+        tmp_path / "tc.yaml",
+        tmp_path,
+        _corpus_with_nouns(tmp_path / "corpus"),
+        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True},
+    )
     prepared, _ = prepare(load_config(str(path)))
     pair = prepared.tokenizers
     expected = Truecaser.fit(prepared.text("train", "de")).spellings
@@ -69,12 +73,18 @@ def test_a_prepared_folder_gives_its_tokenizers_a_truecaser_that_travels_in_thei
     again = TokenizerPair.from_state(pair.state())  # as a checkpoint stores and loads it
     assert again.recaser is not None and again.recaser.spellings == expected
     assert again.recase_sources(["eine frau sieht einen ball .", "EIN KIND", "Ein mann"]) == [
-        "Eine Frau sieht einen Ball .", "Ein Kind", "Ein mann"]
+        "Eine Frau sieht einen Ball .",
+        "Ein Kind",
+        "Ein mann",
+    ]
 
 
 def test_lowercasing_tokenizers_get_no_truecaser(tmp_path, corpus_dir):
-    path = write_config(tmp_path / "lc.yaml", tmp_path, corpus_dir,
-                        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True,
-                                   "lowercase": True})
+    path = write_config(
+        tmp_path / "lc.yaml",
+        tmp_path,
+        corpus_dir,
+        tokenizer={"kind": "sentencepiece", "vocab_size": 120, "joint": True, "lowercase": True},
+    )
     prepared, _ = prepare(load_config(str(path)))
     assert prepared.tokenizers.recaser is None and "source_truecaser" not in prepared.tokenizers.state()

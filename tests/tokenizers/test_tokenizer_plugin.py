@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from helpers import write_config
 
-from transformer_cli.data.tokenizer_base import TOKENIZERS, Tokenizer, strip_specials
-from transformer_cli.data.vocab import SPECIALS, Vocab
+from transformer_cli.seams import TOKENIZERS
+from transformer_cli.tokenizers.base import Tokenizer, strip_specials
+from transformer_cli.tokenizers.vocab import SPECIALS, Vocab
 
 
 class Characters(Tokenizer):
@@ -69,9 +70,15 @@ def test_a_tokenizer_registered_from_outside_is_fitted_trained_on_and_translates
 
     TOKENIZERS.register(Characters.kind, Characters)
     try:
-        path = write_config(tmp_path / "chars.yaml", tmp_path, corpus_dir, tokenizer={"kind": "characters"},
-                            model={"share_embeddings": True, "tie_output": True, "max_len": 128},
-                            data={"train_max_len": 100}, train={"epochs": 1, "threads": 1})
+        path = write_config(
+            tmp_path / "chars.yaml",
+            tmp_path,
+            corpus_dir,
+            tokenizer={"kind": "characters"},
+            model={"share_embeddings": True, "tie_output": True, "max_len": 128},
+            data={"train_max_len": 100},
+            train={"epochs": 1, "threads": 1},
+        )
         run_training(load_config(str(path)))
         model = load(tmp_path / "checkpoints" / "chars" / "best.pt", device="cpu")
         assert model.backend.tokenizers.src.kind == "characters"

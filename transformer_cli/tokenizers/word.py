@@ -7,13 +7,13 @@ neighbour (".", ",", "'s", "(") are rejoined without one.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import UsageError
-from .tokenizer_base import Chunk, ProgressCallback, Tokenizer, TrainingText, strip_specials
+from .base import Chunk, ProgressCallback, Tokenizer, TrainingText, strip_specials
 from .vocab import SPECIALS, Vocab
 
 
@@ -38,14 +38,14 @@ def _is_word(token: str) -> bool:
     return any(c.isalnum() for c in token)
 
 
-
 class WordTokenizer(Tokenizer):
     """spaCy word tokens + vocabulary, optional lowercasing, learned detokenization."""
 
     kind = "spacy"
 
-    def __init__(self, lang: str, vocab: Vocab, lowercase: bool, attach_left: Sequence[str],
-                 attach_right: Sequence[str]):
+    def __init__(
+        self, lang: str, vocab: Vocab, lowercase: bool, attach_left: Sequence[str], attach_right: Sequence[str]
+    ):
         self.lang = lang
         self.vocab, self.ids = vocab, vocab.ids
         self.lowercase = lowercase
@@ -57,7 +57,7 @@ class WordTokenizer(Tokenizer):
     def vocab_size(self) -> int:
         return len(self.vocab)
 
-    def _tokenizer(self):
+    def _tokenizer(self) -> Any:  # a spacy Tokenizer
         if self._nlp is None:
             import spacy
 
@@ -67,7 +67,7 @@ class WordTokenizer(Tokenizer):
                 raise UsageError(f"spaCy has no tokenizer for language '{self.lang}': {e}") from None
         return self._nlp.tokenizer
 
-    def _docs(self, lines: Sequence[str], progress: ProgressCallback | None):
+    def _docs(self, lines: Sequence[str], progress: ProgressCallback | None) -> Iterator[list[Any]]:
         texts = (line.lower() if self.lowercase else line for line in lines)
         for doc in self._tokenizer().pipe(texts, batch_size=1000):
             if progress:
@@ -89,8 +89,7 @@ class WordTokenizer(Tokenizer):
         return counts
 
     @classmethod
-    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText
-            ) -> tuple[Tokenizer, Tokenizer]:
+    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText) -> tuple[Tokenizer, Tokenizer]:
         """Vocabularies and detokenization rules from counts over the whole training text,
         counted chunk by chunk in the workers."""
         totals = (WordCounts.empty(), WordCounts.empty())
@@ -122,9 +121,13 @@ class WordTokenizer(Tokenizer):
                 right_total[a] += n
                 right_glued[a] += 0 if space else n
         in_vocab = [t for t in vocab.itos if t not in SPECIALS]
-        return cls(lang, vocab, cfg.lowercase,
-                   [t for t in in_vocab if left_glued[t] * 2 > left_total[t]],
-                   [t for t in in_vocab if right_glued[t] * 2 > right_total[t]])
+        return cls(
+            lang,
+            vocab,
+            cfg.lowercase,
+            [t for t in in_vocab if left_glued[t] * 2 > left_total[t]],
+            [t for t in in_vocab if right_glued[t] * 2 > right_total[t]],
+        )
 
     def decode(self, ids: Sequence[int]) -> str:
         out: list[str] = []
@@ -146,14 +149,18 @@ class WordTokenizer(Tokenizer):
         return self.vocab.tokens(ids)
 
     def state(self) -> dict[str, Any]:
-        return {"kind": self.kind, "lang": self.lang, "lowercase": self.lowercase,
-                "itos": self.vocab.itos, "attach_left": sorted(self.attach_left),
-                "attach_right": sorted(self.attach_right)}
+        return {
+            "kind": self.kind,
+            "lang": self.lang,
+            "lowercase": self.lowercase,
+            "itos": self.vocab.itos,
+            "attach_left": sorted(self.attach_left),
+            "attach_right": sorted(self.attach_right),
+        }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> WordTokenizer:
-        return cls(state["lang"], Vocab(state["itos"]), state["lowercase"], state["attach_left"],
-                   state["attach_right"])
+        return cls(state["lang"], Vocab(state["itos"]), state["lowercase"], state["attach_left"], state["attach_right"])
 
 
 _counters: tuple[WordTokenizer, WordTokenizer] | None = None  # in a counting worker

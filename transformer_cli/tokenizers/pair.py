@@ -1,7 +1,7 @@
 """The tokenizers a model translates with: `TokenizerPair` (source and target sides, one
 shared SentencePiece model when the vocabulary is joint, and the source truecaser,
-data/truecase.py), serialized to a plain dict (for checkpoints) or a folder; fitting them on
-training text. The kinds of tokenizer are in their own modules (data/tokenizer_base.py).
+tokenizers/truecase.py), serialized to a plain dict (for checkpoints) or a folder; fitting them on
+training text. The kinds of tokenizer are in their own modules (tokenizers/base.py).
 """
 
 from __future__ import annotations
@@ -15,16 +15,11 @@ from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import first_line
-from .piece_vocab_tokenizer import PieceVocabTokenizer
-from .subword_tokenizer import SubwordTokenizer
+from ..seams import TOKENIZERS
+from .base import Chunk, Tokenizer, sample_pairs, tokenizer_from_state
 from .text_marks import strip_marks
-from .tokenizer_base import TOKENIZERS, Chunk, Tokenizer, sample_pairs, tokenizer_from_state
 from .truecase import Truecaser
 from .vocab import Framing
-from .word_tokenizer import WordCounts, WordTokenizer
-
-__all__ = ["PieceVocabTokenizer", "SubwordTokenizer", "Tokenizer", "TokenizerPair", "WordCounts",
-           "WordTokenizer", "fit_tokenizers", "vocabulary_digest"]
 
 
 @dataclass
@@ -39,8 +34,11 @@ class TokenizerPair:
     recaser: Truecaser | None = None
 
     def state(self) -> dict[str, Any]:
-        sides = ({"joint": True, "shared": self.src.state()} if self.joint
-                 else {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()})
+        sides = (
+            {"joint": True, "shared": self.src.state()}
+            if self.joint
+            else {"joint": False, "src": self.src.state(), "tgt": self.tgt.state()}
+        )
         return sides if self.recaser is None else {**sides, "source_truecaser": self.recaser.state()}
 
     def vocabulary_digest(self) -> str:
@@ -61,12 +59,12 @@ class TokenizerPair:
         return Framing(self.src.ids, self.tgt.ids)
 
     def recase_sources(self, lines: list[str]) -> list[str]:
-        """Sources with their casing restored where they have none (see data/truecase.py)."""
+        """Sources with their casing restored where they have none (see tokenizers/truecase.py)."""
         return lines if self.recaser is None else [self.recaser.recase(line) for line in lines]
 
     def encode_sources(self, lines: list[str], recase: bool) -> list[list[int]]:
         """Source ids per line (no `<eos>`, not truncated), recased first when `recase` is on;
-        tfm's training marks (data/text_marks.py) are no input: they are left out."""
+        tfm's training marks (tokenizers/text_marks.py) are no input: they are left out."""
         lines = [strip_marks(line) for line in lines]
         return self.src.encode_batch(self.recase_sources(lines) if recase else lines)
 
@@ -78,8 +76,7 @@ class TokenizerPair:
             if state["joint"]:
                 shared = tokenizer_from_state(state["shared"])
                 return cls(shared, shared, joint=True, recaser=recaser)
-            return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]),
-                       recaser=recaser)
+            return cls(tokenizer_from_state(state["src"]), tokenizer_from_state(state["tgt"]), recaser=recaser)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError, OSError) as e:
             raise ValueError(f"malformed tokenizer state ({type(e).__name__}: {first_line(e)})") from None
 
@@ -115,7 +112,7 @@ def vocabulary_digest(state: dict[str, Any]) -> str:
 
 @dataclass
 class LinesText:
-    """Training text held in memory, as tokenizers are fitted on it (tokenizer_base.TrainingText)."""
+    """Training text held in memory, as tokenizers are fitted on it (base.TrainingText)."""
 
     sources: Sequence[str]
     targets: Sequence[str]
@@ -124,14 +121,19 @@ class LinesText:
     def sample(self, size: int) -> Chunk:
         return sample_pairs(iter([(list(self.sources), list(self.targets))]), size)
 
-    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None],
-            args: tuple[Any, ...]) -> Iterator[Any]:
+    def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]) -> Iterator[Any]:
         setup(*args)
         yield fn((list(self.sources), list(self.targets)))
 
 
-def fit_tokenizers(cfg: TokenizerConfig, src_lang: str, tgt_lang: str, src_lines: Sequence[str],
-                   tgt_lines: Sequence[str], threads: int = 1) -> TokenizerPair:
+def fit_tokenizers(
+    cfg: TokenizerConfig,
+    src_lang: str,
+    tgt_lang: str,
+    src_lines: Sequence[str],
+    tgt_lines: Sequence[str],
+    threads: int = 1,
+) -> TokenizerPair:
     """tokenizer.kind's tokenizers learned from training text held in memory."""
     src, tgt = TOKENIZERS[cfg.kind].fit(cfg, (src_lang, tgt_lang), LinesText(src_lines, tgt_lines, threads))
     return TokenizerPair(src, tgt, joint=src is tgt)

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..config import TokenizerConfig
 from ..errors import UsageError, first_line
-from .tokenizer_base import ProgressCallback, Tokenizer, TrainingText, strip_specials
+from .base import ProgressCallback, Tokenizer, TrainingText, strip_specials
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, SpecialIds
 
 _SPM_TOO_BIG = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
@@ -44,30 +44,42 @@ class SubwordTokenizer(Tokenizer):
         buffer = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(text), model_writer=buffer, model_type=cfg.model_type,
-                vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
-                unk_id=UNK, pad_id=PAD, bos_id=SOS, eos_id=EOS, unk_piece=SPECIALS[UNK],
-                pad_piece=SPECIALS[PAD], bos_piece=SPECIALS[SOS], eos_piece=SPECIALS[EOS],
-                input_sentence_size=0, minloglevel=2, num_threads=threads)
+                sentence_iterator=iter(text),
+                model_writer=buffer,
+                model_type=cfg.model_type,
+                vocab_size=cfg.vocab_size,
+                character_coverage=cfg.character_coverage,
+                unk_id=UNK,
+                pad_id=PAD,
+                bos_id=SOS,
+                eos_id=EOS,
+                unk_piece=SPECIALS[UNK],
+                pad_piece=SPECIALS[PAD],
+                bos_piece=SPECIALS[SOS],
+                eos_piece=SPECIALS[EOS],
+                input_sentence_size=0,
+                minloglevel=2,
+                num_threads=threads,
+            )
         except RuntimeError as e:
             match = _SPM_TOO_BIG.search(str(e))
             if match:
-                raise UsageError(f"tokenizer.vocab_size={match.group(1)} is too large for this "
-                                 f"training corpus: SentencePiece allows at most {match.group(2)}"
-                                 ) from None
+                raise UsageError(
+                    f"tokenizer.vocab_size={match.group(1)} is too large for this "
+                    f"training corpus: SentencePiece allows at most {match.group(2)}"
+                ) from None
             raise UsageError(f"SentencePiece training failed: {first_line(e)}") from None
         return cls(buffer.getvalue(), cfg.lowercase)
 
     def encode_batch(self, lines: Sequence[str], progress: ProgressCallback | None = None) -> list[list[int]]:
         text = [line.lower() if self.lowercase else line for line in lines]
-        ids = self.sp.encode(text, num_threads=self.threads)
+        ids: list[list[int]] = self.sp.encode(text, num_threads=self.threads)
         if progress:
             progress(len(lines))
         return ids
 
     @classmethod
-    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText
-            ) -> tuple[Tokenizer, Tokenizer]:
+    def fit(cls, cfg: TokenizerConfig, langs: tuple[str, str], text: TrainingText) -> tuple[Tokenizer, Tokenizer]:
         """SentencePiece on a seeded sample of tokenizer.fit_sample pairs, with every CPU:
         one model for both sides (tokenizer.joint) or one each."""
         sources, targets = text.sample(cfg.fit_sample)
@@ -86,10 +98,12 @@ class SubwordTokenizer(Tokenizer):
         which cannot be seeded per call (google/sentencepiece#540, #609: its seed is read once
         per thread), so they differ from process to process."""
         text = [line.lower() if self.lowercase else line for line in lines]
-        return self.sp.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
+        ids: list[list[int]] = self.sp.encode(text, enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.sp.decode(strip_specials(ids, self.ids))
+        text: str = self.sp.decode(strip_specials(ids, self.ids))
+        return text
 
     def id_to_token(self, ids: Sequence[int]) -> list[str]:
         return [self.sp.id_to_piece(int(i)) for i in ids]

@@ -53,8 +53,7 @@ class Vocab:
         self.ids = SpecialIds(*(self.stoi[token] for token in SPECIALS))
 
     @classmethod
-    def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1,
-              max_size: int | None = None) -> Vocab:
+    def build(cls, sentences: Iterable[Sequence[str]], min_freq: int = 1, max_size: int | None = None) -> Vocab:
         return cls.from_counts(Counter(tok for sent in sentences for tok in sent), min_freq, max_size)
 
     @classmethod
@@ -63,8 +62,9 @@ class Vocab:
 
         `max_size` caps the total size, specials included.
         """
-        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
-                      key=lambda t: (-counts[t], t))
+        kept = sorted(
+            (t for t, c in counts.items() if c >= min_freq and t not in SPECIALS), key=lambda t: (-counts[t], t)
+        )
         if max_size is not None:
             kept = kept[: max(0, max_size - len(SPECIALS))]
         return cls([*SPECIALS, *kept])

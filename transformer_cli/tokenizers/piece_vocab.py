@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .tokenizer_base import ProgressCallback, Tokenizer, strip_specials
+from .base import ProgressCallback, Tokenizer, strip_specials
 from .vocab import SpecialIds
 
 # The special tokens of Marian's vocabularies, by role (tokenizer_config.json may rename them).
@@ -26,8 +26,9 @@ class PieceVocabTokenizer(Tokenizer):
 
     kind = "piece-vocab"
 
-    def __init__(self, model: bytes, itos: Sequence[str], specials: dict[str, str] | None = None,
-                 lowercase: bool = False):
+    def __init__(
+        self, model: bytes, itos: Sequence[str], specials: dict[str, str] | None = None, lowercase: bool = False
+    ):
         import sentencepiece as spm
 
         self.model = model
@@ -62,16 +63,25 @@ class PieceVocabTokenizer(Tokenizer):
         self.threads = threads
 
     def decode(self, ids: Sequence[int]) -> str:
-        pieces = [self.itos[i] for i in strip_specials(ids, self.ids)
-                  if 0 <= i < len(self.itos) and i not in self._special_ids]
-        return self.sp.decode_pieces(pieces).replace("\u2581", " ").strip()
+        pieces = [
+            self.itos[i]
+            for i in strip_specials(ids, self.ids)
+            if 0 <= i < len(self.itos) and i not in self._special_ids
+        ]
+        text: str = self.sp.decode_pieces(pieces)
+        return text.replace("\u2581", " ").strip()
 
     def id_to_token(self, ids: Sequence[int]) -> list[str]:
         return [self.itos[int(i)] if 0 <= int(i) < len(self.itos) else self.specials["unk"] for i in ids]
 
     def state(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.model, "itos": self.itos, "specials": self.specials,
-                "lowercase": self.lowercase}
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "itos": self.itos,
+            "specials": self.specials,
+            "lowercase": self.lowercase,
+        }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> PieceVocabTokenizer:
