@@ -170,3 +170,21 @@ def test_evaluate_scores_the_published_model_by_default_like_translate(tmp_path,
     assert json.loads(CliRunner().invoke(app, args).stdout)["checkpoint"] == str(run / "best.pt")
     shutil.copy(run / "best.pt", run / "published.pt")
     assert json.loads(CliRunner().invoke(app, args).stdout)["checkpoint"] == str(run / "published.pt")
+
+
+def test_a_model_of_the_other_direction_is_refused_on_the_configs_split(tmp_path, corpus_dir):
+    """A de->en checkpoint scored on an en->de config's split would give a BLEU near 0 that says
+    nothing: one line naming both directions and --reverse, exit 2, before any preprocessing."""
+    from helpers import untrained_checkpoint, write_config
+    from typer.testing import CliRunner
+
+    from transformer_cli.cli import app
+
+    cfg = write_config(tmp_path / "ende.yaml", tmp_path, corpus_dir, data={"src_lang": "en", "tgt_lang": "de"})
+    model = untrained_checkpoint(tmp_path / "deen.pt")
+    r = CliRunner().invoke(app, ["evaluate", "-c", str(cfg), "--checkpoint", str(model), "--split", "val"])
+    assert (r.exit_code, r.stderr) == (
+        2,
+        f"tfm: error: {model} translates de->en, but the config's val split is en->de: add --reverse\n",
+    )
+    assert not (tmp_path / "data").exists()

@@ -34,6 +34,10 @@ CONFIG_HELP = (
     "with tfm (base.yaml, seed.yaml, tiny.yaml, best.yaml)."
 )
 SET_HELP = "Override one config value, e.g. --set train.lr=3e-4 (repeatable)."
+REVERSE_HELP = (
+    "The config's reverse run (<name>.reverse: the languages swapped, the real pairs "
+    "only), the model that back-translates for it (synthetic.back_translation)."
+)
 
 
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]  # generic at run time from 3.11

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, SET_HELP, app, guarded, log, setup_logging
+from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, REVERSE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .export.engine import QUANTIZATIONS, weight_type
 from .stop_signals import on_stop_signals
 
@@ -40,6 +40,7 @@ def evaluate(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of the table."),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+    reverse: bool = typer.Option(False, "--reverse", help=REVERSE_HELP),
 ) -> None:
     """Score a checkpoint: loss, perplexity, sacreBLEU and chrF (with signatures).
 
@@ -51,6 +52,7 @@ def evaluate(
       tfm evaluate --config base.yaml
       tfm evaluate -c seed.yaml --split val --beam-size 5 --json
       tfm evaluate --checkpoint model.pt --src news.de --ref news.en
+      tfm evaluate -c bt.yaml --reverse --split val   # the back-translation model
     """
     import json
 
@@ -60,14 +62,20 @@ def evaluate(
 
     setup_logging(quiet)
     cfg = load_config(config, overrides)
+    if reverse:
+        from .synthetic.reverse import reverse_config
+
+        cfg = reverse_config(cfg)
     if beam_size is not None:  # the options win over the config, within the same bounds
         cfg.decode.beam_size = decode_option("beam_size", beam_size, "beam_size")
         cfg.decode.n_best = min(cfg.decode.n_best, beam_size)
     if length_penalty is not None:
         cfg.decode.length_penalty = decode_option("length_penalty", length_penalty, "length_penalty")
     paths = chosen_models(cfg, config, checkpoint)  # before any preprocessing
-    sources, references, label = _evaluation_texts(cfg, split, src, ref)
     translator = open_backend(paths, device, precision, cfg.decode, threads="auto")
+    if src is None:
+        _check_direction(translator.metadata.languages, cfg, paths[0], split)
+    sources, references, label = _evaluation_texts(cfg, split, src, ref)
     hyps = paths[0].parent / "hyps" / f"{label}.beam{cfg.decode.beam_size}.txt"
     report = evaluate_texts(translator, sources, references, label, " + ".join(map(str, paths)), hyps)
     typer.echo(json.dumps(report.as_json()) if as_json else report.as_table())
@@ -83,6 +91,21 @@ def chosen_models(cfg: Any, config: str, checkpoints: list[Path]) -> list[Path]:
     if cfg.decode.ensemble:
         return [Path(p) for p in cfg.decode.ensemble]
     return [published_model(cfg.run_dir, config)]
+
+
+def _check_direction(languages: tuple[str, str] | None, cfg: Any, model: Path, split: str) -> None:
+    """Refuse to score a model on the config's split in the other direction (a reverse model
+    scored on the forward split gives a BLEU near 0 that says nothing)."""
+    from .errors import UsageError
+
+    wanted = (cfg.data.src_lang, cfg.data.tgt_lang)
+    if languages is None or languages == wanted:
+        return
+    hint = ": add --reverse" if languages == wanted[::-1] else ": use its own config, or --src and --ref"
+    raise UsageError(
+        f"{model} translates {languages[0]}->{languages[1]}, but the config's {split} split is "
+        f"{wanted[0]}->{wanted[1]}{hint}"
+    )
 
 
 def _evaluation_texts(cfg: Any, split: str, src: Path | None, ref: Path | None) -> tuple[list[str], list[str], str]:

@@ -7,13 +7,8 @@ import sys
 
 import typer
 
-from .cli_app import CONFIG_HELP, DEVICE_HELP, SET_HELP, app, guarded, log, setup_logging
+from .cli_app import CONFIG_HELP, DEVICE_HELP, REVERSE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .errors import UsageError, check_choice
-
-REVERSE_HELP = (
-    "The config's reverse run (<name>.reverse: the languages swapped, the real pairs "
-    "only), the model that back-translates for it (synthetic.back_translation)."
-)
 
 
 @app.command()
