@@ -12,6 +12,8 @@ lists, dicts), so it loads with `torch.load(weights_only=True)`. Version 2:
     metrics           validation metrics of these weights
     data_fingerprint, run_identity, created
     parent            the model the run started from (train.init_from): {"from", "path", "sha256"}
+    training          what the model was trained on: {"train_pairs", "continued_runs"} (and
+                      "retrain", train.retrain's decision), for the next night's policy
     train_state       (last.pt only) `TrainState`
     sha256            digest of everything above, checked on every read
 
@@ -227,6 +229,8 @@ class Checkpoint:
     train_state: TrainState | None = None
     sha256: str | None = None  # the content digest, once written or read
     parent: dict[str, Any] | None = None  # training.parent.Parent.record of a continued run
+    # training.retrain_policy.training_record: train_pairs, continued_runs (since a run from scratch)
+    training: dict[str, Any] | None = None
 
     @property
     def digest(self) -> str:
@@ -256,7 +260,7 @@ class Checkpoint:
             "config": self.config,
             "metrics": self.metrics,
         }
-        for key in ("data_fingerprint", "run_identity", "created", "parent"):
+        for key in ("data_fingerprint", "run_identity", "created", "parent", "training"):
             if getattr(self, key) is not None:
                 payload[key] = getattr(self, key)
         if self.train_state is not None:
@@ -288,6 +292,7 @@ class Checkpoint:
                 None if state is None else TrainState.from_payload(state),
                 payload.get("sha256"),
                 payload.get("parent"),
+                payload.get("training"),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointError.unfit(path, e) from None

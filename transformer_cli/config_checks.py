@@ -82,6 +82,13 @@ def validate(cfg: Config) -> None:
             "train.init_from must name a checkpoint file or be `published` (null: start from random weights)",
             "train.init_from",
         )
+    rt = tr.retrain
+    if rt.min_epochs is not None and rt.min_epochs > rt.max_epochs:
+        raise ConfigError(
+            f"train.retrain.min_epochs={rt.min_epochs} must be <= train.retrain.max_epochs={rt.max_epochs}",
+            "train.retrain.min_epochs",
+            "train.retrain.max_epochs",
+        )
     if not cfg.name or "/" in cfg.name or cfg.name.startswith("."):
         raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
 

@@ -1,4 +1,4 @@
-"""The `train:` section of the schema (and `train.continued`): optimization, validation,
+"""The `train:` section of the schema (and `train.continued`, `train.retrain`): optimization, validation,
 checkpoints and publication; and the choices of device, precision and promotion policy, named
 once for the config's fields and every option that takes the same values."""
 
@@ -14,6 +14,7 @@ from .config_values import schema_section as _section
 Device = Literal["auto", "cpu", "cuda", "mps"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 PromotePolicy = Literal["if-better", "always", "never"]
+RetrainPolicy = Literal["adaptive", "fixed"]
 DEVICES: tuple[str, ...] = get_args(Device)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 PROMOTE_POLICIES: tuple[str, ...] = get_args(PromotePolicy)
@@ -27,11 +28,77 @@ class ContinuedConfig(Section):
 
     SECTION: ClassVar[str] = "train.continued"
 
-    epochs: int | None = _f(None, "Epochs of a continued run (train.epochs when null).", ge=1)
+    epochs: int | None = _f(
+        None,
+        "Epochs of a continued run (train.epochs when null); train.retrain scales them with the corpus's growth.",
+        ge=1,
+    )
     lr: float | None = _f(None, "Peak learning rate of a continued run.", gt=0.0)
     warmup_steps: int | None = _f(None, "Warmup steps of a continued run (inverse_sqrt).", ge=0)
     snapshot_every_steps: int | None = _f(None, "train.snapshot_every_steps of a continued run.", ge=1)
     average_last: int | None = _f(None, "train.average_last of a continued run.", ge=1)
+
+
+@dataclass
+class RetrainConfig(Section):
+    """How the nightly run (train.init_from: published) continues the published model when the
+    corpus has changed: continue it for epochs scaled with the corpus's growth, or retrain from
+    scratch (the config's train.*, model.* and a tokenizer fitted on the corpus). The defaults
+    are provisional: continuing 4 epochs matched a retrain from scratch at +7.4% pairs and ended
+    2.1 BLEU below it at +45% (docs/results.md, "Continued training"); nothing between is measured.
+    Read when a run starts; a resumed run keeps the decision it started with."""
+
+    SECTION: ClassVar[str] = "train.retrain"
+
+    policy: RetrainPolicy = _f(
+        "adaptive",
+        "adaptive: decide each new run by the keys below (one line in train.log, recorded in "
+        "promotions.log); fixed: always continue for train.continued.epochs.",
+        resumable=True,
+    )
+    max_growth: float | None = _f(
+        0.25,
+        "Retrain from scratch when the training pairs grew by more than this share of those the "
+        "published model was trained on (null: never for growth). Provisional: +7.4% continued "
+        "as well as scratch, +45% did not.",
+        resumable=True,
+        ge=0.0,
+    )
+    max_continued_runs: int | None = _f(
+        14,
+        "Retrain from scratch when the published model is this many continued runs from its "
+        "last training from scratch (null: never for that).",
+        resumable=True,
+        ge=1,
+    )
+    max_unk_rate: float | None = _f(
+        0.01,
+        "Retrain from scratch when the published model's tokenizers turn more than this share "
+        "of the training tokens of either side into the unknown token (null: never for that).",
+        resumable=True,
+        ge=0.0,
+        le=1.0,
+    )
+    reference_growth: float = _f(
+        0.0741,
+        "The growth train.continued.epochs suits (measured: 4 epochs at +7.4%, 27,000 -> 29,000 pairs): a continued "
+        "run trains ceil(train.continued.epochs x growth / reference_growth) epochs, within "
+        "min_epochs and max_epochs.",
+        resumable=True,
+        gt=0.0,
+    )
+    min_epochs: int | None = _f(
+        None,
+        "Fewest epochs of a continued run (null: train.continued.epochs; fewer for a smaller growth is not measured).",
+        resumable=True,
+        ge=1,
+    )
+    max_epochs: int = _f(
+        8,
+        "Most epochs of a continued run (about half base.yaml's 15 from scratch).",
+        resumable=True,
+        ge=1,
+    )
 
 
 @dataclass
@@ -203,5 +270,10 @@ class TrainConfig(Section):
     )
     continued: ContinuedConfig = _section(
         ContinuedConfig, "Settings of a run that starts from train.init_from's model."
+    )
+    retrain: RetrainConfig = _section(
+        RetrainConfig,
+        "When the nightly run (init_from: published) continues and for how long, or retrains from scratch.",
+        resumable=True,
     )
     tensorboard: bool = _f(False, "Also write TensorBoard logs (needs the tensorboard extra).", resumable=True)

@@ -189,9 +189,10 @@ def schema_field(default: Any, help: str, resumable: bool = False, added: bool =
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def schema_section(cls: Callable[[], Any], help: str) -> Any:
-    """A nested section (a dataclass; or a function making its default) as a field."""
-    return dataclasses.field(default_factory=cls, metadata={"help": help})
+def schema_section(cls: Callable[[], Any], help: str, resumable: bool = False) -> Any:
+    """A nested section (a dataclass; or a function making its default) as a field; a
+    `resumable` one (of train) is left out of run identities, as its keys are."""
+    return dataclasses.field(default_factory=cls, metadata={"help": help, "resumable": resumable})
 
 
 class Section:

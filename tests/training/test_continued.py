@@ -29,7 +29,9 @@ MODEL = {"d_model": 64, "n_heads": 4, "d_ff": 128}
 
 
 def nightly_config(work: Path, corpus: Path, **train) -> Path:
-    """The nightly config: continue the published model, 2 epochs when continuing."""
+    """The nightly config: continue the published model, 2 epochs when continuing, whatever
+    the corpus's growth (train.retrain.policy fixed: the policy's own tests are in
+    test_retrain_policy.py)."""
     return write_config(
         work / "nightly.yaml",
         work,
@@ -41,6 +43,7 @@ def nightly_config(work: Path, corpus: Path, **train) -> Path:
             "threads": 1,
             "init_from": "published",
             "continued": {"epochs": 2, "lr": 1e-3},
+            "retrain": {"policy": "fixed"},
             **train,
         },
     )

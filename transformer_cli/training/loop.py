@@ -81,6 +81,7 @@ class Trainer:
         self._stepped = False  # whether this session took a step yet (logged once, when it does)
         self._tensorboard = TensorBoard(run.path / "tensorboard")
         self.parent: dict[str, Any] | None = None  # the model the run started from (its record)
+        self.training: dict[str, Any] | None = None  # what checkpoints record of the training (retrain_policy.py)
 
     # ------------------------------------------------------------------ state
     def checkpoint(self, record: ValidationRecord | None) -> Checkpoint:
@@ -99,6 +100,7 @@ class Trainer:
             self.identity,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
             parent=self.parent,
+            training=self.training,
         )
 
     def _tick(self) -> None:

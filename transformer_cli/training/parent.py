@@ -46,6 +46,7 @@ from ..hf.folder import HUB_ID
 from ..model_io import read_model
 from ..tokenizers.pair import TokenizerPair
 from .promotion import published_or_restored
+from .retrain_policy import scratch_decided
 from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
@@ -136,10 +137,14 @@ def resolve_parent(cfg: Config, run: RunDir, repair: bool = True) -> Parent | No
 
 def parent_tokenizers(cfg: Config) -> GivenTokenizers | None:
     """The tokenizers `cfg`'s corpus is encoded with when it continues a model (None: it fits
-    its own), for the commands that prepare data besides `tfm train` (preprocess, evaluate),
-    so that they do not rebuild the folder with tokenizers of their own. Nothing is repaired."""
-    parent = resolve_parent(cfg, RunDir(cfg.run_dir), repair=False)
-    return parent.tokenizers() if parent is not None else None
+    its own, as a run that train.retrain retrains from scratch does), for the commands that
+    prepare data besides `tfm train` (preprocess, evaluate), so that they do not rebuild the
+    folder with tokenizers of their own. Nothing is repaired."""
+    run = RunDir(cfg.run_dir)
+    parent = resolve_parent(cfg, run, repair=False)
+    if parent is None or (parent.spec == PUBLISHED and scratch_decided(run, parent.checkpoint.digest)):
+        return None
+    return parent.tokenizers()
 
 
 def _read(spec: str | Path) -> tuple[Checkpoint, Path]:

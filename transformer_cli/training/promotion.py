@@ -229,8 +229,16 @@ def _restore_from_history(run: RunDir) -> str | None:
     return None
 
 
-def promote(run: RunDir, policy: Policy, metric: Metric, scorer: Scorer, rules: GateRules = GateRules()) -> Decision:
-    """Apply the gate; returns the decision."""
+def promote(
+    run: RunDir,
+    policy: Policy,
+    metric: Metric,
+    scorer: Scorer,
+    rules: GateRules = GateRules(),
+    retrain: dict[str, Any] | None = None,
+) -> Decision:
+    """Apply the gate; returns the decision. `retrain`: train.retrain's decision that started
+    the run (training/retrain_policy.py), recorded with it."""
     published, was_damaged = _verified_published(run)
     if not run.best.is_file():
         return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING, "no best.pt to promote")
@@ -258,6 +266,8 @@ def promote(run: RunDir, policy: Policy, metric: Metric, scorer: Scorer, rules: 
         "candidate_sha256": candidate.sha256,
         "published_sha256": published.sha256 if published else None,
     }
+    if retrain is not None:
+        entry["retrain"] = retrain
     decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged)
     if decision.outcome is Outcome.PROMOTED:
         if published is not None:

@@ -11,6 +11,7 @@ checkpoints/<name>/
   published.pt     the model `tfm translate` serves; replaced only through the promotion gate
   published.history/  the models promotions replaced (newest train.keep_published kept)
   promotions.log   one JSON line per promotion decision
+  retrain.json     train.retrain's decision for the run (kept for its resumes: training/retrain_policy.py)
   curves.png       loss / perplexity curves
 """
 
@@ -115,6 +116,7 @@ class RunDir:
         self.published = self.path / "published.pt"
         self.published_history = self.path / "published.history"
         self.promotions = self.path / "promotions.log"
+        self.retrain = self.path / "retrain.json"
         self.curves = self.path / "curves.png"
         self.snapshots = self.path / "snapshots"
         self._lock_fd: int | None = None

@@ -22,7 +22,7 @@ from .. import allocator, priority
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
 from ..data import folder_lock
-from ..data.prepared import Prepared, load_prepared
+from ..data.prepared import Prepared
 from ..device import resolve_device
 from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
@@ -31,11 +31,12 @@ from .build import build_trainer
 from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .loop import Trainer
 from .metrics import described
-from .parent import Parent, continued_config, lineage, resolve_parent
+from .parent import Parent, continued_config, resolve_parent
 from .progress import Progress
 from .promotion import Decision, GateRules, Metric, Policy, Scorer, promote
-from .run_data import prepare_run_data
-from .run_dir import RunDir, run_identity
+from .retrain_policy import training_record
+from .run_dir import RunDir
+from .run_start import RunStart, start_other_rank, start_run
 from .signals import GracefulStop, StopRequested
 
 log = logging.getLogger("tfm")
@@ -108,22 +109,23 @@ def run_training(
             parent = resolve_parent(cfg, run)  # refused (exit 2) before anything is made
         stop.__enter__()  # from here on a signal is honoured at the next safe point
         if dist_ctx.is_main:
-            given = parent.tokenizers() if parent is not None else None
             if cfg.distill.teachers:
                 stage = "making the distilled corpus (the translations so far are kept)"
-            prepared, _ = prepare_run_data(cfg, stop.check, given, hold=True)
+            start = start_run(cfg, run, parent, stop.check, restart)  # train.retrain decides here
         dist_ctx.barrier()
         if not dist_ctx.is_main:
-            parent = resolve_parent(cfg, run, repair=False)
-            prepared = load_prepared(cfg, hold=True)
+            start = start_other_rank(cfg, run, resolve_parent(cfg, run, repair=False))
         data_held = True
-        identity = run_identity(
-            cfg, prepared.fingerprint, lineage(cfg, prepared.tokenizers.vocabulary_digest(), parent)
+        prepared, parent = start.prepared, start.parent
+        trainer = build_trainer(
+            _trained_config(cfg, start), prepared, run, device, dist_ctx, stop, show_progress, start.identity
         )
-        trained_cfg = continued_config(cfg, parent) if parent is not None else cfg
-        trainer = build_trainer(trained_cfg, prepared, run, device, dist_ctx, stop, show_progress, identity)
+        pairs = prepared.manifest.splits["train"].pairs
+        trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
         resumed = _resume_or_start(trainer, restart, parent)
         trained = trainer.extend_if_asked()
+        if resumed and trained and start.decision is not None and not start.fresh and dist_ctx.is_main:
+            log.info("continued training: as this run decided when it started: %s", start.decision.outcome)
         p = trainer.progress
         if not trained:
             log.info(
@@ -139,7 +141,7 @@ def run_training(
         decision = None
         if dist_ctx.is_main:
             stage = "deciding the promotion"
-            decision = _promote(cfg, run, prepared, device, stop)
+            decision = _promote(cfg, run, prepared, device, stop, start)
         return TrainOutcome(trained, p, decision)
     except StopRequested as e:  # outside the loop (which saves and raises StoppedBySignal itself)
         raise StoppedBySignal(
@@ -160,6 +162,17 @@ def run_training(
             handler.close()
         run.unlock()
         shutdown_distributed()
+
+
+def _trained_config(cfg: Config, start: RunStart) -> Config:
+    """What the run trains with: `cfg`, or from a parent parent.continued_config with
+    train.retrain's epochs."""
+    if start.parent is None:
+        return cfg
+    trained = continued_config(cfg, start.parent)
+    if start.decision is not None:
+        trained.train.epochs = start.decision.epochs
+    return trained
 
 
 def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None) -> bool:
@@ -218,11 +231,19 @@ def _train(trainer: Trainer, resumed: bool) -> None:
         )
 
 
-def _promote(cfg: Config, run: RunDir, prepared: Prepared, device: torch.device, stop: GracefulStop) -> Decision:
-    """The promotion gate on best.pt, scored on the current validation data; logged."""
+def _promote(
+    cfg: Config, run: RunDir, prepared: Prepared, device: torch.device, stop: GracefulStop, start: RunStart
+) -> Decision:
+    """The promotion gate on best.pt, scored on the current validation data; logged, with
+    train.retrain's decision that started the run."""
     scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision, stop.check)
     decision = promote(
-        run, Policy(cfg.train.promote), Metric(cfg.train.promote_metric), scorer, GateRules.from_config(cfg.train)
+        run,
+        Policy(cfg.train.promote),
+        Metric(cfg.train.promote_metric),
+        scorer,
+        GateRules.from_config(cfg.train),
+        start.decision.record() if start.decision is not None else None,
     )
     log.info("promotion: %s -> %s", decision.text, run.published)
     return decision
@@ -246,5 +267,6 @@ def _write_run_files(cfg: Config, run: RunDir, trainer: Trainer, device: Any, wo
         "session_started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "resumed_at_step": trainer.progress.step or None,
         "parent": trainer.parent,
+        "training": trainer.training,
     }
     atomic_write_json(run.manifest, manifest)

@@ -1,0 +1,189 @@
+"""train.retrain, the continued-training policy of the nightly run: its decision on synthetic
+figures (growth, continued runs, <unk> rate), policy fixed as before, and a night whose corpus
+grew by two thirds retraining from scratch, logged, recorded and kept across a resume."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from helpers import sentence_pairs
+from training.test_continued import first_night, grow, last_decision, night_one  # noqa: F401 (fixtures)
+
+from transformer_cli.checkpoint import Checkpoint
+from transformer_cli.config import Config
+from transformer_cli.config_loading import load_config
+from transformer_cli.config_train import RetrainConfig
+from transformer_cli.errors import UsageError
+from transformer_cli.training.retrain_policy import Decision, Facts, decide, training_record
+from transformer_cli.training.run_dir import RunDir, run_identity
+from transformer_cli.training.session import run_training
+
+RULES = RetrainConfig()  # the defaults: 25% growth, 14 continued runs, 1% <unk>, 4 to 8 epochs
+
+
+# (pairs the parent was trained on, pairs now, <unk> rate, the parent's continued runs, rules)
+#   -> (scratch, epochs, part of the reason)
+@pytest.mark.parametrize(
+    "parent_pairs, pairs, unk, runs, rules, expected",
+    [
+        # the two measured points: +7.4% continued as well as scratch; +45% did not
+        (27_000, 29_000, 0.002, 0, RULES, (False, 4, "4 epochs per +7.4% growth, 4 to 8")),
+        (20_000, 29_000, 0.002, 0, RULES, (True, 15, "growth 45% > 25%")),
+        # between them: more epochs with the growth, up to max_epochs; scratch only past 25%
+        (10_000, 11_000, 0.0, 3, RULES, (False, 6, "")),  # ceil(4 x 0.10 / 0.0741) = 6
+        (10_000, 12_000, 0.0, 3, RULES, (False, 8, "")),  # 11 -> max_epochs
+        (10_000, 12_500, 0.0, 3, RULES, (False, 8, "")),  # exactly 25%: not more than
+        (10_000, 12_501, 0.0, 3, RULES, (True, 15, "growth 25% > 25%")),
+        # below the measured point: never fewer than train.continued.epochs, unless min_epochs
+        (10_000, 10_100, 0.0, 0, RULES, (False, 4, "")),
+        (10_000, 10_100, 0.0, 0, RetrainConfig(min_epochs=1), (False, 1, "1 to 8")),
+        (10_000, 9_000, 0.0, 0, RULES, (False, 4, "")),  # shrank: continued as for no growth
+        # continued runs since the last from scratch
+        (10_000, 10_100, 0.0, 13, RULES, (False, 4, "")),
+        (10_000, 10_100, 0.0, 14, RULES, (True, 15, "14 continued runs since the last from scratch, at most 14")),
+        # the parent's tokenizers on the new text
+        (10_000, 10_100, 0.01, 0, RULES, (False, 4, "")),
+        (10_000, 10_100, 0.0125, 0, RULES, (True, 15, "<unk> 1.2% > 1%")),
+        # unknown figures force nothing: the default epochs
+        (None, 29_000, None, None, RULES, (False, 4, "train.continued")),
+        (None, 29_000, 0.05, None, RULES, (True, 15, "<unk> 5% > 1%")),
+        # every rule that fires is named; null turns a rule off
+        (10_000, 20_000, 0.02, 20, RULES, (True, 15, "growth 100% > 25%; 20 continued runs")),
+        (
+            10_000,
+            20_000,
+            0.02,
+            20,
+            RetrainConfig(max_growth=None, max_continued_runs=None, max_unk_rate=None),
+            (False, 8, ""),
+        ),
+    ],
+)
+def test_the_decision_on_growth_continued_runs_and_unk_rate(parent_pairs, pairs, unk, runs, rules, expected):
+    decision = decide(rules, Facts(pairs, parent_pairs, unk, runs), base_epochs=4, scratch_epochs=15)
+    scratch, epochs, reason = expected
+    assert (decision.scratch, decision.epochs) == (scratch, epochs), decision.text
+    assert reason in decision.why
+    assert Decision.from_record(json.loads(json.dumps(decision.record()))) == decision
+
+
+def test_each_decision_is_one_line_with_its_figures():
+    measured = decide(RULES, Facts(29_000, 27_000, 0.002, 0), 4, 15)
+    assert measured.text == (
+        "continued training: corpus grew 7.4% (27,000 -> 29,000 pairs), <unk> 0.2%, "
+        "0 continued runs since the last from scratch: continuing 4 epochs (4 epochs per +7.4% growth, 4 to 8)"
+    )
+    grown = decide(RULES, Facts(29_000, 20_000, 0.002, 1), 4, 15)
+    assert grown.text == (
+        "continued training: corpus grew 45% (20,000 -> 29,000 pairs), <unk> 0.2%, "
+        "1 continued run since the last from scratch: retraining from scratch (growth 45% > 25%; 15 epochs)"
+    )
+    unknown = decide(RULES, Facts(29_000), 4, 15)
+    assert unknown.text == (
+        "continued training: 29,000 pairs (the published model does not record how many it was trained on: "
+        "scratch not forced by growth): continuing 4 epochs (train.continued)"
+    )
+    record = grown.record()
+    assert record["decision"] == "scratch" and record["growth"] == 0.45 and record["text"] == grown.text
+
+
+def test_checkpoints_count_continued_runs_since_a_run_from_scratch():
+    def parent(training):
+        return Checkpoint("transformer", 10, 10, {}, {}, {}, training=training)
+
+    assert training_record(300, None, None) == {"train_pairs": 300, "continued_runs": 0}
+    assert training_record(500, parent({"train_pairs": 300, "continued_runs": 3}), None)["continued_runs"] == 4
+    assert training_record(500, parent(None), None)["continued_runs"] == 1  # counted from now on
+    decision = decide(RULES, Facts(500, 300), 4, 15)
+    assert training_record(500, None, decision)["retrain"]["decision"] == "scratch"
+
+
+def test_the_policy_is_no_part_of_a_runs_identity_and_its_bounds_are_checked():
+    cfg = Config()
+    before = run_identity(cfg, "data")
+    cfg.train.retrain = RetrainConfig(policy="fixed", max_growth=0.5, max_epochs=20)
+    assert run_identity(cfg, "data") == before  # a resumed run keeps going under other thresholds
+    assert load_config("base.yaml", ["train.retrain.max_growth=0.4"]).train.retrain.max_growth == 0.4
+    with pytest.raises(UsageError, match="train.retrain.min_epochs=9 must be <= train.retrain.max_epochs=8"):
+        load_config("base.yaml", ["train.retrain.min_epochs=9"])
+    with pytest.raises(UsageError, match="train.retrain.policy must be one of 'adaptive', 'fixed'"):
+        load_config("base.yaml", ["train.retrain.policy=sometimes"])
+
+
+def _lines(run: Path, text: str) -> list[str]:
+    return [line for line in (run / "train.log").read_text().splitlines() if text in line]
+
+
+@pytest.mark.slow
+def test_a_large_growth_retrains_from_scratch_and_a_resumed_run_keeps_that_decision(night_one):  # noqa: F811
+    """300 -> 500 pairs (+67%, past max_growth): the night retrains from scratch with tokenizers
+    fitted on the grown corpus, says so in one line and in promotions.log; stopped half-way and
+    resumed under thresholds that would now continue, it goes on from scratch."""
+    cfg_path, run, data = str(night_one["cfg"]), night_one["run"], night_one["data"]
+    first = Checkpoint.read(run / "published.pt")
+    assert first.training == {"train_pairs": 300, "continued_runs": 0}  # recorded by the first night
+    grow(night_one["corpus"], sentence_pairs(200, seed=7))
+    adaptive = ["train.retrain.policy=adaptive"]
+    run_training(load_config(cfg_path, [*adaptive, "train.max_steps=20"]))  # stops in epoch 2
+
+    [line] = _lines(run, "continued training:")
+    assert "corpus grew 66.7% (300 -> 500 pairs), <unk> 0%, 0 continued runs since the last from scratch" in line
+    assert line.endswith("retraining from scratch (growth 66.7% > 25%; 4 epochs)")
+    assert json.loads((run / "retrain.json").read_text())["decision"]["decision"] == "scratch"
+    manifest = json.loads((data / "manifest.json").read_text())
+    assert manifest.get("tokenizer_from") is None  # fitted on the grown corpus
+    vocabulary = (data / "spm.shared.model").read_bytes()
+    decision = last_decision(run)
+    assert decision["retrain"]["decision"] == "scratch" and decision["retrain"]["growth"] == 0.6667
+    assert decision["retrain"]["text"] == line.split(" INFO ", 1)[1]
+    assert decision["metric"] == "valid_bleu"  # other tokenizers than the published model's
+
+    # The same night's command again, with a threshold that would now continue: it resumes.
+    resumed = load_config(cfg_path, [*adaptive, "train.retrain.max_growth=10"])
+    assert run_training(resumed).trained
+    assert len(_lines(run, "continued training: corpus grew")) == 1  # not decided again
+    assert _lines(run, "as this run decided when it started: retraining from scratch (growth 66.7% > 25%")
+    assert [line for line in _lines(run, "resuming at epoch") if "step 20 " in line]
+    assert (data / "spm.shared.model").read_bytes() == vocabulary  # not encoded again
+    assert [r.epoch for r in RunDir(run).read_metrics() if r.end_of_epoch] == [1, 2, 3, 4]  # train.epochs
+    best = Checkpoint.read(run / "best.pt")
+    assert best.parent is None and best.training is not None
+    assert best.training["train_pairs"] == 500 and best.training["continued_runs"] == 0
+    assert best.training["retrain"]["decision"] == "scratch"
+    assert json.loads((run / "manifest.json").read_text())["training"]["retrain"]["decision"] == "scratch"
+    assert not run_training(resumed).trained  # finished: the next night is a no-op
+
+
+@pytest.mark.slow
+def test_fixed_decides_nothing_and_a_small_growth_continues_for_more_epochs(night_one):  # noqa: F811
+    cfg_path, run = str(night_one["cfg"]), night_one["run"]
+    grow(night_one["corpus"], sentence_pairs(30, seed=7))  # +10%
+    fixed = load_config(cfg_path)
+    assert fixed.train.retrain.policy == "fixed"
+    run_training(fixed)  # train.continued, as before the policy: 2 epochs, nothing decided
+    assert not _lines(run, "continued training:") and not (run / "retrain.json").exists()
+    assert [r.epoch for r in RunDir(run).read_metrics() if r.end_of_epoch] == [1, 2]
+    assert "retrain" not in last_decision(run)
+    assert Checkpoint.read(run / "last.pt").training == {"train_pairs": 330, "continued_runs": 1}
+
+    # The policy turned on: the finished run is not decided again (a no-op, as before) ...
+    adaptive = ["train.retrain.policy=adaptive"]
+    assert not run_training(load_config(cfg_path, adaptive)).trained
+    assert not _lines(run, "continued training:")
+
+    # ... and the next growth continues the published model for epochs scaled with the growth.
+    parent = Checkpoint.read(run / "published.pt")
+    before = parent.training["train_pairs"]  # 330 if the gate promoted the continued model, else 300
+    grow(night_one["corpus"], sentence_pairs(33, seed=8))
+    growth = (363 - before) / before
+    epochs = min(8, max(2, math.ceil(2 * growth / 0.0741)))  # 3 (+10%) or 6 (+21%)
+    run_training(load_config(cfg_path, [*adaptive, "train.max_steps=5"]))
+    [line] = _lines(run, "continued training:")
+    assert f"({before} -> 363 pairs)" in line and line.endswith(
+        f"continuing {epochs} epochs (2 epochs per +7.4% growth, 2 to 8)"
+    )
+    assert Checkpoint.read(run / "last.pt").parent["sha256"] == parent.sha256
+    assert last_decision(run)["retrain"]["epochs"] == epochs
