@@ -1,5 +1,7 @@
-"""The Python API refuses what is not text, and decoding options outside the config's bounds,
-in one clear exception before any decoding (the CLI: one line, exit 2)."""
+"""api.py, the Python API: `tfm.load` gives a Translator that says what it loaded and
+translates in lists, streams and ensembles; it refuses what is not text, and decoding options
+outside the config's bounds, in one clear exception before any decoding (the CLI: one line,
+exit 2). (With a trained model, as a user calls it: serving/test_python_api.py.)"""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from helpers import untrained_checkpoint
 from typer.testing import CliRunner
 
 import transformer_cli as tfm
+from transformer_cli.api import Translator, decode_option, open_backend
 from transformer_cli.cli import app
 from transformer_cli.config import DecodeConfig
 from transformer_cli.errors import UsageError
@@ -109,3 +112,60 @@ def test_an_argument_that_is_not_utf8_is_one_line(checkpoint):
     r = CliRunner().invoke(app, ["translate", "--checkpoint", str(checkpoint), "Ein Mann.", typed])
     assert (r.exit_code, r.stdout) == (2, "")
     assert r.stderr == "tfm: error: argument 2: not valid UTF-8 (byte 0xff at column 5)\n"
+
+
+def test_a_translator_says_what_it_loaded(model, checkpoint):
+    from transformer_cli.checkpoint import read_payload
+
+    assert isinstance(model, Translator) and model.path == checkpoint and model.paths == [checkpoint]
+    assert model.sha256 == read_payload(checkpoint)["sha256"] and model.config_name == "untrained"
+    assert model.metrics == {} and model.max_src_len == 63  # model.max_len 64, less the <eos>
+    info = model.info()
+    assert (info["path"], info["sha256"], info["config"]) == (str(checkpoint), model.sha256, "untrained")
+    assert info["loaded_at"] == model.loaded_at.isoformat(timespec="seconds")
+
+
+def test_a_stream_is_translated_in_chunks_in_order_as_a_list_is(model):
+    lines = ["Ein Mann.", "", "Zwei Hunde sehen einen Ball.", "Eine Frau.", "Ein Kind malt."]
+    short = model.options(max_output_len=4)  # (an untrained model: what it says is no matter)
+    chunks = list(model.translate_stream(iter(lines), short, chunk_lines=2))
+    assert [chunk for chunk, _ in chunks] == [lines[0:2], lines[2:4], lines[4:]]
+    streamed = [hyps[0].text for _, out in chunks for hyps in out.translations]
+    assert streamed == model.translate(lines, max_output_len=4)
+    with pytest.raises(TypeError, match=r"translate\(\) takes a list of lines, not one string"):
+        model.translate("Ein Mann.")
+
+
+def test_options_start_from_the_models_defaults_and_the_beam_widens_to_n_best(model):
+    d = model.options(n_best=3)
+    assert (d.n_best, d.beam_size) == (3, 3)  # the model's default beam (1) widened
+    capped = model.options(max_output_len=7, recase=False)
+    assert (capped.max_len_a, capped.max_len_b, capped.recase) == (0.0, 7, False)
+    with pytest.raises(UsageError, match=r"recase must be true or false \(got 'no'\)"):
+        model.options(recase="no")
+    assert decode_option("beam_size", 5, "beam_size") == 5
+    assert decode_option("length_penalty", 1, "length_penalty") == 1.0  # an int for a float
+    assert isinstance(decode_option("length_penalty", 1, "length_penalty"), float)
+
+
+def test_a_model_twice_decodes_as_itself_and_is_named_by_its_members(model, checkpoint):
+    pair = tfm.load([checkpoint, checkpoint], device="cpu")
+    lines = ["Ein Mann sieht einen Hut.", "Zwei Hunde."]
+    assert pair.translate(lines, max_output_len=6) == model.translate(lines, max_output_len=6)
+    members = pair.backend.metadata.members
+    assert [m.sha256 for m in members] == [model.sha256, model.sha256] and pair.paths == [checkpoint, checkpoint]
+    assert pair.sha256 not in (model.sha256, None) and len(pair.sha256) == 64
+
+
+def test_open_backend_checks_its_arguments_and_sets_the_threads_it_is_given(checkpoint):
+    import torch
+
+    for argument, message in [({"precision": "fp8"}, "precision"), ({"device": "tpu"}, "device")]:
+        with pytest.raises(UsageError, match=message):
+            open_backend(checkpoint, **argument)
+    before = torch.get_num_threads()
+    try:
+        open_backend(checkpoint, device="cpu", threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -1,10 +1,11 @@
 """The package's shape, as docs/architecture.md describes it: small modules, sub-packages that
 import only downward (data and model know nothing of training, serving or the CLI), no import
-cycles, and every sub-package installed."""
+cycles, every sub-package installed, and every module a test file of its own name."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +143,55 @@ def test_no_module_imports_one_that_imports_it_back():
     for name in sorted(graph):
         cycle = cycle_from(name, [])
         assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+TESTS = Path(__file__).parent
+# The allow-list: modules (paths relative to the package) that have no test file of their own
+# name, each with the reason and where it is tested instead (an end-to-end test of a file named
+# otherwise, say). Empty: every module has one. Keep it short; a module added here needs a reason
+# a reviewer accepts, and an entry whose module is gone fails the test below.
+NOT_MIRRORED: dict[str, str] = {}
+
+
+def _mirror_names(module: Path, shared: set[str]) -> set[str]:
+    """The names a test file of `module` may have: test_<module>.py, or, for a module of a
+    sub-package, test_<sub-package>_<module>.py, the only one where another module has its name
+    (pytest imports test files by their bare names, so two test_manifest.py cannot both be)."""
+    rel = module.relative_to(PACKAGE)
+    qualified = {f"test_{rel.parts[0]}_{module.stem}.py"} if len(rel.parts) > 1 else set()
+    return qualified if module.stem in shared and qualified else {f"test_{module.stem}.py", *qualified}
+
+
+def _imports(text: str, module: str) -> bool:
+    """Whether `text` imports the dotted `module` (at the top, in a function, or in the code a
+    test runs in another process): `import a.b.c`, `from a.b.c import x`, `from a.b import c`."""
+    package, _, name = module.rpartition(".")
+    return bool(
+        re.search(rf"\b{re.escape(module)}\b", text)
+        or re.search(rf"from {re.escape(package)} import [^\n]*\b{name}\b", text)
+    )
+
+
+def test_every_module_has_a_test_file_of_its_name_that_imports_it():
+    """transformer_cli/<...>/<module>.py is tested in tests/**/test_<module>.py (see
+    _mirror_names), a file that imports it, unless NOT_MIRRORED says where it is tested."""
+    modules = [p for p in _modules() if p.name not in ("__init__.py", "__main__.py")]
+    stems = [p.stem for p in modules]
+    shared = {stem for stem in stems if stems.count(stem) > 1}
+    test_files: dict[str, list[Path]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        test_files.setdefault(path.name, []).append(path)
+    missing, unimported = [], []
+    for module in modules:
+        rel = str(module.relative_to(PACKAGE))
+        if rel in NOT_MIRRORED:
+            continue
+        found = [path for name in sorted(_mirror_names(module, shared)) for path in test_files.get(name, [])]
+        if not found:
+            missing.append(rel)
+        elif not any(_imports(path.read_text(encoding="utf-8"), _module_name(module)) for path in found):
+            unimported.append(rel)
+    assert not missing, f"give these a test file of their name (tests/**/test_<module>.py): {missing}"
+    assert not unimported, f"their test files do not import them: {unimported}"
+    stale = [rel for rel in NOT_MIRRORED if not (PACKAGE / rel).is_file()]
+    assert not stale, f"NOT_MIRRORED names modules that are gone: {stale}"

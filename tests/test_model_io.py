@@ -1,5 +1,8 @@
-"""Where a model is: a missing DIR/FILE path is a missing checkpoint (exit 2), never a Hugging Face
-Hub id looked up over the network; a CTranslate2 folder without tfm's manifest is named as such."""
+"""model_io.py: a model wherever it is, read as a Checkpoint: a checkpoint file (verified), a
+Hugging Face folder (test_folder.py), never an export (which holds no trainable weights) or a
+folder that is no model; a missing DIR/FILE path is a missing checkpoint (exit 2), never a
+Hugging Face Hub id looked up over the network; a CTranslate2 folder without tfm's manifest is
+named as such."""
 
 from __future__ import annotations
 
@@ -9,29 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from helpers import run_tfm, run_tfm_without, untrained_checkpoint, write_config
-
-from transformer_cli.hf.folder import is_hub_id
-
-
-@pytest.mark.parametrize(
-    "spec, hub",
-    [
-        ("Helsinki-NLP/opus-mt-de-en", True),
-        ("facebook/wmt19-de-en", True),
-        ("EleutherAI/gpt-neo-1.3B", True),  # a dot is no file ending
-        ("bad/nope.pt", False),  # ends like a file
-        ("bad/nope.PTH", False),
-        ("bad/model.safetensors", False),
-        ("bad/run.yaml", False),
-        ("here/nope", False),  # here/ exists: a path
-        ("a/b/c", False),  # two slashes
-        ("nope.pt", False),
-    ],
-)
-def test_a_hub_id_is_owner_slash_name_that_is_no_path(spec, hub, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "here").mkdir()
-    assert is_hub_id(spec) is hub
 
 
 def test_a_missing_dir_slash_file_is_checkpoint_not_found(tmp_path, corpus_dir):
@@ -72,3 +52,28 @@ def test_a_ctranslate2_folder_without_its_manifest_is_named(tmp_path):
         "missing: tfm runs an export only with its manifest (export the checkpoint "
         "again with `tfm export`)\n"
     )
+
+
+def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path):
+    import json
+
+    from transformer_cli.checkpoint import Checkpoint
+    from transformer_cli.errors import UsageError
+    from transformer_cli.export.bundle import export_checkpoint
+    from transformer_cli.export.manifest import MANIFEST
+    from transformer_cli.model_io import read_model
+
+    tiny = untrained_checkpoint(tmp_path / "tiny.pt")
+    checkpoint, where = read_model(tiny)
+    assert where == tiny and checkpoint.digest == Checkpoint.read(tiny).digest
+    assert read_model(str(tiny))[1] == tiny
+    export_checkpoint(tiny, tmp_path / "ct2")
+    with pytest.raises(UsageError, match="is a CTranslate2 export, which holds no trainable weights"):
+        read_model(tmp_path / "ct2")
+    manifest = json.loads((tmp_path / "ct2" / MANIFEST).read_text())
+    (tmp_path / "ct2" / MANIFEST).write_text(json.dumps({**manifest, "engine": "onnx"}))
+    with pytest.raises(UsageError, match="is an export for the onnx engine, not a model tfm reads as a checkpoint"):
+        read_model(tmp_path / "ct2")
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(UsageError, match="is a folder but not a model: no tfm export manifest, no transformers"):
+        read_model(tmp_path / "notes")

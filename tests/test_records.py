@@ -58,27 +58,3 @@ def test_a_record_reads_typed_and_round_trips():
 def test_a_malformed_record_is_one_error_naming_the_field(raw, message):
     with pytest.raises(RecordError, match=message):
         from_json(Outer, raw, "test.json")
-
-
-def test_a_damaged_data_manifest_is_refused_in_one_line(tmp_path, corpus_dir):
-    from helpers import write_config
-
-    from transformer_cli.config_loading import load_config
-    from transformer_cli.data.manifest import DataManifest
-    from transformer_cli.data.prepared import load_prepared
-    from transformer_cli.data.preprocess import prepare
-    from transformer_cli.errors import TfmError
-
-    cfg = load_config(str(write_config(tmp_path / "m.yaml", tmp_path, corpus_dir)))
-    prepared, _ = prepare(cfg)
-    assert DataManifest.read(cfg.data_dir) == prepared.manifest  # what was written reads back
-    path = cfg.data_dir / "manifest.json"
-    raw = json.loads(path.read_text())
-    raw["vocab_size"] = {"src": "many", "tgt": 8}
-    path.write_text(json.dumps(raw))
-    with pytest.raises(
-        TfmError,
-        match=r"manifest.json is damaged or unreadable \(manifest.json: "
-        r"vocab_size: src has the wrong type \(str\)\)",
-    ):
-        load_prepared(cfg)

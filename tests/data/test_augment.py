@@ -1,5 +1,6 @@
-"""Per-batch augmentation (subword sampling, source noise) and the training batches that carry
-it: deterministic by (seed, epoch, batch), whatever the number of DataLoader workers."""
+"""data/augment.py: per-batch augmentation (subword sampling, source noise) and the training
+batches that carry it, deterministic by (seed, epoch, batch). (Workers and the epoch plan:
+test_loader.py.)"""
 
 from __future__ import annotations
 
@@ -102,21 +103,6 @@ def test_subword_sampling_differs_per_epoch_and_keeps_the_text(tmp_path, corpus_
     assert decoded == sorted(split.lines(int(i))[0] for i in indices)  # sampled, spelled the same
 
 
-def test_the_number_of_workers_changes_no_batch(tmp_path, corpus_dir):
-    """Source noise (and the batch plan) follow (seed, epoch, batch) only. Subword sampling
-    is SentencePiece's and not seedable per call, so it is left out here."""
-    cfg = _config(
-        tmp_path, corpus_dir, source_lowercase=0.3, source_uppercase=0.1, source_unpunctuated=0.3, accumulate=2
-    )
-    prepared, _ = prepare(cfg)
-    alone = _epoch(_data(cfg, prepared, workers=0), 1)
-    assert _same(alone, _epoch(_data(cfg, prepared, workers=2), 1))
-    # a restart in the middle of the epoch sees the batches the whole epoch would have
-    data = _data(cfg, prepared, workers=1)
-    later = [b for group in data.steps_from(1, 3) for b in group]
-    assert _same(alone[6:], later)
-
-
 def test_sampling_leaves_validation_test_and_translation_deterministic(tmp_path, corpus_dir):
     cfg = _config(tmp_path, corpus_dir, tokenizer={"sampling": 0.3}, source_lowercase=0.5)
     prepared, _ = prepare(cfg)
@@ -175,26 +161,3 @@ def test_a_transform_registered_from_outside_runs_after_the_noise_in_order(tmp_p
 def test_sampling_needs_sentencepiece(tmp_path, corpus_dir):
     with pytest.raises(UsageError, match="tokenizer.sampling needs a tokenizer that samples"):
         _config(tmp_path, corpus_dir, tokenizer={"kind": "spacy", "sampling": 0.1})
-
-
-def test_the_next_epoch_is_planned_in_the_background_as_it_would_be_at_once(tmp_path, corpus_dir, monkeypatch):
-    import threading
-
-    started = []
-
-    class Recorded(threading.Thread):
-        def start(self):
-            started.append(self.name)
-            super().start()
-
-    monkeypatch.setattr(threading, "Thread", Recorded)
-    cfg = _config(tmp_path, corpus_dir, epochs=2)
-    prepared, _ = prepare(cfg)
-    data, fresh = _data(cfg, prepared), _data(cfg, prepared)
-    _epoch(data, 0)
-    assert "plan-epoch-1" in started  # epoch 2 (index 1) was planned while epoch 1 ran
-    assert [list(i) for s in range(data.steps(1)) for i in data.step_indices(1, s)] == [
-        list(i) for s in range(fresh.steps(1)) for i in fresh.step_indices(1, s)
-    ]
-    _epoch(data, 1)
-    assert "plan-epoch-2" not in started  # nothing is planned past train.epochs

@@ -1,5 +1,6 @@
-"""ChunkPool on its own: results in order, at most two chunks per worker in flight (memory
-stays bounded whatever the input), a worker that dies is one line; and encode_chunk."""
+"""data/parallel.py: ChunkPool on its own: results in order, at most two chunks per worker in
+flight (memory stays bounded whatever the input), a worker that dies is one line. (What the
+workers do to a chunk: test_encoding.py.)"""
 
 from __future__ import annotations
 
@@ -7,11 +8,8 @@ import os
 import signal
 import time
 
-import numpy as np
 import pytest
 
-from transformer_cli.data import encoding
-from transformer_cli.data.encoding import EncodeSettings, encode_chunk
 from transformer_cli.data.parallel import ChunkPool
 from transformer_cli.errors import TfmError
 
@@ -64,20 +62,3 @@ def test_a_worker_that_dies_is_one_line():
     with pytest.raises(TfmError, match="a preprocessing worker process died"):
         with ChunkPool(2, _setup, ("x",)) as pool:
             list(pool.map(_die_on, range(10)))
-
-
-def test_encode_chunk_drops_long_pairs_counts_unknowns_and_spellings(tmp_path):
-    from helpers import untrained_checkpoint
-
-    from transformer_cli.checkpoint import Checkpoint
-
-    state = Checkpoint.read(untrained_checkpoint(tmp_path / "m.pt")).tokenizer
-    encoding.setup(state, EncodeSettings("uint16", train_max_len=20, count_spellings=True))
-    sources = ["Ein Mann sieht einen Ball.", "Ein " * 30 + "Ball.", "Zwei Hunde ✈."]  # 16, 34, 14 ids
-    targets = ["A man sees a ball.", "A ball.", "Two dogs ✈."]
-    result = encode_chunk((sources, targets))
-    assert result.too_long == 1 and len(result.chunk) == 2
-    assert result.chunk.src_ids.dtype == np.uint16
-    assert result.unknown[0] >= 1 and result.unknown[1] >= 1  # ✈ is in no vocabulary here
-    assert result.spellings["Mann"] == result.spellings["Hunde"] == 1 and result.spellings["Ball"] == 1
-    assert result.chunk.src_text == "".join(f"{s}\n" for s in (sources[0], sources[2])).encode()

@@ -1,6 +1,7 @@
-"""MarianMT folders made by transformers itself, read by tfm: the same logits, the same greedy
-and beam outputs as `generate`, a refusal of what tfm cannot express, and fine-tuning with
-`tfm train` (train.init_from: the folder)."""
+"""hf/folder.py: MarianMT folders made by transformers itself, read by tfm: the same logits,
+the same greedy and beam outputs as `generate`, a refusal of what tfm cannot express,
+fine-tuning with `tfm train` (train.init_from: the folder), and what names a Hub model rather
+than a path."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hf.marian_helpers import hf_generate, make_marian
 
 from transformer_cli.config import DecodeConfig
 from transformer_cli.errors import UsageError
-from transformer_cli.hf.folder import read_folder
+from transformer_cli.hf.folder import is_hub_id, read_folder
 from transformer_cli.inference.translate import TorchTranslator, model_from_checkpoint
 
 transformers = pytest.importorskip("transformers")
@@ -154,3 +155,24 @@ def test_the_cli_and_the_api_take_the_folder_and_a_hub_id_needs_a_network(marian
     [line] = r.stderr.strip().splitlines()
     assert line.startswith("tfm: error: cannot fetch Helsinki-NLP/opus-mt-de-en from the Hugging Face Hub (")
     assert line.endswith("without a network, give a local folder")
+
+
+@pytest.mark.parametrize(
+    "spec, hub",
+    [
+        ("Helsinki-NLP/opus-mt-de-en", True),
+        ("facebook/wmt19-de-en", True),
+        ("EleutherAI/gpt-neo-1.3B", True),  # a dot is no file ending
+        ("bad/nope.pt", False),  # ends like a file
+        ("bad/nope.PTH", False),
+        ("bad/model.safetensors", False),
+        ("bad/run.yaml", False),
+        ("here/nope", False),  # here/ exists: a path
+        ("a/b/c", False),  # two slashes
+        ("nope.pt", False),
+    ],
+)
+def test_a_hub_id_is_owner_slash_name_that_is_no_path(spec, hub, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    assert is_hub_id(spec) is hub

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from transformer_cli.model.attention import MultiHeadAttention, padding_mask
+from transformer_cli.model.attention import padding_mask
 from transformer_cli.model.layers import SinusoidalPositionalEncoding
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
@@ -108,21 +108,6 @@ def test_incremental_step_equals_full_forward(norm, positional):
         step, state = model.step(tgt[:, t], state)
         assert torch.allclose(step, full[:, t], atol=1e-5), t
     assert state.position == tgt.size(1)
-
-
-def test_explicit_attention_path_equals_fused():
-    torch.manual_seed(0)
-    mha = MultiHeadAttention(32, 4).eval()
-    x, mem = torch.randn(2, 5, 32), torch.randn(2, 7, 32)
-    mask = torch.ones(2, 1, 1, 7, dtype=torch.bool)
-    mask[1, ..., 5:] = False
-    for kv, m, causal in (((mha.project_kv(mem)), mask, False), (mha.project_kv(x), None, True)):
-        fused, none = mha(x, kv, m, causal)
-        explicit, weights = mha(x, kv, m, causal, need_weights=True)
-        assert none is None and torch.allclose(fused, explicit, atol=1e-5)
-        assert torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-5)
-    _, w = mha(x, mha.project_kv(mem), mask, need_weights=True)
-    assert torch.all(w[1, ..., 5:] == 0)
 
 
 def test_step_reorder_duplicates_rows():

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import time
 
 import pytest
-from reliability.cron_helpers import error_lines, run_all, wait_until
+from reliability.cron_helpers import wait_until
 from serving.serve_helpers import Served, SlowClient
 
 
@@ -156,52 +155,3 @@ def test_sigterm_with_a_slow_client_exits_within_the_grace_period(trained, start
     log = server.tfm.stderr
     assert "SIGTERM: stopped; serve.shutdown_grace_s (1 s) ran out: 1 request(s) cut off" in log, log
     assert "Traceback" not in log
-
-
-def test_bad_address_or_blank_token_is_exit_2_before_loading(trained, tmp_path, monkeypatch):
-    model = str(trained["run"] / "published.pt")
-    token_file = tmp_path / "token"
-    token_file.write_text("from-file\n")
-    monkeypatch.setenv("TFM_TEST_BLANK", " \t")
-    monkeypatch.setenv("TFM_TEST_TOKEN", "from-env")
-    with socket.socket() as busy:
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        port = busy.getsockname()[1]
-        taken, unknown, blank = run_all(
-            ("serve", "--checkpoint", model, "--port", str(port)),
-            (
-                "serve",
-                "--checkpoint",
-                model,
-                "--host",
-                "no-such-host.invalid",
-                "--port",
-                "0",
-                "--set",
-                "serve.token_env=TFM_TEST_TOKEN",
-                "--set",
-                f"serve.token_file={token_file}",
-            ),
-            (
-                "serve",
-                "--checkpoint",
-                model,
-                "--port",
-                str(port),  # the port: never serves
-                "--set",
-                "serve.token_env=TFM_TEST_BLANK",
-            ),
-        )
-    for r in (taken, unknown, blank):
-        assert r.returncode == 2 and len(error_lines(r.stderr)) == 1, r.stderr
-        assert "Traceback" not in r.stderr and f"serving {model}" not in r.stderr, r.stderr
-    assert (
-        f"tfm: error: cannot listen on 127.0.0.1:{port}: address already in use "
-        "(--host, --port; serve.host, serve.port)"
-    ) in taken.stderr
-    assert "tfm: error: cannot listen on no-such-host.invalid:0: cannot resolve" in unknown.stderr
-    assert (
-        f"warning: using the bearer token from serve.token_file ({token_file}); $TFM_TEST_TOKEN is set too and ignored"
-    ) in unknown.stderr
-    assert "tfm: error: $TFM_TEST_BLANK is set but blank" in blank.stderr

@@ -7,11 +7,7 @@ import json
 
 import httpx
 import pytest
-from reliability.cron_helpers import run_all
 from serving.serve_helpers import SENTENCES
-
-from transformer_cli.config import ServeConfig
-from transformer_cli.serving.server import is_loopback, read_token
 
 
 def test_translate_one_and_many(served, model):
@@ -169,20 +165,3 @@ def test_bearer_token(trained, tmp_path, start_server):
     assert right.status_code == 200 and right.json()[0]["translation_text"] == "A man sees a ball."
     assert server.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
     assert server.stop() == 0
-
-
-def test_token_sources_and_the_open_address_warning(trained, tmp_path, monkeypatch):
-    monkeypatch.setenv("TFM_SERVE_TOKEN", " from-env ")
-    assert read_token(ServeConfig()) == "from-env"
-    monkeypatch.delenv("TFM_SERVE_TOKEN")
-    assert read_token(ServeConfig()) is None
-    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
-    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
-    missing = str(tmp_path / "missing.pt")
-    exposed, unreadable = run_all(
-        ("serve", "--checkpoint", missing, "--host", "0.0.0.0", "--port", "0"),
-        ("serve", "--checkpoint", missing, "--set", f"serve.token_file={tmp_path / 'no-token'}"),
-    )
-    assert "warning: listening on 0.0.0.0 without a bearer token" in exposed.stderr
-    assert exposed.returncode == 2 and "checkpoint not found" in exposed.stderr
-    assert unreadable.returncode == 2 and "serve.token_file: cannot read" in unreadable.stderr

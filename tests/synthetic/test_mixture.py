@@ -1,7 +1,9 @@
-"""Pairs from monolingual text (the synthetic: section): the reverse model is an ordinary run of
-the same config (`--reverse`), back- and forward translations are made resumably and kept by
-line, so a second night translates only its new lines; cleaning drops and counts lines equal to
-a val/test sentence; the tag of synthetic sources never reaches users."""
+"""synthetic/mixture.py, the training corpus of a config with monolingual text: its real pairs
+(upsampled), back- and forward-translated pairs, tags; made again only when its inputs change.
+End to end (slow): the reverse model is an ordinary run of the same config (`--reverse`), back-
+and forward translations are made resumably and kept by line, so a second night translates
+only its new lines; cleaning drops and counts lines equal to a val/test sentence; the tag of
+synthetic sources never reaches users."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ import pytest
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 
 import transformer_cli as tfm
+from transformer_cli.config_loading import load_config
+from transformer_cli.synthetic.mixture import STATE, synthesize, synthetic_folder, training_corpus
 from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
 
-pytestmark = pytest.mark.slow
 TFM = [sys.executable, "-m", "transformer_cli"]
 TRAIN = {"epochs": 2, "lr": 3e-3, "threads": 1, "batch_size": 32}
 
@@ -73,6 +76,7 @@ def bt_config(world, where, forward=True, **back):
     return write_config(where / "bt.yaml", where, world["corpus"], train=TRAIN, synthetic=section)
 
 
+@pytest.mark.slow
 def test_back_and_forward_translation_end_to_end(world, tmp_path):
     cfg = bt_config(world, tmp_path)
     r = run_tfm("train", "-c", str(cfg), "--quiet")  # no reverse model yet: one line, exit 2
@@ -109,6 +113,7 @@ def test_back_and_forward_translation_end_to_end(world, tmp_path):
     assert model.translate([BACK_TRANSLATION_TAG + " " + line]) == model.translate([line])
 
 
+@pytest.mark.slow
 def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_translated(world, tmp_path):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     for where in (straight, killed):  # any model will do to back-translate here
@@ -151,6 +156,7 @@ def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_tr
         world["english"].write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_monolingual_text_that_is_not_utf8_is_one_line_and_nothing_is_made(world, tmp_path):
     bad = tmp_path / "text" / "bad.en"
     bad.parent.mkdir()
@@ -159,3 +165,53 @@ def test_monolingual_text_that_is_not_utf8_is_one_line_and_nothing_is_made(world
     r = run_tfm("synthesize", "-c", str(cfg))
     assert r.returncode == 2 and r.stderr.strip() == f"tfm: error: {bad}:2: not valid UTF-8 (byte 0xff at column 7)"
     assert not (tmp_path / "data" / "bt.synthetic" / "train.en").exists()
+
+
+@pytest.fixture
+def restored_threads():
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_the_corpus_is_real_pairs_upsampled_then_tagged_synthetic_pairs_made_once(tmp_path, restored_threads):
+    from helpers import untrained_checkpoint
+
+    corpus = write_corpus(tmp_path / "corpus", {"train": 30, "val": 5, "test_2016_flickr": 5}, gz=False)
+    model = untrained_checkpoint(tmp_path / "m.pt")
+    english = monolingual(tmp_path / "text", "en", 12, seed=7)
+    german = monolingual(tmp_path / "text", "de", 8, seed=8)
+    section = {
+        "back_translation": {"text": [str(english)], "model": str(model), "search": "beam", "beam_size": 1},
+        "forward_translation": {"text": [str(german)], "teachers": [str(model)], "beam_size": 1, "tag": True},
+        "real_upsample": 2,
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    path = write_config(tmp_path / "mix.yaml", tmp_path, corpus, train={"threads": 1}, synthetic=section)
+    cfg = load_config(str(path), ["decode.max_len_b=4", "decode.max_len_a=0"])
+    plain = load_config(str(write_config(tmp_path / "plain.yaml", tmp_path, corpus)))
+    assert training_corpus(plain) is plain  # no monolingual text: the config itself
+    mixed = training_corpus(cfg)
+    folder = synthetic_folder(cfg)
+    assert folder == tmp_path / "data" / "mix.synthetic"
+    assert (mixed.data.corpus, mixed.data.source, mixed.data.splits.train) == ("files", str(folder), "train")
+    state = json.loads((folder / STATE).read_text())
+    bt, ft = state["text"]["back_translation"]["kept"], state["text"]["forward_translation"]["kept"]
+    de, en = ((folder / f"train.{lang}").read_text().splitlines() for lang in ("de", "en"))
+    real_de, real_en = ((corpus / f"train.{lang}").read_text().splitlines() for lang in ("de", "en"))
+    assert len(de) == len(en) == 2 * 30 + bt + ft
+    assert (de[:60], en[:60]) == (real_de * 2, real_en * 2)
+    assert all(s.startswith(BACK_TRANSLATION_TAG + " ") for s in de[60 : 60 + bt])
+    assert en[60 : 60 + bt] == (folder / "back_translation.text").read_text().splitlines()  # the text: targets
+    assert all(s.startswith(FORWARD_TRANSLATION_TAG + " ") for s in de[60 + bt :])
+    assert (folder / "val.de").read_bytes() == (corpus / "val.de").read_bytes()  # evaluated on the real
+    made = [folder / name for name in ("train.de", "train.en", STATE)]
+    before = [p.stat().st_mtime_ns for p in made]
+    assert synthesize(cfg) == folder
+    assert [p.stat().st_mtime_ns for p in made] == before  # up to date: nothing made again
+    cfg.synthetic.real_upsample = 1
+    synthesize(cfg)  # an input changed: made again, from the cached translations
+    assert len((folder / "train.de").read_text().splitlines()) == 30 + bt + ft
+    assert json.loads((folder / STATE).read_text())["translated"]["back_translation"]["lines"] == 0

@@ -1,4 +1,7 @@
-"""A tokenizer added from outside the package: one class and one registry entry, and
+"""tokenizers/base.py: the Tokenizer interface and what it gives every kind (encode, one
+segmentation when it does not sample, a refusal to be fitted when it comes with a model), the
+seeded sample fitting reads, ids without their specials, a state rebuilt by its kind; and a
+tokenizer added from outside the package: one class and one registry entry, and
 preprocessing, training and translation use it (no type checks anywhere to extend)."""
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from typing import Any
 import pytest
 from helpers import write_config
 
+from transformer_cli.config import TokenizerConfig
+from transformer_cli.errors import UsageError
 from transformer_cli.seams import TOKENIZERS
-from transformer_cli.tokenizers.base import Tokenizer, strip_specials
-from transformer_cli.tokenizers.vocab import SPECIALS, Vocab
+from transformer_cli.tokenizers.base import Tokenizer, sample_pairs, strip_specials, tokenizer_from_state
+from transformer_cli.tokenizers.vocab import SPECIALS, TFM_IDS, SpecialIds, Vocab
 
 
 class Characters(Tokenizer):
@@ -85,3 +90,43 @@ def test_a_tokenizer_registered_from_outside_is_fitted_trained_on_and_translates
         assert isinstance(model.translate(["Ein Hund."])[0], str)
     finally:
         TOKENIZERS.unregister(Characters.kind)
+
+
+def test_what_every_kind_inherits():
+    tok = Characters([*SPECIALS, "a", "b"])
+    assert tok.encode("ab") == tok.encode_batch(["ab"])[0] == [4, 5]
+    assert not tok.samples and tok.encode_sampled(["ab", "ba"], alpha=0.5) == tok.encode_batch(["ab", "ba"])
+    tok.set_threads(4)  # no threads: nothing to set
+    assert Characters.settings is None
+    with pytest.raises(UsageError, match="a characters tokenizer is not fitted on a corpus"):
+        Tokenizer.fit.__func__(Characters, TokenizerConfig(), ("de", "en"), None)
+
+
+def test_ids_without_specials_stop_at_the_first_eos():
+    assert strip_specials([2, 7, 1, 8, 3, 9], TFM_IDS) == [7, 8]
+    elsewhere = SpecialIds(unk=0, pad=9, sos=9, eos=5)  # Marian's: <pad> also starts the decoder
+    assert strip_specials([9, 0, 6, 5, 6], elsewhere) == [0, 6]  # <unk> is kept
+
+
+def test_the_fitting_sample_is_seeded_and_holds_everything_when_it_can():
+    chunks = [([f"s{i}" for i in range(j, j + 10)], [f"t{i}" for i in range(j, j + 10)]) for j in range(0, 100, 10)]
+    small = sample_pairs(iter(chunks), 1000)
+    assert small[0] == [f"s{i}" for i in range(100)]  # fewer pairs than the size: all, in order
+    a, b = sample_pairs(iter(chunks), 20), sample_pairs(iter(chunks), 20)
+    assert a == b and len(a[0]) == 20 and len(set(a[0])) == 20
+    assert all(s[1:] == t[1:] for s, t in zip(*a))  # pairs stay pairs
+    assert a[0] != small[0][:20]  # a sample of the whole, not its head
+    stops = []
+    sample_pairs(iter(chunks), 5, check_stop=lambda: stops.append(1))
+    assert len(stops) == len(chunks)
+
+
+def test_a_state_is_rebuilt_by_its_kind():
+    TOKENIZERS.register(Characters.kind, Characters)
+    try:
+        again = tokenizer_from_state(Characters([*SPECIALS, "x"], lowercase=True).state())
+        assert isinstance(again, Characters) and again.lowercase and again.vocab.itos[-1] == "x"
+    finally:
+        TOKENIZERS.unregister(Characters.kind)
+    with pytest.raises(ValueError, match=r"unknown tokenizer kind 'characters' \(known: piece-vocab, "):
+        tokenizer_from_state({"kind": "characters"})

@@ -1,12 +1,17 @@
+"""tokenizers/word.py: WordTokenizer, spaCy's words and a vocabulary: natural text round
+trips (its detokenization learned from the training text's spacing), lowercasing and unknown
+words, counts that add up chunk by chunk, and its state."""
+
+from __future__ import annotations
+
 import pytest
 from helpers import sentence_pairs
 
 from transformer_cli.config import TokenizerConfig
 from transformer_cli.errors import UsageError
-from transformer_cli.tokenizers.pair import TokenizerPair, fit_tokenizers
-from transformer_cli.tokenizers.subword import SubwordTokenizer
-from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, SPECIALS, UNK, Vocab
-from transformer_cli.tokenizers.word import WordTokenizer
+from transformer_cli.tokenizers.pair import fit_tokenizers
+from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, UNK
+from transformer_cli.tokenizers.word import WordCounts, WordTokenizer
 
 ENGLISH = [
     "A man in a blue shirt (left) is standing on a ladder.",
@@ -19,16 +24,6 @@ ENGLISH = [
 def _words(lang, lines, cfg):
     """A word tokenizer fitted on `lines` (as the source side of a pair)."""
     return fit_tokenizers(cfg, lang, lang, lines, lines).src
-
-
-def test_vocab_specials_min_freq_order_and_cap():
-    sents = [["b", "a", "a"], ["c", "a", "b"], ["d"]]
-    v = Vocab.build(sents, min_freq=2)
-    assert v.itos == [*SPECIALS, "a", "b"]  # by frequency, "c"/"d" below min_freq
-    assert (v.stoi["<unk>"], v.stoi["<pad>"], v.stoi["<sos>"], v.stoi["<eos>"]) == (UNK, PAD, SOS, EOS)
-    assert v.lookup(["a", "zzz"]) == [4, UNK]
-    assert Vocab.build([["x", "y"], ["y", "x"]]).itos[4:] == ["x", "y"]  # ties alphabetical
-    assert len(Vocab.build(sents, max_size=5)) == 5
 
 
 def test_word_tokenizer_round_trips_natural_text():
@@ -54,32 +49,28 @@ def test_word_tokenizer_state_round_trip():
     assert again.encode(line) == tok.encode(line) and again.decode(tok.encode(line)) == line
 
 
-@pytest.mark.parametrize("model_type", ["bpe", "unigram"])
-def test_sentencepiece_round_trips_exactly(model_type):
-    lines = [p[1] for p in sentence_pairs(300)] + ENGLISH
-    cfg = TokenizerConfig(kind="sentencepiece", model_type=model_type, vocab_size=60)
-    tok = SubwordTokenizer.train(lines, cfg, threads=1)
-    assert tok.vocab_size == 60
-    ids = tok.encode_batch(lines)
-    assert [tok.decode(i) for i in ids] == lines  # cased, spacing restored
-    assert tok.id_to_token([UNK, PAD, SOS, EOS]) == list(SPECIALS)
+def test_counts_of_parts_add_up_to_the_counts_of_the_whole():
+    blank = WordTokenizer.blank("en", lowercase=False)
+    whole = blank.count(ENGLISH)
+    parts = WordCounts.empty()
+    for i in range(0, len(ENGLISH), 5):
+        parts.add(blank.count(ENGLISH[i : i + 5]))
+    assert parts == whole and (whole.tokens["a"], whole.tokens["A"], whole.tokens["."]) == (9, 6, 9)
+    assert whole.gaps[("mud", ".", False)] == 3 and whole.gaps[("(", "left", False)] == 3
+    cfg = TokenizerConfig(kind="spacy", min_freq=1)
+    tok = WordTokenizer.from_counts("en", whole, cfg)
+    assert {".", "?", ",", "'s", ")"} <= tok.attach_left and "(" in tok.attach_right and "a" not in tok.attach_left
 
 
-def test_sentencepiece_vocab_too_large_names_the_key():
-    with pytest.raises(UsageError, match=r"tokenizer.vocab_size=5000 is too large.*at most \d+"):
-        SubwordTokenizer.train(ENGLISH, TokenizerConfig(vocab_size=5000), threads=1)
+def test_the_vocabulary_keeps_what_min_freq_and_max_vocab_allow():
+    counts = WordTokenizer.blank("en", lowercase=False).count(ENGLISH[:4] * 2 + ["rare words once"])
+    frequent = WordTokenizer.from_counts("en", counts, TokenizerConfig(kind="spacy", min_freq=2))
+    assert "rare" not in frequent.vocab.stoi and "ladder" in frequent.vocab.stoi
+    assert frequent.encode("rare kite")[0] == frequent.ids.unk
+    capped = WordTokenizer.from_counts("en", counts, TokenizerConfig(kind="spacy", min_freq=1, max_vocab=10))
+    assert capped.vocab_size == 10 and capped.id_to_token([4]) == ["."]  # the most frequent first
 
 
-def test_joint_and_separate_pairs(tmp_path):
-    pairs = sentence_pairs(200)
-    de, en = [p[0] for p in pairs], [p[1] for p in pairs]
-    joint = fit_tokenizers(TokenizerConfig(vocab_size=100, joint=True), "de", "en", de, en)
-    assert joint.joint and joint.src is joint.tgt
-    split = fit_tokenizers(TokenizerConfig(vocab_size=60, joint=False), "de", "en", de, en)
-    assert not split.joint and split.src is not split.tgt
-    for pair in (joint, split):
-        pair.save(tmp_path)
-        for again in (TokenizerPair.load(tmp_path), TokenizerPair.from_state(pair.state())):
-            assert again.joint == pair.joint
-            assert again.tgt.decode(again.tgt.encode(en[0])) == en[0]
-            assert again.src.encode(de[1]) == pair.src.encode(de[1])
+def test_a_language_spacy_has_no_tokenizer_for_is_one_line():
+    with pytest.raises(UsageError, match="spaCy has no tokenizer for language 'xx-nope'"):
+        WordTokenizer.blank("xx-nope", lowercase=False).encode("a b")

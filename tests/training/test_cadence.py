@@ -1,4 +1,4 @@
-"""Cadence and Agreement, the logic that decides when DDP ranks stop and save, on their own:
+"""training/cadence.py: Cadence, the logic that decides when DDP ranks stop and save, on its own:
 ranks as threads around a fake process group whose all-reduce is a barrier and a sum (no
 torchrun, no gloo), and a clock the test moves."""
 
@@ -14,7 +14,7 @@ import torch
 
 from transformer_cli.config_train import TrainConfig
 from transformer_cli.training.cadence import Cadence
-from transformer_cli.training.distributed import Agreement, DistContext
+from transformer_cli.training.distributed import DistContext
 from transformer_cli.training.signals import GracefulStop, StopRequested
 
 
@@ -166,16 +166,3 @@ def test_one_process_checks_the_signal_at_every_step_without_collectives(clock):
     with pytest.raises(StopRequested):
         cadence.after_step(11)
     assert cadence.agreement.count == 0
-
-
-def test_agreement_interval_follows_the_step_rate(clock):
-    a = Agreement(every_s=1.0, max_interval=1000)
-    assert a.next_interval(1) == 1  # no rate yet
-    clock.now += 0.5
-    assert a.next_interval(11) == 20  # 10 steps in 0.5 s: 20 steps a second
-    clock.now += 100.0
-    assert a.next_interval(12) == 1  # slower than a second a step: meet at every step
-    clock.now += 0.000001
-    assert a.next_interval(100_012) == 1000  # capped
-    a.schedule(40, 7)
-    assert not a.due(46) and a.due(47) and a.count == 1

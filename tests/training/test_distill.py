@@ -1,5 +1,5 @@
-"""Distillation: the teachers' translations of the training sources, made resumably, become the
-corpus a student trains on; the student is an ordinary tfm model."""
+"""training/distill.py: the teachers' translations of the training sources, made resumably,
+become the corpus a student trains on; the student is an ordinary tfm model."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import subprocess
 import sys
 import time
 
-import pytest
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 
 from transformer_cli.checkpoint import Checkpoint
+from transformer_cli.config_loading import load_config
+from transformer_cli.training.distill import STATE, distilled_folder, training_corpus
 
-pytestmark = pytest.mark.slow
 TFM = [sys.executable, "-m", "transformer_cli"]
 
 
@@ -103,3 +103,34 @@ def test_a_tiny_distillation_end_to_end(trained, tmp_path):
         r.returncode == 0
         and "already finished" in (tmp_path / "checkpoints" / "student" / "train.log").read_text().splitlines()[-2]
     )
+
+
+def test_the_corpus_is_the_teachers_translations_of_the_sources_then_the_originals(tmp_path):
+    import torch
+    from helpers import untrained_checkpoint
+
+    from transformer_cli.data.sources import read_lines
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # (decoding a tiny model: more threads only wait for each other)
+    corpus = write_corpus(tmp_path / "corpus", {"train": 24, "val": 6, "test_2016_flickr": 6})
+    teacher = untrained_checkpoint(tmp_path / "teacher.pt")
+    path = student(tmp_path, corpus, [teacher], beam_size=1, keep_original=True)
+    cfg = load_config(str(path))
+    try:
+        plain = load_config(str(write_config(tmp_path / "plain.yaml", tmp_path, corpus)))
+        assert training_corpus(plain) is plain  # no teachers: the corpus itself
+        made = training_corpus(cfg)
+    finally:
+        torch.set_num_threads(threads)
+    folder = distilled_folder(cfg)
+    assert folder == tmp_path / "data" / "student.distilled" and made.data.source == str(folder)
+    assert (made.data.corpus, made.data.splits.train, made.data.limit_train) == ("files", "train", None)
+    sources, targets = read_lines(corpus / "train.de.gz"), read_lines(corpus / "train.en.gz")
+    assert read_lines(folder / "train.de") == sources * 2
+    distilled = read_lines(folder / "train.en")
+    assert len(distilled) == 48 and distilled[24:] == targets  # keep_original: the pairs follow
+    assert json.loads((folder / STATE).read_text())["complete"]
+    before = (folder / "train.en").stat().st_mtime_ns
+    training_corpus(cfg)  # complete: nothing is translated again
+    assert (folder / "train.en").stat().st_mtime_ns == before

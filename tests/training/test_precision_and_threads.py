@@ -1,17 +1,15 @@
-"""The fp16 + GradScaler path (run on the CPU), default threads (`auto`: tests/test_threads.py),
-and what validation decoding reports. The precision choice itself: tests/test_device.py."""
+"""The fp16 + GradScaler path (run on the CPU) and what validation decoding reports. The
+precision choice itself: tests/test_device.py; default threads: test_build.py (`auto`:
+tests/test_threads.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 import torch
 from training.test_train import make_trainer, small_config
 
-from transformer_cli.machine import available_cpus
-from transformer_cli.threads import FixedThreads, ThreadTuner
 from transformer_cli.training.session import run_training
 
 
@@ -46,20 +44,6 @@ def test_fp16_run_end_to_end_saves_and_resumes_the_scaler(tmp_path):
 
     state = read_payload(cfg.run_dir / "last.pt")["train_state"]
     assert state["grad_scaler"]["scale"] > 0
-
-
-def test_threads_default_to_auto_starting_with_the_cpus_this_process_may_use(tmp_path):
-    cfg = small_config(tmp_path, epochs=1)
-    assert cfg.train.threads == "auto"
-    previous = torch.get_num_threads()
-    try:
-        trainer = make_trainer(cfg)
-        assert torch.get_num_threads() == available_cpus() == len(os.sched_getaffinity(0))
-        assert isinstance(trainer.threads, ThreadTuner if available_cpus() > 1 else FixedThreads)
-        cfg.train.threads = 1  # a number fixes them
-        assert isinstance(make_trainer(cfg).threads, FixedThreads) and torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(previous)
 
 
 @pytest.mark.slow

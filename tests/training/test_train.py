@@ -1,16 +1,17 @@
+"""Training as `tfm train` does it, end to end: the run it writes, a tiny model that overfits,
+early stopping, R-Drop. (Its parts: test_build.py, test_loop.py, test_session.py.)"""
+
 import json
 import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from helpers import sentence_pairs, write_config, write_corpus
 
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.inference.translate import TorchTranslator
-from transformer_cli.loss import sequence_loss, symmetric_kl
 from transformer_cli.training.build import build_trainer
 from transformer_cli.training.distributed import DistContext
 from transformer_cli.training.loop import Trainer
@@ -97,61 +98,10 @@ def test_tiny_model_overfits_a_handful_of_pairs(tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_continues_the_same_curve(tmp_path):
-    # Exact with a fixed thread count (auto may change it mid-run, and with it the rounding).
-    straight = small_config(tmp_path / "a", threads=1)
-    run_training(straight)
-    interrupted = small_config(tmp_path / "b", max_steps=17, threads=1)  # stops mid-epoch 2
-    run_training(interrupted)
-    assert read_payload(interrupted.run_dir / "last.pt")["train_state"]["progress"]["step"] == 17
-    interrupted.train.max_steps = None  # the same command without the cap: continues
-    run_training(interrupted)
-    a, b = (RunDir(c.run_dir).read_metrics() for c in (straight, interrupted))
-    ends_a = [(r.step, r.train_loss, r.valid_loss) for r in a if r.end_of_epoch]
-    ends_b = [(r.step, r.train_loss, r.valid_loss) for r in b if r.end_of_epoch]
-    assert len(ends_a) == 3 and ends_a == ends_b
-
-
-@pytest.mark.slow
-def test_finished_run_is_a_no_op_and_more_epochs_continue(tmp_path):
-    cfg = small_config(tmp_path, epochs=1)
-    assert run_training(cfg).trained
-    assert not run_training(cfg).trained
-    cfg.train.epochs = 2
-    outcome = run_training(cfg)
-    assert outcome.trained and outcome.progress.epoch == 2
-
-
-@pytest.mark.slow
 def test_early_stopping(tmp_path):
     cfg = small_config(tmp_path, epochs=30, patience=1, lr=0.5, clip_norm=None)  # diverges
     outcome = run_training(cfg)
     assert outcome.progress.stop_reason == "early_stopping" and outcome.progress.epoch < 30
-
-
-def test_label_smoothed_loss_matches_torch():
-    torch.manual_seed(0)
-    logits, target = torch.randn(3, 5, 11), torch.randint(0, 11, (3, 5))
-    target[0, 3:] = 1  # PAD
-    loss, nll = sequence_loss(logits, target, pad_id=1, label_smoothing=0.1)
-    flat_logits, flat_t = logits.view(-1, 11), target.view(-1)
-    expected = F.cross_entropy(flat_logits, flat_t, ignore_index=1, reduction="sum", label_smoothing=0.1)
-    assert torch.allclose(loss, expected, atol=1e-4)
-    assert torch.allclose(nll, F.cross_entropy(flat_logits, flat_t, ignore_index=1, reduction="sum"), atol=1e-4)
-
-
-def test_symmetric_kl_is_r_drops_term_over_non_pad_positions():
-    torch.manual_seed(0)
-    a, b, target = torch.randn(3, 5, 11), torch.randn(3, 5, 11), torch.randint(2, 11, (3, 5))
-    target[0, 3:] = 1  # PAD
-    log_p, log_q = F.log_softmax(a, -1), F.log_softmax(b, -1)
-    kl_pq = F.kl_div(log_q, log_p, log_target=True, reduction="none").sum(-1)  # KL(P‖Q)
-    kl_qp = F.kl_div(log_p, log_q, log_target=True, reduction="none").sum(-1)
-    expected = (0.5 * (kl_pq + kl_qp))[target != 1].sum()
-    assert torch.allclose(symmetric_kl(a, b, target, pad_id=1), expected, atol=1e-5)
-    assert symmetric_kl(a, a, target, pad_id=1) == 0
-    b[0, 3:] += 100.0  # differences at pad positions do not count
-    assert torch.allclose(symmetric_kl(a, b, target, pad_id=1), expected, atol=1e-5)
 
 
 @pytest.mark.slow

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 from transformer_cli.evaluate import LossResult
@@ -31,32 +30,3 @@ def test_the_record_of_an_epoch_end():
     assert ValidationRecord.read(r.to_json()) == r  # as metrics.jsonl and checkpoints hold it
     mid_epoch = validation_record(p, False, train, valid, 200, 0.001)
     assert mid_epoch.epoch == 3 and not mid_epoch.end_of_epoch  # the epoch under way
-
-
-def test_log_lines_keep_their_format():
-    r = ValidationRecord(
-        epoch=2,
-        end_of_epoch=True,
-        step=40,
-        train_loss=1.5,
-        train_ppl=4.4817,
-        valid_loss=2.0,
-        valid_ppl=7.3891,
-        lr=1e-3,
-        tokens_per_s=500.4,
-        elapsed_s=65.43,
-    )
-    assert r.line(improved=True) == (
-        "Epoch: 02 | Time: 1m 05s | Train Loss: 1.500 | Train PPL:   4.482 | Val. Loss: 2.000 | "
-        "Val. PPL:   7.389 | 500 tok/s *"
-    )
-    step = dataclasses.replace(r, end_of_epoch=False, valid_bleu=12.345, valid_decode="beam 4")
-    assert step.line(improved=False) == (
-        "Step: 40 | Time: 1m 05s | Train Loss: 1.500 | Train PPL:   4.482 | Val. Loss: 2.000 | "
-        "Val. PPL:   7.389 | Val. BLEU (beam 4): 12.35 | 500 tok/s"
-    )
-
-
-def test_a_malformed_or_foreign_record_reads_as_none():
-    assert ValidationRecord.read({"epoch": "two"}) is None
-    assert ValidationRecord.read({}) is None  # a model imported from elsewhere has no metrics

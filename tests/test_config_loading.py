@@ -1,0 +1,166 @@
+"""config_loading.py: finding a config (beside, ./, configs/, the shipped ones), YAML read
+strictly, `extends:` chains, `--set`, and every problem one line naming the file and line (or
+the --set) that gave the value."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from transformer_cli.config import Config
+from transformer_cli.config_loading import (
+    command_for,
+    config_from_dict,
+    given_overrides,
+    load_config,
+    resolve_config_path,
+)
+from transformer_cli.errors import UsageError
+
+
+def write(tmp_path: Path, text: str, name: str = "c.yaml") -> str:
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_bare_name_resolves_to_configs_folder_then_package(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shipped = resolve_config_path("seed.yaml")  # not in ./configs here: the packaged copy
+    assert shipped.name == "seed.yaml" and shipped.is_file()
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "seed.yaml").write_text("model: {d_model: 64, n_heads: 2}\n")
+    assert resolve_config_path("seed") == Path("configs/seed.yaml")
+    assert load_config("seed").model.d_model == 64
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("model:\n  d_model: 256\n   n_heads: 8\n", "c.yaml:3: YAML syntax error"),
+        ("model:\n  n_head: 8\n", "unknown key 'model.n_head' (did you mean 'model.n_heads'?)"),
+        ("modle:\n  n_heads: 8\n", "unknown key 'modle' (did you mean 'model'?)"),
+        ("model:\n  d_model: abc\n", "model.d_model must be an integer (got 'abc')"),
+        ("model:\n  n_heads: 7\n", "model.n_heads=7 must divide model.d_model=256"),
+        ("model:\n  dropout: 1.5\n", "model.dropout=1.5 is out of range: must be < 1.0"),
+        ("model:\n  positional: rotary\n", "model.positional must be one of 'learned', 'sinusoidal'"),
+        ("train:\n  batch_size: null\n", "set train.batch_size (sentences) or train.batch_tokens"),
+        ("tokenizer:\n  kind: spacy\nmodel:\n  share_embeddings: true\n", "needs a joint vocabulary"),
+        ("- a\n- b\n", "must be a YAML mapping"),
+    ],
+)
+def test_bad_config_is_one_line_naming_the_key(tmp_path, text, message):
+    with pytest.raises(UsageError) as err:
+        load_config(write(tmp_path, text))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_config_names_where_it_looked():
+    with pytest.raises(UsageError, match="config file not found: 'nope.yaml'.*base.yaml"):
+        load_config("nope.yaml")
+
+
+def test_extends_states_only_the_differences(tmp_path):
+    best, base = load_config("best.yaml"), load_config("base.yaml")
+    assert best.name == "best" and (best.train.epochs, best.train.average_last) == (18, 12)
+    assert best.train.lr == base.train.lr == 1e-3
+    assert best.train.snapshot_every_steps == base.train.snapshot_every_steps == 130
+    assert best.model == base.model and best.tokenizer == base.tokenizer and best.decode == base.decode
+    write(tmp_path, "model: {d_model: 64, n_heads: 2}\ntrain: {lr: 1.0e-3, epochs: 3}\n", "p.yaml")
+    child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\n", "c.yaml")
+    cfg = load_config(child)
+    assert (cfg.name, cfg.model.d_model, cfg.train.lr, cfg.train.epochs) == ("c", 64, 1e-3, 5)
+    loop_a = write(tmp_path, "extends: b.yaml\n", "a.yaml")
+    write(tmp_path, "extends: a.yaml\n", "b.yaml")
+    with pytest.raises(UsageError, match="extends a.yaml makes a cycle"):
+        load_config(loop_a)
+    with pytest.raises(UsageError, match="extends must be a config file name"):
+        load_config(write(tmp_path, "extends: [x]\n", "bad.yaml"))
+
+
+def _error(spec: str, overrides: list[str] | None = None) -> str:
+    with pytest.raises(UsageError) as err:
+        load_config(spec, overrides)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_errors_name_the_file_and_line_that_gave_the_value(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text("train: {lr: 1.0e-3}\n")
+    child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\nmodel:\n  dropout: 1.5\n")
+    assert _error(child) == f"{child}:4: model.dropout=1.5 is out of range: must be < 1.0"
+    for parent, message in [
+        ("train: {lr: 1.0e-3}\nmodle:\n  n_heads: 8\n", "3: unknown key 'modle' (did you mean 'model'?)"),
+        ("model:\n  d_model: 64\n  n_head: 8\n", "4: unknown key 'model.n_head' (did you mean 'model.n_heads'?)"),
+        ("model:\n  d_model: abc\n", "3: model.d_model must be an integer (got 'abc')"),
+        ("train:\n  betas: [0.9, x]\n", "3: train.betas[1] must be a number (got 'x')"),
+    ]:
+        p.write_text("# the parent\n" + parent)
+        child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\n")
+        assert _error(child) == f"{p}:{message}"
+
+
+def test_checks_across_keys_name_every_place_that_set_them(tmp_path):
+    write(tmp_path, "model:\n  n_heads: 7\n", "p.yaml")
+    child = write(tmp_path, "extends: p.yaml\nmodel:\n  d_model: 64\n")
+    message = "model.n_heads={} must divide model.d_model={}"
+    assert _error(child) == f"{tmp_path / 'p.yaml'}:2, {child}:3: " + message.format(7, 64)
+    alone = write(tmp_path, "model:\n  n_heads: 8\n", "alone.yaml")
+    assert _error(alone, ["model.n_heads=7"]) == "--set model.n_heads=7: " + message.format(7, 256)
+    assert _error(
+        alone, ["model.n_heads=6", "model.d_model=100"]
+    ) == "--set model.n_heads=6, --set model.d_model=100: " + message.format(6, 100)
+    assert _error(child, ["model.n_heads=5"]) == f"--set model.n_heads=5, {child}:3: " + message.format(5, 64)
+
+
+def test_a_missing_parent_names_the_extends_line_and_every_folder_searched(tmp_path, monkeypatch):
+    child = write(tmp_path, "# starts from\nextends: nope.yaml\n")
+    monkeypatch.chdir(tmp_path.parent)
+    assert _error(child).startswith(
+        f"{child}:2: extends: config file not found: 'nope.yaml' "
+        f"(looked in {tmp_path}, ., configs and the configs shipped "
+        "with tfm: base.yaml, "
+    )
+    write(tmp_path, "model: {d_model: 64, n_heads: 2}\n", "nope.yaml")  # beside the child: found
+    assert load_config(child).model.d_model == 64
+
+
+def test_a_suggested_command_names_the_config_as_it_was_given(tmp_path, monkeypatch):
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfgs").mkdir()
+    (tmp_path / "cfgs" / "d3g.yaml").write_text("name: other\n")  # neither cfgs/ nor the name
+    cfg = copy.deepcopy(load_config("cfgs/d3g.yaml", ["data.dir=my data"]))  # as training copies it
+    command = command_for(cfg, "preprocess", "--verify")
+    assert command == "tfm preprocess -c cfgs/d3g.yaml --set 'data.dir=my data' --verify"
+    assert command_for(Config(), "preprocess") == "tfm preprocess -c CONFIG"  # not loaded from a file
+
+
+def test_a_key_given_twice_and_an_empty_file_are_refused_in_one_line(tmp_path):
+    twice = write(tmp_path, "train:\n  lr: 1.0e-3\n  epochs: 3\n  lr: 2.0e-3\n")
+    assert _error(twice) == f"{twice}:4: YAML syntax error: duplicate key 'lr' (first given on line 2)"
+    empty = write(tmp_path, "# nothing yet\n", "empty.yaml")
+    assert _error(empty).startswith(f"{empty}: the config is empty: give at least one section")
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\n")
+    assert _error(str(tmp_path / "bin.yaml")).startswith(f"{tmp_path / 'bin.yaml'}: cannot read config: 'utf-8' codec")
+
+
+def test_the_overrides_a_config_was_loaded_with_are_kept_through_copies(tmp_path):
+    cfg = load_config(write(tmp_path, "train: {epochs: 3}\n"), ["train.epochs=4", "train.lr=1e-3"])
+    assert cfg.train.epochs == 4 and cfg.name == "c"  # the name: the file's stem
+    assert given_overrides(copy.deepcopy(cfg)) == ["train.epochs=4", "train.lr=1e-3"]
+    assert given_overrides(Config()) == []
+    assert given_overrides(config_from_dict(cfg.to_dict())) == []  # a saved config: not as typed
+
+
+def test_a_saved_config_is_rebuilt_with_its_checks_and_without_importing_its_plugins(tmp_path):
+    plugin = tmp_path / "never_imported.py"
+    plugin.write_text("raise RuntimeError('imported')\n")
+    raw = Config().to_dict() | {"plugins": [str(plugin)]}
+    assert config_from_dict(raw).plugins == [str(plugin)]  # reading a file runs no code it names
+    raw["model"] = {**raw["model"], "n_heads": 5}
+    with pytest.raises(UsageError, match="model.n_heads=5 must divide model.d_model=256"):
+        config_from_dict(raw)

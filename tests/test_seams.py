@@ -1,0 +1,67 @@
+"""seams.py: every registry a config chooses from, and tfm's own entries in each, named by
+dotted path: each path imports to its object (and its settings class), the config key each
+registry reads is a key of the schema, and importing seams (reading a config's names) imports
+no torch and no layer that implements them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from transformer_cli import seams
+from transformer_cli.config import Config
+from transformer_cli.config_values import lookup
+from transformer_cli.registry import Registry
+
+REGISTRIES = {name: value for name, value in vars(seams).items() if isinstance(value, Registry) and name.isupper()}
+
+
+def test_every_registry_is_named_here_and_the_config_ones_are_checked_at_load_time():
+    assert set(REGISTRIES) == {
+        "ARCHITECTURES",
+        "TOKENIZERS",
+        "CORPORA",
+        "TRANSFORMS",
+        "CRITERIA",
+        "OPTIMIZERS",
+        "SCHEDULES",
+        "SEARCH_STRATEGIES",
+        "EXPORTERS",
+        "ENGINES",
+    }
+    assert set(seams.CHOSEN_BY_CONFIG) == set(REGISTRIES.values()) - {seams.ENGINES}
+    cfg = Config()
+    for registry in seams.CHOSEN_BY_CONFIG:
+        lookup(cfg, registry.key)  # a key of the schema
+        if registry.options_key:
+            assert isinstance(lookup(cfg, registry.options_key), dict)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRIES))
+def test_every_entry_of_tfms_own_imports_to_its_object(name):
+    registry = REGISTRIES[name]
+    for entry in registry.names():
+        found = registry.find(entry)
+        assert found is not None, f"{name}[{entry!r}]"
+        registry.settings_of(entry)  # its settings class, where it names one, imports too
+
+
+def test_the_defaults_of_the_schema_are_entries():
+    cfg = Config()
+    for registry in seams.CHOSEN_BY_CONFIG:
+        value = lookup(cfg, registry.key)
+        for entry in value if isinstance(value, list) else [value]:
+            assert entry in registry or entry in registry.keywords, (registry.key, entry)
+
+
+def test_importing_the_seams_imports_no_layer():
+    code = (
+        "import sys; import transformer_cli.seams as s; "
+        "s.ARCHITECTURES.check('transformer'); s.TOKENIZERS.check('sentencepiece'); "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('transformer_cli.model', "
+        "'transformer_cli.data', 'transformer_cli.training', 'transformer_cli.inference'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
