@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from transformer_cli.errors import TfmError
-from transformer_cli.synthetic.cache import STATE, TranslationCache, cache_folder
+from transformer_cli.synthetic.cache import STATE, Cost, TranslationCache, cache_folder
 
 IDENTITY = {"models": ["abc"], "search": "beam", "beam_size": 4}
 
@@ -68,4 +68,20 @@ def test_each_model_and_search_has_its_own_folder(tmp_path):
     assert a == cache_folder(tmp_path, "back", dict(reversed(list(IDENTITY.items()))))  # key order aside
     assert a != cache_folder(tmp_path, "back", {**IDENTITY, "beam_size": 5}) and a.name.startswith("back-")
     TranslationCache(a, IDENTITY).append(keys(9), ["nine"])
-    assert json.loads((a / STATE).read_text()) == {"identity": IDENTITY, "rows": 1, "bytes": 5}
+    state = json.loads((a / STATE).read_text())
+    assert (state["identity"], state["rows"], state["bytes"]) == (IDENTITY, 1, 5)
+
+
+def test_the_cost_of_every_row_is_kept_across_processes_and_a_cut_chunk_costs_nothing(tmp_path):
+    """What the translations cost survives the process that made them: a synthesis resumed
+    after a kill, or a later night, reports the whole cache's cost beside its own."""
+    folder = tmp_path / "c"
+    TranslationCache(folder, IDENTITY).append(keys(1, 2), ["one", "two"], Cost(2.0, 1.5))
+    with open(folder / "lines.txt", "ab") as f:  # a chunk cut short: its cost never recorded
+        f.write(b"three\n")
+    again = TranslationCache(folder, IDENTITY)
+    assert again.cost == Cost(2.0, 1.5)
+    again.append(keys(3), ["three"], Cost(1.0, 0.25))
+    again.append(keys(4), ["four"])  # no cost given: none added
+    assert TranslationCache(folder, IDENTITY).cost == Cost(3.0, 1.75)
+    assert json.loads((folder / STATE).read_text())["cost"] == {"seconds": 3.0, "cpu_seconds": 1.75}

@@ -4,7 +4,8 @@ config and night that translates with them, so that each line is translated once
     keys.u64     the lines' 64-bit keys (synthetic/text.line_key), in the order translated
     ends.u64     where each translation ends in lines.txt (bytes)
     lines.txt    the translations, UTF-8, one per line
-    cache.json   the identity, and how many rows are complete
+    cache.json   the identity, how many rows are complete, and what translating them cost
+                 (seconds and CPU seconds, summed over every process that added rows)
 
 Rows are appended a chunk at a time: the three files are written and flushed to disk, then
 cache.json records the new count. Opening the cache cuts each file back to what cache.json
@@ -19,6 +20,7 @@ import json
 import mmap
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,14 @@ from ..errors import TfmError
 from ..fsutil import atomic_write_json
 
 STATE = "cache.json"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What translating some rows took: wall seconds and CPU seconds (all threads)."""
+
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
 
 def cache_folder(root: Path, kind: str, identity: dict[str, Any]) -> Path:
@@ -41,7 +51,7 @@ class TranslationCache:
     def __init__(self, folder: Path, identity: dict[str, Any]):
         self.folder, self.identity = folder, identity
         folder.mkdir(parents=True, exist_ok=True)
-        self.rows, size = self._recorded()
+        self.rows, size, self.cost = self._recorded()
         for name, length in (("keys.u64", 8 * self.rows), ("ends.u64", 8 * self.rows), ("lines.txt", size)):
             path = folder / name
             with open(path, "ab") as f:  # created if missing
@@ -61,26 +71,29 @@ class TranslationCache:
             self._keys = [np.concatenate(self._keys)]
         return self._keys[0]
 
-    def _recorded(self) -> tuple[int, int]:
-        """(complete rows, bytes of their translations) as cache.json says; (0, 0) when new."""
+    def _recorded(self) -> tuple[int, int, Cost]:
+        """(complete rows, bytes of their translations, their cost) as cache.json says; nothing
+        when new (a cache from before costs were kept: 0, with its rows)."""
         try:
             state = json.loads((self.folder / STATE).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            return 0, 0
+            return 0, 0, Cost()
         except (OSError, ValueError) as e:
             raise TfmError(
                 f"{self.folder / STATE}: unreadable ({e}); remove {self.folder} to translate again"
             ) from None
         if state.get("identity") != self.identity:
             raise TfmError(f"{self.folder}: a translation cache of another model or search")
-        return int(state["rows"]), int(state["bytes"])
+        cost = state.get("cost", {})
+        return int(state["rows"]), int(state["bytes"]), Cost(cost.get("seconds", 0.0), cost.get("cpu_seconds", 0.0))
 
     def missing(self, keys: np.ndarray) -> np.ndarray:
         """Which of `keys` have no translation yet (a bool per key)."""
         return ~np.isin(keys, self.keys)
 
-    def append(self, keys: np.ndarray, translations: list[str]) -> None:
-        """Add the translations of the lines `keys` (one line each, no newline in them)."""
+    def append(self, keys: np.ndarray, translations: list[str], cost: Cost | None = None) -> None:
+        """Add the translations of the lines `keys` (one line each, no newline in them), and
+        what making them cost."""
         data = [t.encode("utf-8") + b"\n" for t in translations]
         with open(self.folder / "lines.txt", "ab") as f:
             start = f.tell()
@@ -94,9 +107,16 @@ class TranslationCache:
         self._keys.append(keys.astype(np.uint64))
         self.rows += len(keys)
         self._order = None
+        if cost is not None:
+            self.cost = Cost(self.cost.seconds + cost.seconds, self.cost.cpu_seconds + cost.cpu_seconds)
         atomic_write_json(
             self.folder / STATE,
-            {"identity": self.identity, "rows": self.rows, "bytes": int(ends[-1]) if len(ends) else start},
+            {
+                "identity": self.identity,
+                "rows": self.rows,
+                "bytes": int(ends[-1]) if len(ends) else start,
+                "cost": {"seconds": round(self.cost.seconds, 3), "cpu_seconds": round(self.cost.cpu_seconds, 3)},
+            },
         )
 
     @staticmethod

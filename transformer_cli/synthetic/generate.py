@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import DecodeConfig
 from ..inference.translate import TranslationBackend
-from .cache import TranslationCache
+from .cache import Cost, TranslationCache
 from .text import CleanText, read_lines_at
 
 log = logging.getLogger("tfm")
@@ -94,10 +94,11 @@ def _translate_chunk(
 ) -> None:
     if check_stop is not None:
         check_stop()
+    started, cpu_started = time.monotonic(), time.process_time()
     d = copy.copy(decode)
     d.sampling_seed = chunk_seed(seed, int(keys[0]))
     outputs = backend.translate(lines, d, check_stop).translations
     texts = [" ".join(hyps[0].text.split()) for hyps in outputs]  # one line each, always
     if post is not None:
         texts = [post(t, seed) for t in texts]
-    cache.append(keys, texts)
+    cache.append(keys, texts, Cost(time.monotonic() - started, time.process_time() - cpu_started))

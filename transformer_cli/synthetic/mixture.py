@@ -122,6 +122,10 @@ def synthesize(cfg: Config, check_stop: Callable[[], None] | None = None) -> Pat
                     "lines": p.generation.lines,
                     "seconds": round(p.generation.seconds, 1),
                     "cpu_seconds": round(p.generation.cpu_seconds, 1),
+                    # every translation in the cache, by whichever run or night made it
+                    "cache_rows": p.cache.rows,
+                    "cache_seconds": round(p.cache.cost.seconds, 1),
+                    "cache_cpu_seconds": round(p.cache.cost.cpu_seconds, 1),
                 }
                 for p in parts
             },
