@@ -8,6 +8,7 @@ on the same run.
 
     python benchmarks/snapshot_averaging.py --config base.yaml --set name=drop
     python benchmarks/snapshot_averaging.py --config best.yaml --beam 1
+    python benchmarks/snapshot_averaging.py --config bt.yaml --beam 1 --last 4 8   # narrower windows too
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ def main() -> None:
     ap.add_argument("--config", default="best.yaml")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--beam", type=int, help="beam size (default: the run's decode.beam_size)")
+    ap.add_argument(
+        "--last",
+        type=int,
+        nargs="*",
+        default=[],
+        help="also the average of the last K kept snapshots, for each K given",
+    )
     args = ap.parse_args()
     cfg = load_config(args.config, args.overrides)
     run = RunDir(cfg.run_dir)
@@ -66,6 +74,7 @@ def main() -> None:
         "last_snapshot": [snapshots[-1]],
         "all_kept": snapshots,
         "epoch_ends_only": [c for c, s in zip(snapshots, steps) if s in epoch_end_steps],
+        **{f"last_{k}": snapshots[-k:] for k in args.last if 1 < k < len(snapshots)},
     }
     out: dict = {
         "run": str(run.path),
