@@ -9,6 +9,7 @@ on the same run.
     python benchmarks/snapshot_averaging.py --config base.yaml --set name=drop
     python benchmarks/snapshot_averaging.py --config best.yaml --beam 1
     python benchmarks/snapshot_averaging.py --config bt.yaml --beam 1 --last 4 8   # narrower windows too
+    python benchmarks/snapshot_averaging.py --config bt.yaml --last 4 --save last_4 avg4.pt  # and keep one
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ def main() -> None:
         default=[],
         help="also the average of the last K kept snapshots, for each K given",
     )
+    ap.add_argument(
+        "--save",
+        nargs=2,
+        metavar=("CANDIDATE", "PATH"),
+        help="write one candidate's averaged checkpoint (e.g. last_4 avg.pt) to score with tfm evaluate",
+    )
     args = ap.parse_args()
     cfg = load_config(args.config, args.overrides)
     run = RunDir(cfg.run_dir)
@@ -87,6 +94,8 @@ def main() -> None:
             if not chosen:
                 continue
             averaged = dataclasses.replace(chosen[-1], weights=average_state_dicts([c.weights for c in chosen]))
+            if args.save and args.save[0] == name:
+                averaged.write(Path(args.save[1]))
             out["scores"][name] = {
                 "averaged": len(chosen),
                 **score(averaged, sources, references, args.beam, Path(work)),
