@@ -106,6 +106,24 @@ def test_synthetic_pairs_need_their_teachers_and_exclude_distillation():
     validate(deferred(both))  # alone, it is a config
 
 
+def test_a_monolingual_corpus_name_is_checked_when_the_config_loads(tmp_path, monkeypatch):
+    """A bare word in synthetic.*.text that is no file here is a corpus name: a typo is refused
+    at load time with the known names; files, folders and paths are left to `tfm synthesize`."""
+    monkeypatch.chdir(tmp_path)
+    typo = {"back_translation": {"text": ["multi30k-tsk2"]}}
+    with pytest.raises(
+        ConfigError, match=r"unknown monolingual corpus 'multi30k-tsk2' \(known: multi30k-task2, parallel\)"
+    ):
+        validate(deferred({"synthetic": typo}))
+    (tmp_path / "captions").mkdir()  # a folder of that name here: text to read, not a name
+    for entries in (["multi30k-task2", "parallel", "captions"], ["later/mono.en", "mono.en"]):
+        validate(deferred({"synthetic": {"back_translation": {"text": entries}}}))
+    teachers = {"text": ["multi30k-tsk2"], "teachers": ["t.pt"]}
+    with pytest.raises(ConfigError) as caught:
+        validate(deferred({"synthetic": {"forward_translation": teachers}}))
+    assert caught.value.keys == ("synthetic.forward_translation.text",)
+
+
 def test_every_name_a_registry_gives_is_known_and_its_options_are_its_settings():
     validate(Config())
     for raw, message, key in [

@@ -3,10 +3,11 @@ culprit first, so that the loader can say which file and line (or --set) gave ea
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config_values import ConfigError, lookup
-from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TOKENIZERS
+from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TEXT_CORPORA, TOKENIZERS
 
 if TYPE_CHECKING:  # the schema calls these checks (Config.__post_init__): its type only
     from .config import Config
@@ -117,6 +118,10 @@ def check_choices(cfg: Config) -> None:
 
 def _check_synthetic(cfg: Config) -> None:
     ft = cfg.synthetic.forward_translation
+    for side, entries in (("back_translation", cfg.synthetic.back_translation.text), ("forward_translation", ft.text)):
+        for entry in entries:  # a bare word that is no file here: a corpus name, checked now
+            if not any(mark in entry for mark in "/.\\") and not Path(entry).exists():
+                TEXT_CORPORA.check(entry, f"synthetic.{side}.text")
     if cfg.synthetic.enabled and cfg.distill.teachers:
         raise ConfigError(
             "distill and synthetic cannot both be set: distillation is forward "

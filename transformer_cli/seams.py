@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the entries' types, for type checkers only: this module imp
     from .inference.strategies import SearchStrategy
     from .inference.translate import TranslationBackend
     from .model.builders import Architecture
+    from .synthetic.corpora import NamedText
     from .tokenizers.base import Tokenizer
     from .training.step import Criterion
 
@@ -55,6 +56,13 @@ TOKENIZERS.register("piece-vocab", TFM + "tokenizers.piece_vocab:PieceVocabToken
 CORPORA: Registry[ParallelCorpus] = Registry("corpora", "parallel corpus", "data.corpus", "data.corpus_options")
 CORPORA.register("multi30k", TFM + "data.sources:MULTI30K")
 CORPORA.register("files", TFM + "data.sources:FILES")
+
+# synthetic.*.text: a monolingual corpus known by name (synthetic/corpora.py); the other values
+# are `parallel` (the config's own training side) and files or folders
+TEXT_CORPORA: Registry[NamedText] = Registry(
+    "text_corpora", "monolingual corpus", "synthetic.*.text", keywords=("parallel",)
+)
+TEXT_CORPORA.register("multi30k-task2", TFM + "synthetic.corpora:MULTI30K_TASK2")
 
 # train.transforms: config -> a Transform or None (data/augment.py)
 TRANSFORMS: Registry[MakeTransform] = Registry("transforms", "transform", "train.transforms")

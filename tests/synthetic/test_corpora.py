@@ -11,7 +11,8 @@ from helpers import write_config
 from transformer_cli.config_loading import load_config
 from transformer_cli.errors import UsageError
 from transformer_cli.fsutil import file_sha256
-from transformer_cli.synthetic.corpora import PARALLEL, TEXT_CORPORA, TEXT_SOURCES_ENV, TextFile, text_files
+from transformer_cli.seams import TEXT_CORPORA
+from transformer_cli.synthetic.corpora import PARALLEL, TEXT_SOURCES_ENV, TextFile, text_files
 
 KEY = "synthetic.back_translation.text"
 

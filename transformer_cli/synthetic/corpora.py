@@ -19,7 +19,7 @@ from pathlib import Path
 from ..config import Config
 from ..data.sources import SOURCE_ENV, current_sha256, explicit_source, fetch_corpus, fetch_named, resolve_source
 from ..errors import UsageError
-from ..registry import Registry
+from ..seams import TEXT_CORPORA
 
 TEXT_SOURCES_ENV = "TFM_TEXT_SOURCES"
 PARALLEL = "parallel"
@@ -45,26 +45,23 @@ class TextFile:
     sha256: str
 
 
-TEXT_CORPORA: Registry[NamedText] = Registry("text_corpora", "monolingual corpus", "synthetic.*.text")
-TEXT_CORPORA.register(
-    "multi30k-task2",
-    NamedText(
-        # Five independent captions per training image, German and English (Elliott et al. 2016).
-        url="https://raw.githubusercontent.com/multi30k/dataset/master/data/task2/raw/",
-        stems=tuple(f"train.{i}" for i in range(1, 6)),
-        sha256={
-            "train.1.de.gz": "0002241b52aba5160c08d644ea0d64a9bf46a2dfffcf619c9e3cdaa55b357004",
-            "train.1.en.gz": "a0e057f07a9733199c0d755d77f6d583dc6f40a3180734b1130a216e2fdf3a3b",
-            "train.2.de.gz": "ac7c29258b90aec0b64d677c5bfc831fc402e6296d0aa9cc7a3433ddbff85c37",
-            "train.2.en.gz": "d79dd70a9eafb2d1fe40151621278c4ae69b3c148c5052a53d7c7a41bf3ba023",
-            "train.3.de.gz": "ec5e6508813814aa31311b34e26e24f903dd7701f8d0668313259b7f975d7aa0",
-            "train.3.en.gz": "86e16fdcc699bcb6bca0f87c3cf1051f7de5ee3674dd588cedc5200194282749",
-            "train.4.de.gz": "bcee8ac6eb47d8a7dc8cff47d9a0fbd80b4363cfda22021bacd297f9604221a4",
-            "train.4.en.gz": "3771b84e010ad6197806d2a1188cb07c12149e3e0d178dd5966dee5763733686",
-            "train.5.de.gz": "dccb0ca6ff25e0b1f0d385f59fb809184e0db89622d88371725e3ec46d43bfc0",
-            "train.5.en.gz": "73988689307fe836994eae59735dc840c15da9775455fa76e6ed22606a042a91",
-        },
-    ),
+# Five independent captions per training image, German and English (Elliott et al. 2016):
+# seams.TEXT_CORPORA's `multi30k-task2`.
+MULTI30K_TASK2 = NamedText(
+    url="https://raw.githubusercontent.com/multi30k/dataset/master/data/task2/raw/",
+    stems=tuple(f"train.{i}" for i in range(1, 6)),
+    sha256={
+        "train.1.de.gz": "0002241b52aba5160c08d644ea0d64a9bf46a2dfffcf619c9e3cdaa55b357004",
+        "train.1.en.gz": "a0e057f07a9733199c0d755d77f6d583dc6f40a3180734b1130a216e2fdf3a3b",
+        "train.2.de.gz": "ac7c29258b90aec0b64d677c5bfc831fc402e6296d0aa9cc7a3433ddbff85c37",
+        "train.2.en.gz": "d79dd70a9eafb2d1fe40151621278c4ae69b3c148c5052a53d7c7a41bf3ba023",
+        "train.3.de.gz": "ec5e6508813814aa31311b34e26e24f903dd7701f8d0668313259b7f975d7aa0",
+        "train.3.en.gz": "86e16fdcc699bcb6bca0f87c3cf1051f7de5ee3674dd588cedc5200194282749",
+        "train.4.de.gz": "bcee8ac6eb47d8a7dc8cff47d9a0fbd80b4363cfda22021bacd297f9604221a4",
+        "train.4.en.gz": "3771b84e010ad6197806d2a1188cb07c12149e3e0d178dd5966dee5763733686",
+        "train.5.de.gz": "dccb0ca6ff25e0b1f0d385f59fb809184e0db89622d88371725e3ec46d43bfc0",
+        "train.5.en.gz": "73988689307fe836994eae59735dc840c15da9775455fa76e6ed22606a042a91",
+    },
 )
 
 
