@@ -183,6 +183,10 @@ def test_a_run_made_of_toys_trains_exports_and_translates(tmp_path, monkeypatch)
     out = tmp_path / "out"
     with registries_restored():
         run_training(load_config(str(config)))
+        parent = load_config(str(config)).run_dir / "best.pt"  # continued by a run of its family,
+        child = load_config(str(config), ["name=toy2", f"train.init_from={parent}", "train.continued.epochs=1"])
+        run_training(child)  # which has none of the Transformer's dropouts
+        assert (child.run_dir / "best.pt").is_file()
         r = CliRunner().invoke(app, ["export", "-c", str(config), "-o", str(out)])  # export.format: toy_copy
         assert r.exit_code == 0, r.output
         assert "(toy copy: made by a plugin," in r.output

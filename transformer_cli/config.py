@@ -115,6 +115,9 @@ class ModelConfig(Section):
     of the section, so each family has its own keys and checks."""
 
     SECTION: ClassVar[str] = "model"
+    # The settings a run that continues a trained model takes from its config, not from the
+    # parent: they shape no weight (the Transformer's dropouts). A family names its own.
+    REGULARIZATION: ClassVar[tuple[str, ...]] = ()
 
     architecture: str = _f(
         "transformer",

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from ..config import ModelConfig
 from ..config_values import ConfigError
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 @dataclass
 class TransformerConfig(ModelConfig):
     """The encoder-decoder Transformer (Vaswani et al. 2017); names follow the paper."""
+
+    REGULARIZATION: ClassVar[tuple[str, ...]] = ("dropout", "attention_dropout", "activation_dropout")
 
     d_model: int = _f(256, "Width of embeddings and every layer's output.", ge=8, le=16384)
     n_heads: int = _f(8, "Attention heads (must divide d_model).", ge=1, le=256)

@@ -52,8 +52,6 @@ from .run_dir import RunDir
 log = logging.getLogger("tfm")
 
 PUBLISHED = "published"
-# Model settings a continued run may change: they shape no weight.
-REGULARIZATION_KEYS = ("dropout", "attention_dropout", "activation_dropout")
 # Tokenizer settings a continued run may change: they shape no id (subword sampling regularizes
 # the training split's segmentation, as dropout does the model).
 TOKENIZER_REGULARIZATION_KEYS = ("sampling",)
@@ -174,16 +172,18 @@ def continued_config(cfg: Config, parent: Parent) -> Config:
 
 
 def _parent_model(cfg: Config, parent: Parent) -> ModelConfig:
-    """The parent's model settings with the config's dropouts; the config's others that differ
-    are named in a warning."""
+    """The parent's model settings with the config's regularization (its family's
+    ModelConfig.REGULARIZATION: the Transformer's dropouts); the config's others that differ are
+    named in a warning."""
     try:
         model: ModelConfig = build_section(ModelConfig, parent.checkpoint.model_config, "model")
     except UsageError as e:
         raise UsageError(
             f"train.init_from: {parent.path}: its model settings do not fit this version of tfm: {e}"
         ) from None
-    for key in REGULARIZATION_KEYS:
-        setattr(model, key, getattr(cfg.model, key))
+    for key in type(model).REGULARIZATION:  # the parent's family's (config.ModelConfig)
+        if hasattr(cfg.model, key):  # (a config of another family: named in the warning below)
+            setattr(model, key, getattr(cfg.model, key))
     differing = _differing("model", cfg.model, model, dataclasses.fields(model))
     if differing:
         log.warning(
