@@ -27,6 +27,15 @@ SENTENCES = [
 ]
 
 
+def toy_model_args(trained: dict, *settings: str) -> list[str]:
+    """`tfm serve` arguments for the toy model of `trained` (its published.pt) with one decoding
+    thread, and each `KEY=VALUE` of `settings` as a --set."""
+    args = ["-c", str(trained["config"]), "--checkpoint", str(trained["run"] / "published.pt")]
+    for setting in ("serve.threads=1", *settings):
+        args += ["--set", setting]
+    return args
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from reliability.cron_helpers import wait_until
-from serving.serve_helpers import Served, SlowClient
+from serving.serve_helpers import Served, SlowClient, toy_model_args
 
 
 @pytest.fixture(scope="module")
@@ -130,18 +130,7 @@ def test_a_vanished_model_file_is_logged_once_and_shown_in_health(roomy):
 
 
 def test_sigterm_with_a_slow_client_exits_within_the_grace_period(trained, start_server):
-    server = start_server(
-        "-c",
-        str(trained["config"]),
-        "--checkpoint",
-        str(trained["run"] / "published.pt"),
-        "--set",
-        "serve.threads=1",
-        "--set",
-        "serve.shutdown_grace_s=1",
-        "--set",
-        "serve.body_timeout_s=600",
-    )
+    server = start_server(*toy_model_args(trained, "serve.shutdown_grace_s=1", "serve.body_timeout_s=600"))
     with SlowClient(server.port, content_length=200, every_s=0.5) as client:
         # the slow request and the /metrics request asking
         wait_until(lambda: server.metric("tfm_requests_in_flight") == 2, 10, "the slow request", alive=server.tfm)

@@ -7,7 +7,7 @@ import json
 
 import httpx
 import pytest
-from serving.serve_helpers import SENTENCES
+from serving.serve_helpers import SENTENCES, toy_model_args
 
 
 def test_translate_one_and_many(served, model):
@@ -144,16 +144,7 @@ def test_page_loads_and_its_endpoint_works(served, model):
 def test_bearer_token(trained, tmp_path, start_server):
     token = tmp_path / "token"
     token.write_text("s3cret\n")
-    server = start_server(
-        "-c",
-        str(trained["config"]),
-        "--checkpoint",
-        str(trained["run"] / "published.pt"),
-        "--set",
-        "serve.threads=1",
-        "--set",
-        f"serve.token_file={token}",
-    )
+    server = start_server(*toy_model_args(trained, f"serve.token_file={token}"))
     assert server.get("/health").status_code == 200
     body = {"inputs": "Ein mann sieht einen ball."}
     for path in ("/", "/metrics"):

@@ -9,7 +9,7 @@ import asyncio
 
 import httpx
 import pytest
-from serving.serve_helpers import SENTENCES, Served, burst
+from serving.serve_helpers import SENTENCES, Served, burst, toy_model_args
 
 from transformer_cli.serving.guard import MAX_SHED_PER_S
 
@@ -143,16 +143,7 @@ def test_admitted_requests_are_answered_within_max_pending_s(start_server, train
     that took the fastest recent batches' rate for the capacity, and answered 503s after a
     fixed 30 ms, let them wait 2.1, 2.7 and 3.2 s, and let 3,000 503s through in 5 s."""
     bound_s, seconds = 1.0, 5.0
-    server = start_server(
-        "-c",
-        str(trained["config"]),
-        "--checkpoint",
-        str(trained["run"] / "published.pt"),
-        "--set",
-        "serve.threads=1",
-        "--set",
-        f"serve.max_pending_s={bound_s}",
-    )
+    server = start_server(*toy_model_args(trained, f"serve.max_pending_s={bound_s}"))
     body = {"inputs": SENTENCES * 5, "parameters": {"beam_size": 6}}  # about 0.05 s alone
     assert {code for code, _ in burst(server.port, "/translate", body, clients=1, seconds=1)} == {200}  # quiet
     answers = burst(server.port, "/translate", body, clients=64, seconds=seconds)

@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 from reliability.cron_helpers import wait_until
-from serving.serve_helpers import SENTENCES, Load, republish
+from serving.serve_helpers import SENTENCES, Load, republish, toy_model_args
 
 from transformer_cli.fsutil import atomic_write_bytes
 
@@ -70,16 +70,8 @@ def test_hot_reload_under_load_fails_no_request(watched, trained, model):
 
 
 def test_sigterm_answers_requests_in_flight_then_exits_0(trained, model, start_server):
-    server = start_server(
-        "-c",
-        str(trained["config"]),
-        "--checkpoint",
-        str(trained["run"] / "published.pt"),
-        "--set",
-        "serve.threads=1",
-        "--set",
-        "serve.max_pending_s=null",
-    )  # all four admitted: this is about draining
+    # serve.max_pending_s=null: all four admitted, this is about draining
+    server = start_server(*toy_model_args(trained, "serve.max_pending_s=null"))
     long = " ".join(["ein mann sieht einen ball"] * 20)  # truncated to the model's 63 tokens
     heavy = {"inputs": [long] * 8, "parameters": {"beam_size": 6, "max_output_len": 64}}  # ~0.1-1 s each
 
