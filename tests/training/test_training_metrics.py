@@ -24,18 +24,7 @@ RECORD = ValidationRecord(
 
 
 def test_log_lines_keep_their_format():
-    r = ValidationRecord(
-        epoch=2,
-        end_of_epoch=True,
-        step=40,
-        train_loss=1.5,
-        train_ppl=4.4817,
-        valid_loss=2.0,
-        valid_ppl=7.3891,
-        lr=1e-3,
-        tokens_per_s=500.4,
-        elapsed_s=65.43,
-    )
+    r = RECORD
     assert r.line(improved=True) == (
         "Epoch: 02 | Time: 1m 05s | Train Loss: 1.500 | Train PPL:   4.482 | Val. Loss: 2.000 | "
         "Val. PPL:   7.389 | 500 tok/s *"
