@@ -6,6 +6,7 @@ Without torchrun's environment variables everything here is a no-op (one process
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import threading
 import time
@@ -18,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import TfmError, UsageError, first_line
+from .peer_watch import Peer, PeerWatch
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,22 @@ def init_distributed(
             world_size=world,
             timeout=timedelta(minutes=timeout_min),
         )
+        _watch_peers(store, rank, world)
     return DistContext(rank, world, local_rank), device
+
+
+# The watch over the other ranks on this machine, while this process belongs to a group.
+_watch: PeerWatch | None = None
+
+
+def _watch_peers(store: dist.Store, rank: int, world: int) -> None:
+    global _watch
+    here = Peer(rank, socket.gethostname(), os.getpid())
+    everyone: list[Any] = [None] * world
+    dist.all_gather_object(everyone, here)
+    others = [peer for peer in everyone if peer.host == here.host and peer.rank != rank]
+    _watch = PeerWatch(store, rank, others, _exit_with)
+    _watch.start()
 
 
 def _rendezvous(rank: int, world: int, seconds: float) -> dist.Store:
@@ -192,6 +209,12 @@ def _exit_with(message: str) -> None:
     os._exit(1)
 
 
-def shutdown_distributed() -> None:
+def shutdown_distributed(in_order: bool = True) -> None:
+    """Leave the group; `in_order`: this process's end is no failure of the run (it finished,
+    or a signal stopped every rank), which the other ranks' peer watch is told."""
+    global _watch
+    if _watch is not None:
+        _watch.leave(in_order)
+        _watch = None
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -96,6 +96,7 @@ def run_training(
     dist_ctx, device = init_distributed(device, cfg.train.collective_timeout_min, cfg.train.rendezvous_timeout_s)
     run = run or RunDir(cfg.run_dir)
     handler = None
+    in_order = False  # whether this process ends as every rank does (for the others' peer watch)
     stop = GracefulStop()
     stage = "preparing the data"
     data_held = False  # the data folder, held for reading while this session uses it
@@ -142,8 +143,13 @@ def run_training(
         if dist_ctx.is_main:
             stage = "deciding the promotion"
             decision = _promote(cfg, run, prepared, device, stop, start)
+        in_order = True
         return TrainOutcome(trained, p, decision)
+    except StoppedBySignal:  # every rank stopped at the same step
+        in_order = True
+        raise
     except StopRequested as e:  # outside the loop (which saves and raises StoppedBySignal itself)
+        in_order = True
         raise StoppedBySignal(
             e.signum,
             f"stopped by signal {e.signum} while {stage}; nothing half-done was kept (run the same command to go on)",
@@ -161,7 +167,7 @@ def run_training(
             log.removeHandler(handler)
             handler.close()
         run.unlock()
-        shutdown_distributed()
+        shutdown_distributed(in_order)
 
 
 def _trained_config(cfg: Config, start: RunStart) -> Config:
