@@ -54,7 +54,44 @@ def trained(tmp_path_factory, corpus_dir):
 SLOW_FIXTURES = {"trained", "models", "cron_data", "tfm_fork", "start_server", "multi30k_dir"}
 
 
-def pytest_collection_modifyitems(items):
+# Modules whose assertions bound wall-clock time (a stop within seconds, a latency, torchrun's
+# 30 s escalation) or read the machine's load: they run alone, after the rest, when
+# scripts/test.sh runs the suite in two phases (--phase parallel with pytest-xdist, then
+# --phase serial); a plain `pytest` runs everything in one process as before.
+SERIAL_MODULES = {
+    "tests/training/test_ddp.py",
+    "tests/reliability/test_signals.py",
+    "tests/reliability/test_stop_promptly.py",
+    "tests/reliability/test_launch.py",
+    "tests/reliability/test_shared_machine.py",
+    "tests/serving/test_serve_load.py",
+    "tests/serving/test_serve_defects.py",
+    "tests/test_threads.py",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--phase",
+        choices=("all", "parallel", "serial"),
+        default="all",
+        help="all tests (the default), or those that may run beside others (parallel: give "
+        "-n 2) or the timed ones that run alone (serial); scripts/test.sh runs both",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    phase = config.getoption("--phase")
+    if phase == "all":
+        return
+    root = Path(config.rootpath)
+    kept, deselected = [], []
+    for item in items:
+        serial = item.path.relative_to(root).as_posix() in SERIAL_MODULES
+        (kept if serial == (phase == "serial") else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept

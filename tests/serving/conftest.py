@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 from serving.serve_helpers import Served
 
+# serve.max_pending_s=null: what these servers answer must not depend on how busy the machine
+# is (the suite runs two tests at a time); load shedding has its own servers in test_serve_load.
 LIMITS = [
+    "--set",
+    "serve.max_pending_s=null",
     "--set",
     "serve.threads=1",
     "--set",
