@@ -337,7 +337,10 @@ def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seco
     assert line.startswith("tfm: error: stopped by signal 2; state saved to"), text[-3000:]
     assert_no_launcher_report(text)
     # Resumed for the interrupted epoch alone (train.epochs may change on resume): its
-    # validation is redone, and a second epoch would only cost time.
-    resumed = subprocess.run([*command, "--set", "train.epochs=1"], capture_output=True, text=True, timeout=300)
+    # validation is redone, at beam 2 (decoding settings may change too), and a second epoch
+    # or a long validation would only cost time.
+    resumed = subprocess.run(
+        [*command, "--set", "train.epochs=1", "--set", "decode.beam_size=2"], capture_output=True, text=True, timeout=300
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at epoch" in resumed.stderr and "Epoch: 01" in resumed.stderr  # the validation redone
