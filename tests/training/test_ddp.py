@@ -339,8 +339,7 @@ def test_sigterm_during_a_validation_under_torchrun_stops_every_rank_within_seco
     # Resumed for the interrupted epoch alone (train.epochs may change on resume): its
     # validation is redone, at beam 2 (decoding settings may change too), and a second epoch
     # or a long validation would only cost time.
-    resumed = subprocess.run(
-        [*command, "--set", "train.epochs=1", "--set", "decode.beam_size=2"], capture_output=True, text=True, timeout=300
-    )
+    shorter = ["--set", "train.epochs=1", "--set", "decode.beam_size=2"]
+    resumed = subprocess.run([*command, *shorter], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming at epoch" in resumed.stderr and "Epoch: 01" in resumed.stderr  # the validation redone

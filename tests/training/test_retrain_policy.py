@@ -187,3 +187,27 @@ def test_fixed_decides_nothing_and_a_small_growth_continues_for_more_epochs(nigh
     )
     assert Checkpoint.read(run / "last.pt").parent["sha256"] == parent.sha256
     assert last_decision(run)["retrain"]["epochs"] == epochs
+
+
+@pytest.mark.slow
+def test_under_two_processes_rank_zero_decides_and_the_other_follows(night_one):  # noqa: F811
+    """`tfm train --nproc-per-node 2` on a night of +67% growth: rank 0 decides (one line) and
+    stores the decision; rank 1 reads it, so both train the same run from scratch."""
+    import subprocess
+    import sys
+
+    cfg_path, run = str(night_one["cfg"]), night_one["run"]
+    grow(night_one["corpus"], sentence_pairs(200, seed=7))
+    two = subprocess.run(
+        [sys.executable, "-m", "transformer_cli", "train", "-c", cfg_path, "--nproc-per-node", "2"]
+        + ["--set", "train.retrain.policy=adaptive", "--set", "train.max_steps=8"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert two.returncode == 0, two.stderr[-3000:]
+    [line] = _lines(run, "continued training:")
+    assert line.endswith("retraining from scratch (growth 66.7% > 25%; 4 epochs)")
+    last = Checkpoint.read(run / "last.pt")
+    assert last.parent is None and last.training is not None and last.training["retrain"]["decision"] == "scratch"
+    assert json.loads((run / "manifest.json").read_text())["world_size"] == 2
