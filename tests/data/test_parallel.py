@@ -90,3 +90,30 @@ def test_dataloader_workers_survive_a_group_sigterm_sent_as_they_start():
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, start_new_session=True
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def _helper_in_a_child(forker: int) -> int:
+    """The exit code of a forked child that runs as_helper_process() as if `forker` had forked
+    it (3: it returned and went on)."""
+    from transformer_cli.data import parallel
+
+    recorded = parallel._forker
+    parallel._forker = forker
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                as_helper_process()
+            finally:
+                os._exit(3)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    finally:
+        parallel._forker = recorded
+
+
+def test_a_worker_whose_forker_died_before_it_started_exits_at_once():
+    """The death signal is asked for after the fork: a parent killed in between sends none, so
+    a worker whose parent is no longer the process that forked it exits (it would otherwise
+    wait for work forever, holding the data's memory maps)."""
+    assert _helper_in_a_child(os.getpid()) == 3  # its forker is its parent: it goes on
+    assert _helper_in_a_child(os.getpid() + 1_000_000) == 0  # another forker: gone, exits

@@ -13,6 +13,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import multiprocessing
+import os
 import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -26,13 +27,18 @@ T = TypeVar("T")
 R = TypeVar("R")
 POLL_S = 0.2  # how often a wait for a worker checks for a stop request
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The process that forks workers, recorded by `stop_signals_held` just before: a worker reads
+# it from the memory the fork copied.
+_forker: int | None = None
 
 
 def as_helper_process() -> None:
     """For a worker forked by tfm: stop signals are the parent's to handle (a Ctrl-C, or a
     torchrun or systemd SIGTERM to the whole group, must not kill a worker under a parent that
     is saving its state), and the worker dies with its parent (Linux: PR_SET_PDEATHSIG), so a
-    SIGKILLed tfm leaves no orphans behind."""
+    SIGKILLed tfm leaves no orphans behind. A parent killed between the fork and the prctl
+    sends no death signal: the worker then finds another parent and exits at once (without
+    this, a worker forked at the moment its trainer was SIGKILLed polled for work forever)."""
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # see `stop_signals_held`
@@ -40,7 +46,9 @@ def as_helper_process() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):  # not Linux: the parent's shutdown still ends the worker
-        pass
+        return
+    if _forker is not None and os.getppid() != _forker:
+        os._exit(0)
 
 
 @contextlib.contextmanager
@@ -50,6 +58,8 @@ def stop_signals_held() -> Iterator[None]:
     SIGTERM to the whole process group (torchrun, systemd) that arrives while workers start
     cannot kill one on its way up (torch's DataLoader workers re-raise a SIGTERM not sent by
     their parent). This process receives a held signal when the block ends."""
+    global _forker
+    _forker = os.getpid()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         yield
