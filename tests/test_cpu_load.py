@@ -37,3 +37,14 @@ def test_the_load_between_two_samples():
 def test_no_proc_no_sample(monkeypatch, tmp_path):
     monkeypatch.setattr(cpu_load, "STAT", tmp_path / "missing")
     assert sample() is None
+
+
+@linux
+def test_free_cpus_watches_the_machine_for_a_moment():
+    free = cpu_load.free_cpus(0.05)
+    assert free is not None and 0.0 <= free <= len(os.sched_getaffinity(0))
+
+
+def test_free_cpus_without_proc_is_unknown(monkeypatch, tmp_path):
+    monkeypatch.setattr(cpu_load, "STAT", tmp_path / "missing")
+    assert cpu_load.free_cpus(0.01) is None

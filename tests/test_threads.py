@@ -15,8 +15,9 @@ import textwrap
 import pytest
 
 from transformer_cli import cpu_load
+from transformer_cli import threads as threads_module
 from transformer_cli.errors import UsageError
-from transformer_cli.threads import FixedThreads, ThreadTuner, Timing, ladder, parse_setting, start_count
+from transformer_cli.threads import FixedThreads, ThreadTuner, Timing, count_for, ladder, parse_setting, start_count
 
 
 class Machine:
@@ -168,6 +169,37 @@ def test_settings_and_ladder():
             parse_setting(bad, "threads")
 
 
+def test_auto_starts_at_the_count_the_cpus_left_free_hold(monkeypatch):
+    """Beside two busy neighbours on two CPUs, starting at two threads cost auto 14% of an
+    epoch (docs/results.md): the start follows what a moment's watch saw free."""
+    applied: list[int] = []
+    monkeypatch.setattr(threads_module, "torch_threads", applied.append)
+
+    def start(free: float | None, cpus: int = 2) -> ThreadTuner:
+        return ThreadTuner.from_load("train.threads", "tokens", cpus, watch=lambda: free)
+
+    assert start(2.0).count == 2 and start(1.6).count == 2  # alone, or a neighbour's blip
+    assert start(1.0).count == 1 and start(0.0).count == 1  # one or two equal-priority loops
+    assert start(None).count == 2  # cannot tell: every CPU, as before
+    assert start(11.2, cpus=16).count == 8 and start(3.0, cpus=16).count == 3
+    assert start(0.3).describe() == (
+        "train.threads auto: 1 thread to start (of 2 CPUs, 0.3 free), re-chosen from the measured speed"
+    )
+    assert start(None).describe().startswith("train.threads auto: 2 threads to start (of 2 CPUs)")
+    assert applied == [2, 2, 1, 1, 2, 8, 3, 1, 2]  # each set as its tuner starts
+    assert [count_for(f, 6) for f in (0.0, 0.4, 2.5, 4.9, 6.0)] == [1, 1, 3, 4, 6]
+
+
+def test_idle_cpus_after_a_busy_start_bring_the_second_thread_back():
+    """A neighbour that stopped just as the run started: the first window's idle CPU probes 2."""
+    machine = Machine(**ALONE)
+    tuner = ThreadTuner(
+        "train.threads", "tokens", cpus=2, start=1, apply=machine.apply, load=machine.sample, clock=machine.clock
+    )
+    machine.run(tuner, 30)
+    assert tuner.changes == [(1, 2)] and machine.count == 2
+
+
 REAL = textwrap.dedent("""
     import json, os, subprocess, sys, time
     import torch
@@ -179,6 +211,8 @@ REAL = textwrap.dedent("""
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     os.sched_setaffinity(busy.pid, cpus[:1])  # one CPU of the two taken by an equal-priority loop
     try:
+        time.sleep(0.3)
+        start = ThreadTuner.from_load("threads", "steps", cpus=2)  # what train.threads: auto starts at
         tuner = ThreadTuner("threads", "steps", cpus=2, timing=Timing(window_s=0.4, warmup_steps=2,
                                                                       min_gap_s=0.5))
         a = torch.randn(384, 384)
@@ -197,7 +231,7 @@ REAL = textwrap.dedent("""
             a = torch.tanh(a @ a.T / 384)
             fixed.record(1.0, time.perf_counter() - started)
             counts.add(torch.get_num_threads())
-        print(json.dumps({"auto": auto, "fixed": sorted(counts)}))
+        print(json.dumps({"start": start.count, "free": start.free, "auto": auto, "fixed": sorted(counts)}))
     finally:
         busy.kill()
 """)
@@ -207,10 +241,12 @@ REAL = textwrap.dedent("""
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_real_steps_beside_a_busy_process_move_auto_to_one_thread_and_leave_a_fixed_count():
     """Real matrix products, a real busy loop pinned to one of the two CPUs, the real load
-    counters: two threads spin-wait for the descheduled one, the tuner measures it and moves;
-    train.threads: 2 (training_threads, as `tfm train` builds it) stays at 2."""
+    counters: auto, watching the CPUs first, starts at one thread; started at two, the threads
+    spin-wait for the descheduled one, the tuner measures it and moves; train.threads: 2
+    (training_threads, as `tfm train` builds it) stays at 2."""
     r = subprocess.run([sys.executable, "-c", REAL], capture_output=True, text=True, timeout=90)
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
+    assert result["start"] == 1 and result["free"] < 1.5, result
     assert result["auto"]["changes"][:1] == [[2, 1]] and result["auto"]["count"] == 1, result
     assert result["fixed"] == [2]

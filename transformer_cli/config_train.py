@@ -194,7 +194,8 @@ class TrainConfig(Section):
     )
     threads: int | Literal["auto"] | None = _f(
         "auto",
-        "Intra-op CPU threads. auto: start with the CPUs this process may use and re-choose "
+        "Intra-op CPU threads. auto: start with the CPUs this process may use that other work "
+        "left free over 0.3 s (at least 1) and re-choose "
         "the count during the run from the measured step speed and CPU load (fewer beside busy "
         "work; one line in the log per change; under torchrun: the CPUs / local processes, fixed; "
         "on a GPU: fixed). A number fixes it (exact resume needs a fixed count). null: as auto.",

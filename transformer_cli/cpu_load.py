@@ -12,6 +12,10 @@ millisecond), which tell `threads.ThreadTuner` when trying another thread count 
   (`/proc/stat`); the time of niced processes counts as idle for a process that is not
   niced itself, since they yield to it.
 
+`free_cpus` watches the machine for a moment before any work starts: how many of the
+process's CPUs others left free, so that a run can start at the thread count the machine has
+room for instead of measuring its way down from every CPU.
+
 Where /proc lacks them (not Linux, a kernel without schedstats) a sample is None and the
 tuner relies on its periodic re-checks alone. In a container, /proc/stat may describe the
 host's CPUs: `idle_cpus` is then only a hint, and the tuner's measurements still decide.
@@ -94,3 +98,16 @@ def between(first: Sample, last: Sample, threads: int) -> Load:
     ticks = last.total_ticks - first.total_ticks
     idle = (last.idle_ticks - first.idle_ticks) / ticks * last.cpus if ticks > 0 else 0.0
     return Load(round(min(1.0, waiting), 4), round(max(0.0, idle), 3))
+
+
+def free_cpus(seconds: float = 0.3) -> float | None:
+    """How many of this process's CPUs nothing else used over the next `seconds` (spent
+    asleep; the little this process itself uses meanwhile counts as free; niced work counts as
+    free for a process that is not niced), or None where /proc lacks the counters."""
+    first, before = sample(), os.times()
+    time.sleep(seconds)
+    last, after = sample(), os.times()
+    if first is None or last is None or last.at <= first.at:
+        return None
+    own = (after.user + after.system - before.user - before.system) / (last.at - first.at)
+    return round(min(float(last.cpus), between(first, last, 1).idle_cpus + own), 3)

@@ -5,7 +5,9 @@ priority two intra-op threads spin-wait for each other whenever one is deschedul
 training falls to a third of its speed, below what one thread keeps (docs/results.md,
 "Running beside other work"). The load changes during a night, so no fixed number is right.
 
-`ThreadTuner` is told the work and the wall time of each step (training: its target tokens;
+`ThreadTuner` starts at the count the machine has room for (`ThreadTuner.from_load`: the
+CPUs others left free over a moment before the run, `cpu_load.free_cpus`), or at every CPU.
+It is told the work and the wall time of each step (training: its target tokens;
 decoding: a batch's source and output tokens) and keeps the thread count that is fastest
 now:
 
@@ -114,6 +116,13 @@ def parse_setting(value: object, what: str) -> Setting:
     raise UsageError(f"{what} must be an integer >= 1 or '{AUTO}' (got {value!r})")
 
 
+def count_for(free: float, cpus: int) -> int:
+    """The largest count worth trying on `cpus` CPUs that `free` free CPUs (to the nearest
+    whole one) hold; 1 when none is free."""
+    room = max(1, int(free + 0.5))
+    return max(n for n in ladder(cpus) if n <= room)
+
+
 def start_count(setting: Setting, cpus: int | None = None) -> int:
     """The count a setting starts with: the number given, else every CPU this process may use."""
     return setting if isinstance(setting, int) else (cpus or available_cpus())
@@ -135,8 +144,10 @@ class ThreadTuner:
         timing: Timing | None = None,
         load: Callable[[], cpu_load.Sample | None] = cpu_load.sample,
         clock: Callable[[], float] = time.monotonic,
+        free: float | None = None,
     ):
-        self.what, self.unit = what, unit
+        self.what, self.unit, self.free = what, unit, free
+
         self.candidates = ladder(cpus or available_cpus())
         self.current = start if start in self.candidates else self.candidates[-1]
         self.timing = timing or Timing()
@@ -156,9 +167,26 @@ class ThreadTuner:
         self._next_timed_down = True
         self._begin()
 
+    @classmethod
+    def from_load(
+        cls,
+        what: str,
+        unit: str,
+        cpus: int | None = None,
+        watch: Callable[[], float | None] = cpu_load.free_cpus,
+    ) -> ThreadTuner:
+        """A tuner that starts at the count the CPUs left free by others hold, watched for a
+        moment now (`watch`; every CPU where it cannot tell): beside two busy neighbours on
+        two CPUs the first steps at two threads ran 5x slower than at one (docs/results.md,
+        "Training that adapts to the machine")."""
+        cpus = cpus or available_cpus()
+        free = watch()
+        return cls(what, unit, cpus, start=cpus if free is None else count_for(free, cpus), free=free)
+
     def describe(self) -> str:
+        free = "" if self.free is None else f", {self.free:.1f} free"
         return (
-            f"{self.what} auto: {_n(self.count)} to start (of {self.candidates[-1]} CPUs), "
+            f"{self.what} auto: {_n(self.count)} to start (of {self.candidates[-1]} CPUs{free}), "
             f"re-chosen from the measured speed"
         )
 

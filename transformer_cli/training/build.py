@@ -97,7 +97,8 @@ def build_trainer(
 
 def training_threads(setting: Setting, device: torch.device, dist: DistContext) -> Threads:
     """torch's threads for training, set now: a number fixes them; `auto` (or null) tunes them
-    from the step times in one process on the CPU (threads.ThreadTuner), and elsewhere fixes
+    from the step times in one process on the CPU (threads.ThreadTuner, starting at the count
+    the CPUs left free by other work hold), and elsewhere fixes
     them at the CPUs this process may use, shared among the processes of this machine under
     torchrun (each rank's step waits for the others, so its own times do not measure its
     threads; on a GPU the CPU threads only feed it)."""
@@ -109,7 +110,7 @@ def training_threads(setting: Setting, device: torch.device, dist: DistContext) 
         return FixedThreads(max(1, cpus // max(1, local)), what="train.threads auto", why="under torchrun")
     if device.type != "cpu" or cpus == 1:
         return FixedThreads(cpus, what="train.threads auto", why=f"on {device.type}" if cpus > 1 else "one CPU")
-    return ThreadTuner("train.threads", "tokens", cpus)
+    return ThreadTuner.from_load("train.threads", "tokens", cpus)
 
 
 def training_module(model: nn.Module, dist: DistContext, device: torch.device, compile: bool) -> nn.Module:
