@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import os
 import random
@@ -13,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
+    from zygote import Zygote
+
     from transformer_cli.tokenizers.pair import TokenizerPair
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,9 +114,19 @@ def write_config(path: Path, work: Path, source: Path | str, **sections: dict) -
 
 
 def run_tfm(
-    *args: str, cwd: Path | None = None, input: str | None = None, env: dict | None = None, timeout: float = 300
+    *args: str,
+    cwd: Path | None = None,
+    input: str | None = None,
+    env: dict | None = None,
+    timeout: float = 300,
+    fresh: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Run `tfm` in a fresh process (as a user would) and capture its output."""
+    """Run `tfm` in a process of its own (as a user would) and capture its output: a fork of
+    this test process's zygote (tests/zygote.py: the imports done once) where the environment
+    allows, else (or with `fresh`) a new `python -m transformer_cli`."""
+    zygote = None if fresh or not hasattr(os, "fork") else forks()
+    if zygote is not None and zygote.can_run(dict(os.environ) if env is None else env):
+        return zygote.run(*args, cwd=cwd, input=input, env=env, timeout=timeout)
     return subprocess.run(
         [sys.executable, "-m", "transformer_cli", *args],
         cwd=cwd,
@@ -123,6 +136,19 @@ def run_tfm(
         env=env,
         timeout=timeout,
     )
+
+
+_ZYGOTES: list[Zygote] = []
+
+
+def forks() -> Zygote:
+    """This test process's zygote (tests/zygote.py), started at its first use."""
+    if not _ZYGOTES:
+        from zygote import Zygote
+
+        _ZYGOTES.append(Zygote())
+        atexit.register(_ZYGOTES[0].close)
+    return _ZYGOTES[0]
 
 
 # sitecustomize.py for `run_tfm_without`: a meta-path finder, first in line, for which the

@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import write_config
-from reliability.cron_helpers import Zygote
+from helpers import forks, write_config
 
 SPACY = {"kind": "spacy", "lowercase": True, "min_freq": 1}
 SUBWORD_SEPARATE = {"kind": "sentencepiece", "vocab_size": 100, "joint": False}
@@ -56,11 +55,8 @@ def models(tmp_path_factory, corpus_dir) -> dict[str, dict[str, Path]]:
         name: write_config(work / f"{name}.yaml", work, corpus_dir, tokenizer=tok, model=model, train=TRAIN)
         for name, (tok, model) in VARIANTS.items()
     }
-    zygote = Zygote()  # forks of one process that has imported tfm and torch already
-    try:
-        runs = zygote.run_all(work / "logs", *(("train", "-c", str(cfg), "--quiet") for cfg in configs.values()))
-    finally:
-        zygote.close()
+    # forks of one process that has imported tfm and torch already
+    runs = forks().run_all(work / "logs", *(("train", "-c", str(cfg), "--quiet") for cfg in configs.values()))
     out = {}
     for name, run in zip(configs, runs):
         assert run.returncode == 0, f"{name}: {run.stderr}"

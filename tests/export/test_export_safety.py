@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import untrained_checkpoint
-from reliability.cron_helpers import Zygote
+from helpers import forks, untrained_checkpoint
 from typer.testing import CliRunner
+from zygote import Zygote
 
 from transformer_cli.cli import app
 from transformer_cli.export.bundle import export_checkpoint
@@ -73,14 +73,11 @@ def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next
     export_checkpoint(tiny, kept)
     before = (kept / MANIFEST).read_text()
     killed = tmp_path / "killed"
-    zygote = Zygote()
-    try:
-        stopped = {
-            signum: _signal_mid_export(zygote, checkpoint, kept, signum) for signum in (signal.SIGTERM, signal.SIGINT)
-        }
-        code, stderr, work = _signal_mid_export(zygote, checkpoint, killed, signal.SIGKILL)
-    finally:
-        zygote.close()
+    zygote = forks()
+    stopped = {
+        signum: _signal_mid_export(zygote, checkpoint, kept, signum) for signum in (signal.SIGTERM, signal.SIGINT)
+    }
+    code, stderr, work = _signal_mid_export(zygote, checkpoint, killed, signal.SIGKILL)
     for signum, (code_, stderr_, work_) in stopped.items():
         assert (code_, stderr_) == (
             128 + signum,

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import write_corpus
-from reliability.cron_helpers import Zygote, write_cron_config
+from helpers import forks, write_corpus
+from reliability.cron_helpers import write_cron_config
 
 
 @pytest.fixture(scope="session")
@@ -52,19 +52,5 @@ def make_config(tmp_path, cron_data):
 
 @pytest.fixture(scope="session")
 def tfm_fork():
-    """Starts `tfm` processes with the imports already done (see cron_helpers.Zygote)."""
-    zygote = Zygote()
-    yield zygote
-    zygote.close()
-
-
-@pytest.fixture(autouse=True)
-def _tfm_log_at_info():
-    """In-process sessions log at INFO into train.log, as `tfm train` does (the CLI sets this)."""
-    import logging
-
-    logger = logging.getLogger("tfm")
-    level = logger.level
-    logger.setLevel(logging.INFO)
-    yield
-    logger.setLevel(level)
+    """Starts `tfm` processes with the imports already done (tests/zygote.py)."""
+    return forks()

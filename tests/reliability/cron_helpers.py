@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-from transformer_cli import allocator
 
 TFM = [sys.executable, "-m", "transformer_cli"]
 
@@ -116,103 +113,3 @@ def progress(checkpoint: Path) -> dict:
     from transformer_cli.checkpoint import read_payload
 
     return read_payload(checkpoint)["train_state"]["progress"]
-
-
-_ZYGOTE = r"""
-import json, os, sys, traceback
-import torch, torch._dynamo  # noqa: F401 - the slow imports (Adam pulls in torch._dynamo lazily)
-import transformer_cli.cli as cli
-import transformer_cli.training.promotion, transformer_cli.training.session  # noqa: F401
-
-replies = os.fdopen(os.dup(1), "w", buffering=1)
-for line in sys.stdin:
-    request = json.loads(line)
-    if "wait" in request:
-        _, status = os.waitpid(request["wait"], 0)
-        replies.write(f"{os.waitstatus_to_exitcode(status)}\n")
-        continue
-    pid = os.fork()
-    if pid == 0:  # the child: `tfm ARGS` with stdin/stdout on /dev/null, stderr to a file
-        code = 70
-        try:
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, 0)
-            os.dup2(null, 1)
-            os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
-            sys.argv = ["tfm", *request["argv"]]
-            try:
-                cli.main()
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    replies.write(f"{pid}\n")
-"""
-
-
-class Zygote:
-    """Starts `tfm` processes without paying python + torch imports (~2-4 s) each time.
-
-    One helper process imports tfm and torch once (and runs no torch op, so forking it is
-    safe); each `start()` forks it, and the child runs the real command line
-    (`transformer_cli.cli.main`) as `python -m transformer_cli` would from there on: its own
-    PID, lock, signal handling, files and exit code. Used where imports would dominate a test,
-    above all the kill loop, whose kills must land in the session rather than in `import torch`.
-    Lock contention, the SIGTERM'd run, disk full, the exit-code checks and the kill loop's
-    final and reference runs use real `python -m transformer_cli` processes.
-    """
-
-    def __init__(self):
-        # Session-scoped, so it starts before the per-test fixture that hides CI's data folder:
-        # hide it here too (tests name their sources explicitly).
-        env = {k: v for k, v in os.environ.items() if k != "TFM_DATA_SOURCE"}
-        # Start it on the allocator `tfm train` would re-execute itself with, so that the
-        # forks run as a real `tfm train` does and none of them restarts.
-        if (library := allocator.found()) is not None:
-            env.update(LD_PRELOAD=str(library), **{allocator.PRELOADED_ENV: str(library)})
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", _ZYGOTE],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-            env=env,
-        )
-
-    def _ask(self, request: dict) -> int:
-        self.proc.stdin.write(json.dumps(request) + "\n")
-        self.proc.stdin.flush()
-        reply = self.proc.stdout.readline()
-        if not reply:
-            raise RuntimeError(f"the zygote died (exit {self.proc.wait()})")
-        return int(reply)
-
-    def start(self, *args: str, log_to: Path) -> int:
-        """Fork `tfm ARGS`; returns its PID (stderr goes to `log_to`)."""
-        return self._ask({"argv": list(args), "stderr": str(log_to)})
-
-    def wait(self, pid: int) -> int:
-        """Exit code of a child started here (-N: killed by signal N)."""
-        return self._ask({"wait": pid})
-
-    def run_all(self, folder: Path, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess]:
-        """Run `tfm` commands side by side and wait for all; stderr captured (via `folder`)."""
-        folder.mkdir(parents=True, exist_ok=True)
-        started = []
-        for args in commands:
-            log = folder / f"forked-{len(list(folder.glob('forked-*')))}.err"
-            log.touch()
-            started.append((args, log, self.start(*args, log_to=log)))
-        return [
-            subprocess.CompletedProcess(args, self.wait(pid), "", log.read_text(errors="replace"))
-            for args, log, pid in started
-        ]
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(30)

@@ -61,7 +61,7 @@ def test_sigkill_ten_times_then_finish_equals_an_uninterrupted_run(tmp_path, mak
     outcomes, leftovers = [], set()
     try:
         for i in range(KILLS):
-            # Forked with tfm and torch already imported (see cron_helpers.Zygote).
+            # Forked with tfm and torch already imported (tests/zygote.py).
             pid = tfm_fork.start(*command, log_to=tmp_path / f"kill{i}.err")
             # A random moment of the session: taking the lock, reading data and checkpoints,
             # training, writing checkpoints or metrics, validating, plotting, promoting.
