@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -213,3 +214,4 @@ class Zygote:
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             self.proc.stdin.close()
         self.proc.wait(30)
+        shutil.rmtree(self.folder, ignore_errors=True)
