@@ -23,7 +23,7 @@ def test_second_train_on_a_busy_run_exits_75_naming_the_holder(tmp_path, make_co
         holder.kill(signal.SIGSTOP)
         assert holder.proc.poll() is None, "the holder finished before the contender could start"
         try:  # were it to wait for the lock, it would hang here (the holder is frozen)
-            second = run_tfm("train", "-c", str(cfg), "--quiet", timeout=60)
+            second = run_tfm("train", "-c", str(cfg), "--quiet", timeout=60, fresh=True)
         finally:
             holder.kill(signal.SIGCONT)
         assert second.returncode == 75, second.stderr
