@@ -24,10 +24,15 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .config import DecodeConfig
 from .config_train import DEVICES, PRECISIONS
+from .cpu_load import free_cpus
 from .errors import UsageError, check_choice
 from .inference.outputs import Output, Sources
 from .model_source import resolve_model, resolve_models
 from .threads import AUTO, Setting, ThreadTuner, parse_setting
+
+# How long threads="auto" watches the CPUs before decoding starts (less than training's
+# 0.3 s: a `tfm translate` of one line waits for it).
+DECODE_WATCH_S = 0.1
 
 if TYPE_CHECKING:  # imported when used: `import transformer_cli` does not import torch
     from .inference.translate import TranslationBackend
@@ -71,9 +76,10 @@ def open_backend(
     process-wide) for a checkpoint, CTranslate2's intra-op threads (this model's) for an
     export. None: torch's current number (`torch.get_num_threads()`), so whatever the caller
     set for torch holds for either engine. "auto" (`tfm translate` and `tfm evaluate`): torch's
-    threads start at the CPUs this process may use and are re-chosen from each batch's
-    measured speed (threads.ThreadTuner, process-wide; on the CPU), an export takes those CPUs;
-    where OMP_NUM_THREADS is set, "auto" is None (that number holds).
+    threads start at as many of the CPUs this process may use as other work left free over
+    DECODE_WATCH_S seconds (at least 1) and are re-chosen from each batch's measured speed
+    (threads.ThreadTuner, process-wide; on the CPU), an export takes every such CPU; where
+    OMP_NUM_THREADS is set, "auto" is None (that number holds).
     """
     check_choice("precision", precision, PRECISIONS)
     check_choice("device", device, DEVICES)
@@ -126,7 +132,7 @@ def _tuned(backend: TranslationBackend, threads: Setting) -> TranslationBackend:
     from .inference.translate import TorchTranslator
 
     if threads == AUTO and isinstance(backend, TorchTranslator) and backend.device.type == "cpu":
-        backend.threads = ThreadTuner("decode threads", "tokens")
+        backend.threads = ThreadTuner.from_load("decode threads", "tokens", watch=lambda: free_cpus(DECODE_WATCH_S))
     return backend
 
 
