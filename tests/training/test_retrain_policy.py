@@ -21,7 +21,7 @@ from transformer_cli.training.retrain_policy import Decision, Facts, decide, tra
 from transformer_cli.training.run_dir import RunDir, run_identity
 from transformer_cli.training.session import run_training
 
-RULES = RetrainConfig()  # the defaults: 25% growth, 14 continued runs, 1% <unk>, 4 to 8 epochs
+RULES = RetrainConfig()  # the defaults: 15% growth, 14 continued runs, 1% <unk>, 4 to 8 epochs
 
 
 # (pairs the parent was trained on, pairs now, <unk> rate, the parent's continued runs, rules)
@@ -29,14 +29,19 @@ RULES = RetrainConfig()  # the defaults: 25% growth, 14 continued runs, 1% <unk>
 @pytest.mark.parametrize(
     "parent_pairs, pairs, unk, runs, rules, expected",
     [
-        # the two measured points: +7.4% continued as well as scratch; +45% did not
-        (27_000, 29_000, 0.002, 0, RULES, (False, 4, "4 epochs per +7.4% growth, 4 to 8")),
-        (20_000, 29_000, 0.002, 0, RULES, (True, 15, "growth 45% > 25%")),
-        # between them: more epochs with the growth, up to max_epochs; scratch only past 25%
-        (10_000, 11_000, 0.0, 3, RULES, (False, 6, "")),  # ceil(4 x 0.10 / 0.0741) = 6
-        (10_000, 12_000, 0.0, 3, RULES, (False, 8, "")),  # 11 -> max_epochs
-        (10_000, 12_500, 0.0, 3, RULES, (False, 8, "")),  # exactly 25%: not more than
-        (10_000, 12_501, 0.0, 3, RULES, (True, 15, "growth 25% > 25%")),
+        # the measured points: +7.4% and +10% continued (4 epochs) as well as scratch; +20% (even
+        # with 8 epochs) and +45% did not
+        (27_000, 29_000, 0.002, 0, RULES, (False, 4, "4 epochs per +10% growth, 4 to 8")),
+        (26_364, 29_000, 0.0, 0, RULES, (False, 4, "4 epochs per +10% growth, 4 to 8")),
+        (24_167, 29_000, 0.0, 0, RULES, (True, 15, "growth 20% > 15%")),
+        (20_000, 29_000, 0.002, 0, RULES, (True, 15, "growth 45% > 15%")),
+        # between +10% and +15%: more epochs with the growth; scratch only past 15%
+        (10_000, 11_200, 0.0, 3, RULES, (False, 5, "")),  # ceil(4 x 0.12 / 0.10) = 5
+        (10_000, 11_500, 0.0, 3, RULES, (False, 6, "")),  # exactly 15%: not more than
+        (10_000, 11_501, 0.0, 3, RULES, (True, 15, "growth 15% > 15%")),
+        # a larger max_growth reaches max_epochs
+        (10_000, 12_000, 0.0, 3, RetrainConfig(max_growth=0.5), (False, 8, "")),
+        (10_000, 13_000, 0.0, 3, RetrainConfig(max_growth=0.5), (False, 8, "")),  # 12 -> max_epochs
         # below the measured point: never fewer than train.continued.epochs, unless min_epochs
         (10_000, 10_100, 0.0, 0, RULES, (False, 4, "")),
         (10_000, 10_100, 0.0, 0, RetrainConfig(min_epochs=1), (False, 1, "1 to 8")),
@@ -51,7 +56,7 @@ RULES = RetrainConfig()  # the defaults: 25% growth, 14 continued runs, 1% <unk>
         (None, 29_000, None, None, RULES, (False, 4, "train.continued")),
         (None, 29_000, 0.05, None, RULES, (True, 15, "<unk> 5% > 1%")),
         # every rule that fires is named; null turns a rule off
-        (10_000, 20_000, 0.02, 20, RULES, (True, 15, "growth 100% > 25%; 20 continued runs")),
+        (10_000, 20_000, 0.02, 20, RULES, (True, 15, "growth 100% > 15%; 20 continued runs")),
         (
             10_000,
             20_000,
@@ -74,12 +79,12 @@ def test_each_decision_is_one_line_with_its_figures():
     measured = decide(RULES, Facts(29_000, 27_000, 0.002, 0), 4, 15)
     assert measured.text == (
         "continued training: corpus grew 7.4% (27,000 -> 29,000 pairs), <unk> 0.2%, "
-        "0 continued runs since the last from scratch: continuing 4 epochs (4 epochs per +7.4% growth, 4 to 8)"
+        "0 continued runs since the last from scratch: continuing 4 epochs (4 epochs per +10% growth, 4 to 8)"
     )
     grown = decide(RULES, Facts(29_000, 20_000, 0.002, 1), 4, 15)
     assert grown.text == (
         "continued training: corpus grew 45% (20,000 -> 29,000 pairs), <unk> 0.2%, "
-        "1 continued run since the last from scratch: retraining from scratch (growth 45% > 25%; 15 epochs)"
+        "1 continued run since the last from scratch: retraining from scratch (growth 45% > 15%; 15 epochs)"
     )
     unknown = decide(RULES, Facts(29_000), 4, 15)
     assert unknown.text == (
@@ -131,7 +136,7 @@ def test_a_large_growth_retrains_from_scratch_and_a_resumed_run_keeps_that_decis
 
     [line] = _lines(run, "continued training:")
     assert "corpus grew 66.7% (300 -> 500 pairs), <unk> 0%, 0 continued runs since the last from scratch" in line
-    assert line.endswith("retraining from scratch (growth 66.7% > 25%; 4 epochs)")
+    assert line.endswith("retraining from scratch (growth 66.7% > 15%; 4 epochs)")
     assert json.loads((run / "retrain.json").read_text())["decision"]["decision"] == "scratch"
     manifest = json.loads((data / "manifest.json").read_text())
     assert manifest.get("tokenizer_from") is None  # fitted on the grown corpus
@@ -145,7 +150,7 @@ def test_a_large_growth_retrains_from_scratch_and_a_resumed_run_keeps_that_decis
     resumed = load_config(cfg_path, [*adaptive, "train.retrain.max_growth=10"])
     assert run_training(resumed).trained
     assert len(_lines(run, "continued training: corpus grew")) == 1  # not decided again
-    assert _lines(run, "as this run decided when it started: retraining from scratch (growth 66.7% > 25%")
+    assert _lines(run, "as this run decided when it started: retraining from scratch (growth 66.7% > 15%")
     assert [line for line in _lines(run, "resuming at epoch") if "step 20 " in line]
     assert (data / "spm.shared.model").read_bytes() == vocabulary  # not encoded again
     assert [r.epoch for r in RunDir(run).read_metrics() if r.end_of_epoch] == [1, 2, 3, 4]  # train.epochs
@@ -170,7 +175,7 @@ def test_fixed_decides_nothing_and_a_small_growth_continues_for_more_epochs(nigh
     assert Checkpoint.read(run / "last.pt").training == {"train_pairs": 330, "continued_runs": 1}
 
     # The policy turned on: the finished run is not decided again (a no-op, as before) ...
-    adaptive = ["train.retrain.policy=adaptive"]
+    adaptive = ["train.retrain.policy=adaptive", "train.retrain.max_growth=0.25"]  # +21% continues too
     assert not run_training(load_config(cfg_path, adaptive)).trained
     assert not _lines(run, "continued training:")
 
@@ -179,11 +184,11 @@ def test_fixed_decides_nothing_and_a_small_growth_continues_for_more_epochs(nigh
     before = parent.training["train_pairs"]  # 330 if the gate promoted the continued model, else 300
     grow(night_one["corpus"], sentence_pairs(33, seed=8))
     growth = (363 - before) / before
-    epochs = min(8, max(2, math.ceil(2 * growth / 0.0741)))  # 3 (+10%) or 6 (+21%)
+    epochs = min(8, max(2, math.ceil(round(2 * growth / 0.10, 6))))  # 2 (+10%) or 5 (+21%)
     run_training(load_config(cfg_path, [*adaptive, "train.max_steps=5"]))
     [line] = _lines(run, "continued training:")
     assert f"({before} -> 363 pairs)" in line and line.endswith(
-        f"continuing {epochs} epochs (2 epochs per +7.4% growth, 2 to 8)"
+        f"continuing {epochs} epochs (2 epochs per +10% growth, 2 to 8)"
     )
     assert Checkpoint.read(run / "last.pt").parent["sha256"] == parent.sha256
     assert last_decision(run)["retrain"]["epochs"] == epochs
@@ -207,7 +212,7 @@ def test_under_two_processes_rank_zero_decides_and_the_other_follows(night_one):
     )
     assert two.returncode == 0, two.stderr[-3000:]
     [line] = _lines(run, "continued training:")
-    assert line.endswith("retraining from scratch (growth 66.7% > 25%; 4 epochs)")
+    assert line.endswith("retraining from scratch (growth 66.7% > 15%; 4 epochs)")
     last = Checkpoint.read(run / "last.pt")
     assert last.parent is None and last.training is not None and last.training["retrain"]["decision"] == "scratch"
     assert json.loads((run / "manifest.json").read_text())["world_size"] == 2
