@@ -147,7 +147,6 @@ class ThreadTuner:
         free: float | None = None,
     ):
         self.what, self.unit, self.free = what, unit, free
-
         self.candidates = ladder(cpus or available_cpus())
         self.current = start if start in self.candidates else self.candidates[-1]
         self.timing = timing or Timing()
