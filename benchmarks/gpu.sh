@@ -5,8 +5,8 @@
 #
 #   probe       the machine: GPU, driver, torch, whether CTranslate2 finds CUDA  probe.txt
 #   tests       the GPU tests (pytest -m gpu), then all the others          tests-gpu.log, tests-all.log
-#   sdpa        base.yaml's training steps under each choice of attention kernels (torch's default,
-#               all but cuDNN's, math only), with the ops taking most host time  sdpa.json
+#   sdpa        base.yaml's training steps under each choice of attention kernels (tfm's: all but
+#               cuDNN's; torch's: all four; math only), with the ops taking most host time  sdpa.json
 #   throughput  seed.yaml and base.yaml: fp32/bf16, with and without torch.compile, and base.yaml
 #               at 4x its token budget (tokens/s, MFU, peak GPU memory)    throughput-*.json
 #   large       the paper's base shape (transformer-base.yaml) on 1M joined pairs: preprocessing,
@@ -85,7 +85,7 @@ step_tests() {
 step_sdpa() {  # the H200's base.yaml epochs ran 0.2-0.5 s a step, faster as shapes recurred (results.md)
   "${TFM[@]}" preprocess -c base.yaml "${RUN[@]}" -q
   "$PY" benchmarks/train_throughput.py --config base.yaml "${STEPS[@]}" --precision auto --profile \
-    --sdpa default efficient,flash,math math "${RUN[@]}" > "$OUT/sdpa.json"
+    --sdpa default cudnn,flash,efficient,math math "${RUN[@]}" > "$OUT/sdpa.json"
 }
 
 step_throughput() {

@@ -113,6 +113,7 @@ def level(url: str, sentences: list[str], clients: int, beam_size: int) -> dict:
         **percentiles(run["latencies"]),
         "mean_batch_size": round(batched / max(batches, 1), 2),
         "failed_requests": len(run["failures"]),
+        "failures": run["failures"][:3],  # the first few, status and text (503: admission refused)
     }
 
 

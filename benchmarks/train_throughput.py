@@ -7,7 +7,7 @@ own process so its peak memory is its own; variants alternate over `--repeats` r
     python benchmarks/train_throughput.py --config seed.yaml --precision fp32 bf16
     python benchmarks/train_throughput.py --config base.yaml --steps 40 --repeats 3
     python benchmarks/train_throughput.py --config base.yaml --rdrop-alpha 0 5   # R-Drop's cost
-    python benchmarks/train_throughput.py --set train.device=cuda --sdpa default efficient,flash,math --profile
+    python benchmarks/train_throughput.py --set train.device=cuda --sdpa default cudnn,flash,efficient,math --profile
 
 Data must be preprocessed already (or reachable: `tfm preprocess -c CONFIG` first).
     python benchmarks/train_throughput.py --config base.yaml --data-workers 0 1 2   # loader workers
@@ -38,7 +38,8 @@ from typing import Any
 
 def sdpa_kernels(names: str) -> contextlib.AbstractContextManager:
     """The attention kernels torch's scaled_dot_product_attention may pick, e.g.
-    "efficient,flash,math" (every one but cuDNN's); "default": torch's own choice."""
+    "cudnn,flash,efficient,math" (torch's own choice among all); "default": tfm's (on CUDA every
+    one but cuDNN's: transformer_cli/device.py's ready_cuda)."""
     if names == "default":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -203,7 +204,7 @@ def main() -> None:
         "--sdpa",
         nargs="+",
         default=["default"],
-        help="attention kernels allowed, one run each: default (torch's choice) or a comma "
+        help="attention kernels allowed, one run each: default (tfm's choice) or a comma "
         "list of flash, efficient, cudnn, math",
     )
     ap.add_argument("--profile", action="store_true", help="add the ops taking most host time")

@@ -11,18 +11,27 @@ from .errors import UsageError
 
 
 def resolve_device(name: str) -> torch.device:
-    """'auto' picks cuda, then mps, then cpu; an explicit device must exist."""
+    """'auto' picks cuda, then mps, then cpu; an explicit device must exist. A CUDA device is
+    readied for tfm's shapes first (`ready_cuda`)."""
     if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
+        name = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device cuda: no CUDA GPU is visible to torch")
     if name == "mps" and not torch.backends.mps.is_available():
         raise UsageError("--device mps: Apple MPS is not available")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        ready_cuda()
+    return device
+
+
+def ready_cuda() -> None:
+    """Turn off cuDNN's kernels for scaled_dot_product_attention, leaving flash, memory-efficient
+    and math. cuDNN builds an execution graph for each new (batch, heads, lengths) shape, which
+    takes hundreds of milliseconds, and tfm's token-budget batches and step-by-step decoding come
+    in hundreds of shapes: on an H200, base.yaml trained at the 2-core CPU's speed with it
+    (docs/results.md, "On a GPU")."""
+    torch.backends.cuda.enable_cudnn_sdp(False)
 
 
 def cpu_has_fast_bf16() -> bool:
