@@ -139,6 +139,9 @@ def run_tfm(
 
 
 _ZYGOTES: list[Zygote] = []
+# The environment the test process started with (conftest imports this module first): the
+# zygote imports under it, not under whatever a test had monkeypatched when it came first.
+_START_ENV = dict(os.environ)
 
 
 def forks() -> Zygote:
@@ -146,7 +149,7 @@ def forks() -> Zygote:
     if not _ZYGOTES:
         from zygote import Zygote
 
-        _ZYGOTES.append(Zygote())
+        _ZYGOTES.append(Zygote(_START_ENV))
         atexit.register(_ZYGOTES[0].close)
     return _ZYGOTES[0]
 

@@ -85,6 +85,8 @@ def test_a_busy_neighbour_moves_training_to_one_thread_in_seconds_and_it_is_said
         assert "against 901 with 2 threads; threads waited for a CPU 45% of the time" in line
         machine.run(tuner, 3600)  # an hour more beside it: re-checks of two threads, no change
     assert tuner.changes == [(2, 1)] and machine.count == 1
+    assert tuner.summary().startswith("train.threads auto: 1 thread at the end; ")
+    assert tuner.summary().endswith(f" {tuner.probes} probes of another count, 1 kept") and tuner.probes > 2
     steps_at_two = machine.steps_at[2] / sum(machine.steps_at.values())
     assert steps_at_two < 0.02, f"{steps_at_two:.1%} of the steps were spent probing two threads"
 
@@ -135,6 +137,7 @@ def test_a_difference_within_the_margin_changes_nothing_and_probes_space_out():
     assert tuner.changes == [] and machine.count == 2
     gaps = [b - a for a, b in zip(probes, probes[1:])]
     assert gaps[-1] > 100 and len(probes) < 25  # the load keeps signalling; probes back off to 2 min
+    assert tuner.summary() == f"train.threads auto: 2 threads at the end; {len(probes)} probes of another count, 0 kept"
 
 
 def test_a_pause_between_steps_is_not_measured():
@@ -157,6 +160,7 @@ def test_a_fixed_count_is_set_once_and_never_changes():
     for _ in range(1000):
         fixed.record(2000, 2.0)
     assert applied == [2] and fixed.count == 2 and fixed.describe() == "train.threads: 2 threads, fixed"
+    assert fixed.summary() == ""  # nothing to add at the end
 
 
 def test_settings_and_ladder():

@@ -6,12 +6,15 @@ as `python -m transformer_cli` would from there on: its own PID, lock, signal ha
 files, environment, working folder, stdin/stdout/stderr and exit code. A reaper thread in
 the helper waits for every child and writes its exit status to a file the test side polls,
 so that any number of commands may run at once (the lock tests run two side by side).
+`Forked` shows such a child as subprocess.Popen shows a process.
 
-`helpers.run_tfm` runs through one of these per test process when the environment it would
-pass differs from the helper's only in tfm's own `TFM_*` variables (read when a command
-runs, not when it imports); any other difference (an OMP or LD_PRELOAD setting torch reads
-at import) gets a fresh `python -m transformer_cli`. Lock contention, the SIGTERM'd run, the
-exit-code checks and the kill loop's final and reference runs start fresh processes too.
+`helpers.run_tfm` and `cron_helpers.Tfm` run through one of these per test process when the
+environment they would pass differs from the helper's only in tfm's own `TFM_*` variables
+(read when a command runs, not when it imports; `TFM_ALLOCATOR*`, read at the start,
+excepted), pytest's `PYTEST_CURRENT_TEST` and the inductor cache folder torch sets in the test
+process; any other difference (an OMP or LD_PRELOAD setting torch reads at import) gets a
+fresh `python -m transformer_cli`. Lock contention, the SIGTERM'd run, the exit-code checks and
+the kill loop's final and reference runs start fresh processes too.
 """
 
 from __future__ import annotations
@@ -94,20 +97,30 @@ for line in sys.stdin:
     replies.write(f"{pid}\n")
 """
 
-# Variables a forked command may differ in: tfm's own, read when a command runs.
+# Variables a forked command may differ in: tfm's own, read when a command runs (but for the
+# allocator's, read as the process starts); the one pytest changes before every test phase (the
+# test's name); and the one torch._inductor's import sets in the test process (read when
+# compiling). Nothing reads these at import.
 _PER_COMMAND = "TFM_"
+_PER_PROCESS = ("TFM_ALLOCATOR",)
+_PER_TEST = ("PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR")
 
 
 def _baseline(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if not k.startswith(_PER_COMMAND)}
+    def per_command(k: str) -> bool:
+        return (k.startswith(_PER_COMMAND) and not k.startswith(_PER_PROCESS)) or k in _PER_TEST
+
+    return {k: v for k, v in env.items() if not per_command(k)}
 
 
 class Zygote:
     """See the module docstring. `start`/`wait` for a command to signal or time; `run` and
     `run_all` for commands whose output is read."""
 
-    def __init__(self) -> None:
-        self.env = dict(os.environ)
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        """`env`: the environment the helper imports under (default: this process's now); a
+        command runs forked where its own differs from it only as `can_run` allows."""
+        self.env = dict(os.environ if env is None else env)
         helper = {k: v for k, v in self.env.items() if k != "TFM_DATA_SOURCE"}
         # Started on the allocator `tfm train` would re-execute itself with, so that a forked
         # train runs as a real one does and none of them restarts.
@@ -176,6 +189,11 @@ class Zygote:
             time.sleep(0.005)
         return int(status.read_text())
 
+    def exit_code(self, pid: int) -> int | None:
+        """A child's exit code once it has ended (-N: killed by signal N), else None."""
+        status = self._statuses[pid]
+        return int(status.read_text()) if status.exists() else None
+
     def run(
         self,
         *args: str,
@@ -215,3 +233,36 @@ class Zygote:
             self.proc.stdin.close()
         self.proc.wait(30)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class Forked:
+    """A child of a Zygote seen as subprocess.Popen sees its process: pid, poll, wait (raising
+    TimeoutExpired without killing), returncode, send_signal, terminate and kill."""
+
+    def __init__(self, zygote: Zygote, pid: int):
+        self.zygote, self.pid = zygote, pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.zygote.exit_code(self.pid)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["tfm", str(self.pid)], timeout or 0.0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)

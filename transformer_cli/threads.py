@@ -74,6 +74,8 @@ class Threads(Protocol):
 
     def describe(self) -> str: ...
 
+    def summary(self) -> str: ...
+
 
 class FixedThreads:
     """A fixed count: set once, never changed. `what` and `why` name it in `describe()`."""
@@ -87,6 +89,9 @@ class FixedThreads:
 
     def describe(self) -> str:
         return f"{self.what}: {_n(self.count)}, fixed" + (f" ({self.why})" if self.why else "")
+
+    def summary(self) -> str:
+        return ""  # nothing happened that describe() did not say
 
 
 def torch_threads(count: int) -> None:
@@ -153,6 +158,7 @@ class ThreadTuner:
         self._apply, self._load, self._clock = apply or torch_threads, load, clock
         self.count = self.current  # in use now: the current count, or the one being probed
         self.changes: list[tuple[int, int]] = []  # (from, to) of every change kept
+        self.probes = 0  # windows spent measuring another count, kept or not
         self._apply(self.count)
         self._skip = self.timing.warmup_steps
         self._warming = self._skip > 0  # the warm-up steps: measured, compared only on a strong sign
@@ -181,6 +187,13 @@ class ThreadTuner:
         cpus = cpus or available_cpus()
         free = watch()
         return cls(what, unit, cpus, start=cpus if free is None else count_for(free, cpus), free=free)
+
+    def summary(self) -> str:
+        """What the run did, for its last lines: the count it ended at and what it tried."""
+        return (
+            f"{self.what} auto: {_n(self.current)} at the end; {self.probes} "
+            f"{'probe' if self.probes == 1 else 'probes'} of another count, {len(self.changes)} kept"
+        )
 
     def describe(self) -> str:
         free = "" if self.free is None else f", {self.free:.1f} free"
@@ -235,8 +248,7 @@ class ThreadTuner:
         target = self._neighbour(down=True)
         if load is not None and load.waiting >= self.timing.strong_waiting and target is not None:
             self._reference, self._reference_load = self._work / max(self._seconds, 1e-9), load
-            self._probe = target
-            self._set(target)
+            self._start_probe(target)
         self._begin()
 
     def _neighbour(self, down: bool) -> int | None:
@@ -257,8 +269,12 @@ class ThreadTuner:
             target = self._neighbour(down) or self._neighbour(not down)
             self._recheck = min(self._recheck * 2, t.max_recheck_s)
         if target is not None:
-            self._probe = target
-            self._set(target)
+            self._start_probe(target)
+
+    def _start_probe(self, target: int) -> None:
+        self._probe = target
+        self.probes += 1
+        self._set(target)
 
     def _conclude(self, rate: float, load: cpu_load.Load | None, now: float) -> None:
         """A probe's window: keep its count if it was faster by the margin, else go back."""

@@ -89,6 +89,9 @@ def test_a_dead_worker_or_ids_past_the_vocabulary_are_one_line(tmp_path, corpus_
     assert data.worker_failure(ValueError("not a worker's")) is None
     died = data.worker_failure(RuntimeError("DataLoader worker (pid 123) is killed by signal: Killed."))
     assert isinstance(died, TfmError) and str(died).startswith("a data worker process died (DataLoader worker")
+    assert data.worker_failure(RuntimeError("a step's own error")) is None
+    for mid_batch in (EOFError(), ConnectionResetError(104, "Connection reset by peer")):  # the pipe, cut
+        assert str(data.worker_failure(mid_batch)).startswith("a data worker process died")
     batch = next(iter(data.steps_from(0, 0)))[0]
     batch.src[0, 0] = prepared.tokenizers.src.vocab_size  # as a shard changed after it was written
     with pytest.raises(TfmError, match=r"token ids past the vocabulary: .*tfm preprocess -c .* --verify"):

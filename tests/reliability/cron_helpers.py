@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -32,20 +33,27 @@ def run_dir(config: Path) -> Path:
 
 
 class Tfm:
-    """`tfm ARGS` started in the background; stderr goes to a file (no pipe to fill up)."""
+    """`tfm ARGS` started in the background; stderr goes to a file (no pipe to fill up). A fork
+    of the test process's zygote (tests/zygote.py) unless `fresh`: a new `python -m
+    transformer_cli`, for the tests of what happens as a process starts (lock contention) and
+    the runs other runs are compared with."""
 
-    def __init__(self, *args: str, log_to: Path, cwd: Path | None = None):
+    def __init__(self, *args: str, log_to: Path, cwd: Path | None = None, fresh: bool = False):
+        from helpers import forks
+        from zygote import Forked
+
         self.err_path = log_to
-        self._err = open(log_to, "wb")
-        self.proc = subprocess.Popen([*TFM, *args], stdout=subprocess.DEVNULL, stderr=self._err, cwd=cwd)
+        self.proc: subprocess.Popen[bytes] | Forked
+        zygote = None if fresh else forks()
+        if zygote is not None and zygote.can_run(dict(os.environ)):
+            self.proc = Forked(zygote, zygote.start(*args, log_to=log_to, cwd=cwd))
+        else:
+            with open(log_to, "wb") as err:
+                self.proc = subprocess.Popen([*TFM, *args], stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
         self.pid = self.proc.pid
 
     def wait(self, timeout: float = 120) -> int:
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            if self.proc.returncode is not None:
-                self._err.close()
+        return self.proc.wait(timeout)
 
     def kill(self, sig: int) -> None:
         self.proc.send_signal(sig)

@@ -54,7 +54,7 @@ def test_sigkill_ten_times_then_finish_equals_an_uninterrupted_run(tmp_path, mak
     command = ["train", "-c", str(killed_cfg), *overrides]
 
     # The uninterrupted reference, same overrides on its own copy, runs beside the kill loop.
-    reference = Tfm("train", "-c", str(straight_cfg), *overrides, log_to=tmp_path / "straight.err")
+    reference = Tfm("train", "-c", str(straight_cfg), *overrides, log_to=tmp_path / "straight.err", fresh=True)
     watcher = PublishedWatcher(run / "published.pt")
     watcher.start()
     rng = random.Random(20240607)

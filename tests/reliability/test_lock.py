@@ -15,7 +15,7 @@ from transformer_cli.training.session import run_training
 def test_second_train_on_a_busy_run_exits_75_naming_the_holder(tmp_path, make_config):
     cfg = make_config(epochs=3)
     run = run_dir(cfg)
-    holder = Tfm("train", "-c", str(cfg), log_to=tmp_path / "holder.err")
+    holder = Tfm("train", "-c", str(cfg), log_to=tmp_path / "holder.err", fresh=True)
     try:
         wait_until(lambda: lock_holder(run) == str(holder.pid), what="the lock", alive=holder)
         wait_until(file_contains(run / "train.log", "starting on"), what="training", alive=holder)
@@ -43,7 +43,7 @@ def test_second_train_on_a_busy_run_exits_75_naming_the_holder(tmp_path, make_co
 def test_lock_of_a_killed_holder_is_released_by_the_kernel(tmp_path, make_config):
     cfg = make_config(epochs=50)
     run = run_dir(cfg)
-    holder = Tfm("train", "-c", str(cfg), log_to=tmp_path / "holder.err")
+    holder = Tfm("train", "-c", str(cfg), log_to=tmp_path / "holder.err", fresh=True)
     wait_until(lambda: lock_holder(run) == str(holder.pid), what="the lock", alive=holder)
     holder.kill(signal.SIGKILL)
     assert holder.wait() == -signal.SIGKILL

@@ -16,7 +16,7 @@ from transformer_cli.training.session import run_training
 def test_sigterm_saves_a_resumable_checkpoint_and_the_same_command_resumes(tmp_path, make_config, tfm_fork):
     cfg = make_config(epochs=5)
     run = run_dir(cfg)
-    proc = Tfm("train", "-c", str(cfg), log_to=tmp_path / "train.err")
+    proc = Tfm("train", "-c", str(cfg), log_to=tmp_path / "train.err", fresh=True)
     wait_until((run / "last.pt").is_file, what="the first checkpoint (end of epoch 1)", alive=proc)
     sent = time.monotonic()
     proc.kill(signal.SIGTERM)

@@ -28,6 +28,8 @@ from .parallel import as_helper_process, stop_signals_held
 from .shards import ShardedSplit
 
 PREFETCH_BATCHES = 4  # per worker
+# What a DataLoader worker's death raises in the training process (`worker_failure` decides).
+WORKER_LOSS = (RuntimeError, ConnectionError, EOFError)
 MICRO_BATCH_SLACK = 1.25  # an augmented batch may exceed its token budget by this much, whole
 
 
@@ -204,7 +206,7 @@ class TrainingData:
                 if planned == accumulate:
                     yield group
                     group, planned = [], 0
-        except (RuntimeError, ConnectionResetError) as e:
+        except WORKER_LOSS as e:
             failure = self.worker_failure(e)
             if failure is None:
                 raise
@@ -236,10 +238,10 @@ class TrainingData:
     def worker_failure(self, e: BaseException) -> TfmError | None:
         """The one-line error for a DataLoader worker that died (killed, or a bus error reading a
         shard cut short), or None when `e` is not that. torch raises it wherever the training
-        process is when it notices (its SIGCHLD handler), often inside a step: the loop asks too."""
-        if not isinstance(e, ConnectionResetError) and not (
-            isinstance(e, RuntimeError) and "DataLoader worker" in str(e)
-        ):
+        process is when it notices (its SIGCHLD handler), often inside a step: the loop asks too.
+        Besides torch's RuntimeError, the pipe to a worker killed mid-batch ends in an EOFError or
+        a ConnectionError while a batch's tensors are received (seen once in thirty-odd kills)."""
+        if not isinstance(e, WORKER_LOSS) or (isinstance(e, RuntimeError) and "DataLoader worker" not in str(e)):
             return None
         damage = self.split.damage()
         if damage is not None:

@@ -24,7 +24,7 @@ import torch
 from ..allocator import release_freed_memory
 from ..checkpoint import Checkpoint, TrainState
 from ..config import Config
-from ..data.loader import TrainingData
+from ..data.loader import WORKER_LOSS, TrainingData
 from ..data.prepared import Prepared
 from ..device import rng_state, set_rng_state
 from ..errors import StoppedBySignal
@@ -175,7 +175,7 @@ class Trainer:
                 else ""
             )  # one line for all ranks
             raise StoppedBySignal(e.signum, said) from None
-        except (RuntimeError, ConnectionResetError) as e:  # torch's, raised mid-step: see worker_failure
+        except WORKER_LOSS as e:  # torch's, raised mid-step: see worker_failure
             failure = self.data.worker_failure(e)
             if failure is None:
                 raise

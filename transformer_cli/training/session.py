@@ -226,6 +226,8 @@ def _train(trainer: Trainer, resumed: bool) -> None:
     if main:
         from ..plots import plot_curves
 
+        if said := trainer.threads.summary():
+            log.info(said)
         plot_curves(p.history, run.curves, title=cfg.name)
         log.info(
             "finished (%s) after %d steps in %.0f s; best Val. Loss %.3f (PPL %.3f)",
