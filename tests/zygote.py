@@ -177,17 +177,13 @@ class Zygote:
     def wait(self, pid: int, timeout: float | None = None) -> int:
         """Exit code of a child started here (-N: killed by signal N). Past `timeout` seconds
         the child is killed and subprocess.TimeoutExpired raised, as subprocess.run does."""
-        status, deadline = self._statuses[pid], None if timeout is None else time.monotonic() + timeout
-        while not status.exists():
-            if deadline is not None and time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                while not status.exists():
-                    time.sleep(0.01)
-                raise subprocess.TimeoutExpired(["tfm", str(pid)], timeout or 0.0)
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the zygote died (exit {self.proc.returncode})")
-            time.sleep(0.005)
-        return int(status.read_text())
+        child = Forked(self, pid)
+        try:
+            return child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise
 
     def exit_code(self, pid: int) -> int | None:
         """A child's exit code once it has ended (-N: killed by signal N), else None."""
@@ -253,6 +249,8 @@ class Forked:
         while self.poll() is None:
             if deadline is not None and time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(["tfm", str(self.pid)], timeout or 0.0)
+            if self.zygote.proc.poll() is not None:  # its reaper is gone: no status will come
+                raise RuntimeError(f"the zygote died (exit {self.zygote.proc.returncode})")
             time.sleep(0.005)
         assert self.returncode is not None
         return self.returncode
