@@ -256,6 +256,20 @@ class TrainConfig(Section):
     promote_margin_bleu: float = _f(
         0.2, "Validation BLEU must rise by at least this to promote.", resumable=True, ge=0.0, le=100.0
     )
+    promote_tolerance_loss: float = _f(
+        0.01,
+        "A model trained on a grown corpus (the nightly continuation) is promoted unless its "
+        "validation loss is higher by more than this (seeds of base.yaml differ by up to 0.016).",
+        resumable=True,
+        ge=0.0,
+    )
+    promote_tolerance_bleu: float = _f(
+        0.3,
+        "The same, when BLEU decides: promoted unless its validation BLEU is lower by more than this.",
+        resumable=True,
+        ge=0.0,
+        le=100.0,
+    )
     promote_min_bleu: float | None = _f(
         None, "Greedy validation BLEU a model must reach to be published at all.", resumable=True, ge=0.0, le=100.0
     )

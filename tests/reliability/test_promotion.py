@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import typing
@@ -21,20 +22,26 @@ from transformer_cli.training.session import run_training
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, cron_data):
-    """A good run (4 epochs, published) and the best.pt of a weak one (1 epoch) on the same data."""
+    """A good run (4 epochs, published), and the best.pt of a middling (2 epochs) and a weak one
+    (1 epoch) on the same data."""
     root = tmp_path_factory.mktemp("promotion")
     good_cfg = write_cron_config(root / "good", cron_data, epochs=4)
+    mid_cfg = write_cron_config(root / "mid", cron_data, epochs=2)
     weak_cfg = write_cron_config(root / "weak", cron_data, epochs=1)
-    for cfg in (good_cfg, weak_cfg):
+    for cfg in (good_cfg, mid_cfg, weak_cfg):
         run_training(load_config(str(cfg)))
     cfg = load_config(str(good_cfg))
     prepared, _ = prepare(cfg)
     # The scorer the session builds for the gate (session.py), here on the CPU in fp32.
     scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, torch.device("cpu"), "fp32")
-    good, weak = run_dir(good_cfg), run_dir(weak_cfg)
-    good_loss, weak_loss = (scorer(Checkpoint.read(r / "best.pt"), Metric.VALID_LOSS) for r in (good, weak))
-    assert good_loss < weak_loss
-    return {"good_run": good, "good": good / "best.pt", "weak": weak / "best.pt", "scorer": scorer, "data": cron_data}
+    good, mid, weak = run_dir(good_cfg), run_dir(mid_cfg), run_dir(weak_cfg)
+    loss = {n: scorer(Checkpoint.read(r / "best.pt"), Metric.VALID_LOSS) for n, r in zip(NAMES, (good, mid, weak))}
+    assert loss["good"] < loss["mid"] < loss["weak"], loss
+    best = {n: r / "best.pt" for n, r in zip(NAMES, (good, mid, weak))}
+    return {"good_run": good, **best, "loss": loss, "scorer": scorer, "data": cron_data}
+
+
+NAMES = ("good", "mid", "weak")
 
 
 def _run_with(tmp_path, published, best) -> RunDir:
@@ -123,3 +130,73 @@ def test_the_gates_policies_and_metrics_are_the_configs_choices():
     rules = GateRules(margin_loss=0.1, margin_bleu=1.0)
     assert rules.better(Metric.VALID_LOSS, 2.0, 2.1) and not rules.better(Metric.VALID_LOSS, 2.01, 2.1)
     assert rules.better(Metric.VALID_BLEU, 31.0, 30.0) and not rules.better(Metric.VALID_BLEU, 30.9, 30.0)
+    grown = GateRules(margin_loss=0.1, tolerance_loss=0.01, margin_bleu=1.0, tolerance_bleu=0.3)
+    assert grown.better(Metric.VALID_LOSS, 2.105, 2.1, grown=True) and not grown.better(
+        Metric.VALID_LOSS, 2.12, 2.1, grown=True
+    )
+    assert grown.better(Metric.VALID_BLEU, 29.8, 30.0, grown=True) and not grown.better(
+        Metric.VALID_BLEU, 29.6, 30.0, grown=True
+    )
+
+
+def _continued_on_more_pairs(path, out, parent, growth: float) -> int:
+    """`path`'s model, recorded as the continuation of `parent` on `growth` more pairs than the
+    original run (a night's grown corpus); written to `out`."""
+    checkpoint, published = Checkpoint.read(path), Checkpoint.read(parent)
+    pairs = round(checkpoint.training["train_pairs"] * (1 + growth))
+    training = {**checkpoint.training, "train_pairs": pairs}
+    parent_record = {"from": "published", "path": str(parent), "sha256": published.sha256}
+    dataclasses.replace(checkpoint, training=training, parent=parent_record).write(out)
+    return pairs
+
+
+def test_a_model_trained_on_a_grown_corpus_needs_only_to_be_within_the_tolerance(tmp_path, models):
+    """The nightly continuation saw pairs the published model never did: a tie goes to it,
+    a clearly worse one is still kept out. Growth is read from what the checkpoints record;
+    a model that did not continue the published one must be better."""
+    scorer, loss = models["scorer"], models["loss"]
+    gap = loss["weak"] - loss["good"]
+    old = Checkpoint.read(models["good"]).training["train_pairs"]
+    for tolerance, outcome in ((gap + 0.01, Outcome.PROMOTED), (gap / 2, Outcome.KEPT)):
+        run = _run_with(tmp_path / str(outcome.value), published=models["good"], best=models["weak"])
+        new = _continued_on_more_pairs(models["weak"], run.best, run.published, 0.035)
+        rules = GateRules(tolerance_loss=round(tolerance, 4))
+        decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, rules)
+        grew = f"it learned from {(new - old) / old:.1%} more pairs"
+        expected = (
+            f"promoted ({grew}; within {rules.tolerance_loss} of the best published)"
+            if outcome is Outcome.PROMOTED
+            else f"kept published (worse than the best published by more than {rules.tolerance_loss}, though {grew})"
+        )
+        assert decision == Decision(outcome, expected)
+        [entry] = _decisions(run)
+        assert entry["rules"]["tolerance_loss"] == rules.tolerance_loss and entry["candidate"] > entry["published"]
+        assert entry["best_published"] == entry["published"]
+        assert (run.published.read_bytes() == run.best.read_bytes()) is (outcome is Outcome.PROMOTED)
+    # Trained on the same pairs, or on more but not from the published model, the tolerance
+    # does not apply: the weaker model must be better.
+    for name, growth, parent in (("same", 0.0, models["good"]), ("scratch", 0.035, models["mid"])):
+        run = _run_with(tmp_path / name, published=models["good"], best=models["weak"])
+        _continued_on_more_pairs(models["weak"], run.best, parent, growth)
+        decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, GateRules(tolerance_loss=gap + 0.01))
+        assert decision == Decision(Outcome.KEPT, "kept published (it is better)"), name
+
+
+def test_nightly_ties_cannot_walk_the_quality_down(tmp_path, models):
+    """Two nights, each within the tolerance of the model it replaces, but the second beyond it
+    from the best model published on this validation data: the second is kept out."""
+    scorer, loss = models["scorer"], models["loss"]
+    steps = (loss["mid"] - loss["good"], loss["weak"] - loss["mid"])
+    rules = GateRules(tolerance_loss=max(steps) + min(steps) / 2)  # one step passes, two do not
+    run = _run_with(tmp_path, published=models["good"], best=models["mid"])
+    _continued_on_more_pairs(models["mid"], run.best, run.published, 0.035)
+    first = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, rules)
+    assert first.outcome is Outcome.PROMOTED, first
+    mid_published = run.published.read_bytes()
+    _continued_on_more_pairs(models["weak"], run.best, run.published, 0.07)
+    second = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, rules)
+    assert second.outcome is Outcome.KEPT and "than the best published" in second.text, second
+    night_one, night_two = _decisions(run)
+    assert night_two["best_published"] == night_one["published"] == round(loss["good"], 5)
+    assert night_two["published"] == night_one["candidate"] and night_two["scored_on"] == night_one["scored_on"]
+    assert run.published.read_bytes() == mid_published

@@ -152,13 +152,16 @@ def test_the_unk_rate_of_new_text_under_the_parents_tokenizers_is_reported(night
 def test_new_data_that_makes_the_model_worse_keeps_the_published_model(night_one):
     cfg, run = night_one["cfg"], night_one["run"]
     published = (run / "published.pt").read_bytes()
-    pairs = sentence_pairs(600, seed=9)  # misaligned: every source with another's target
+    pairs = sentence_pairs(1200, seed=9)  # misaligned: every source with another's target
     grow(night_one["corpus"], [(a[0], b[1]) for a, b in zip(pairs, pairs[1:])])
     r = run_tfm("train", "-c", str(cfg), "--quiet", "--set", "train.continued.lr=0.01")
     assert r.returncode == 0, r.stderr
     decision = last_decision(run)
     assert decision["metric"] == "valid_loss" and decision["candidate"] > decision["published"]
-    assert decision["decision"] == "kept published (it is better)"
+    # It learned from 1,199 more pairs (+400%), so it had only to be within
+    # train.promote_tolerance_loss of the published model: it is not.
+    said = "kept published (worse than the best published by more than 0.01, though it learned from 399.7% more pairs)"
+    assert decision["decision"] == said
     assert (run / "published.pt").read_bytes() == published
 
 

@@ -2,15 +2,21 @@
 
 Both models are scored on the current validation data, so a nightly retrain on changed data
 compares like with like. Loss is only comparable between models with the same tokenizer;
-when the tokenizers differ the gate compares greedy validation BLEU instead. Every decision
-is one JSON line in promotions.log; a decision already taken for the same best.pt is not
-taken again. `published.pt` is verified on every run: a damaged one is set aside and replaced.
-Each replaced model is kept in `published.history/`, from which `tfm publish --rollback`
-restores it.
+when the tokenizers differ the gate compares greedy validation BLEU instead. A candidate that
+continued the published model on more training pairs (the nightly continuation on a grown
+corpus, by what their checkpoints record) need not be better: it is promoted unless it is
+worse by more than a tolerance, from the best model published on this validation data,
+since the published model never saw the new pairs and validation cannot tell apart two
+models closer than seeds move them. A model trained from scratch must be better, as ever.
+Every decision is one JSON line in promotions.log; a decision already taken for the same
+best.pt is not taken again. `published.pt` is verified on every run: a damaged one is set
+aside and replaced. Each replaced model is kept in `published.history/`, from which
+`tfm publish --rollback` restores it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -109,6 +115,16 @@ class Scorer:
         )
         return result.scores.bleu
 
+    def scored_on(self, checkpoint: Checkpoint, metric: Metric) -> str:
+        """What two scores of `metric` must share to be compared across nights: the
+        validation text and, for loss, the vocabulary (a short digest, recorded with them)."""
+        h = hashlib.sha256(metric.value.encode())
+        for lang in (self.src_lang, self.tgt_lang):
+            h.update("\n".join(self.prepared.text("val", lang)).encode())
+        if metric is Metric.VALID_LOSS:
+            h.update(vocabulary_digest(checkpoint.tokenizer).encode())
+        return h.hexdigest()[:16]
+
 
 @dataclass(frozen=True)
 class GateRules:
@@ -118,35 +134,70 @@ class GateRules:
     margin_bleu: float = 0.0  # valid_bleu must rise by at least this much
     min_bleu: float | None = None  # greedy valid_bleu a candidate must reach to be published
     keep: int = 3  # replaced models kept in published.history/
+    tolerance_loss: float = 0.0  # trained on a grown corpus: valid_loss may be this much higher
+    tolerance_bleu: float = 0.0  # trained on a grown corpus: valid_bleu may be this much lower
 
     @classmethod
     def from_config(cls, train: TrainConfig) -> GateRules:
-        return cls(train.promote_margin_loss, train.promote_margin_bleu, train.promote_min_bleu, train.keep_published)
+        return cls(
+            margin_loss=train.promote_margin_loss,
+            margin_bleu=train.promote_margin_bleu,
+            min_bleu=train.promote_min_bleu,
+            keep=train.keep_published,
+            tolerance_loss=train.promote_tolerance_loss,
+            tolerance_bleu=train.promote_tolerance_bleu,
+        )
 
     def as_record(self) -> dict[str, Any]:
         """The rules that decide (not how many models are kept), as logged with each decision."""
-        return {"margin_loss": self.margin_loss, "margin_bleu": self.margin_bleu, "min_bleu": self.min_bleu}
+        return {
+            "margin_loss": self.margin_loss,
+            "margin_bleu": self.margin_bleu,
+            "min_bleu": self.min_bleu,
+            "tolerance_loss": self.tolerance_loss,
+            "tolerance_bleu": self.tolerance_bleu,
+        }
 
     def margin(self, metric: Metric) -> float:
         return self.margin_loss if metric.lower_is_better else self.margin_bleu
 
-    def better(self, metric: Metric, new: float, old: float) -> bool:
-        if metric.lower_is_better:
-            return new <= old - self.margin(metric)
-        return new >= old + self.margin(metric)
+    def tolerance(self, metric: Metric) -> float:
+        return self.tolerance_loss if metric.lower_is_better else self.tolerance_bleu
+
+    def better(self, metric: Metric, new: float, old: float, grown: bool = False) -> bool:
+        """Whether `new` replaces `old`: better by the margin, or, for a candidate trained on
+        a grown corpus (`grown`), worse by no more than the tolerance."""
+        gain = old - new if metric.lower_is_better else new - old
+        return gain >= (-self.tolerance(metric) if grown else self.margin(metric))
 
 
-def _last_decision(run: RunDir) -> dict[str, Any] | None:
+def _decisions(run: RunDir) -> list[dict[str, Any]]:
+    """promotions.log's entries, oldest first (a damaged line is skipped: the others count)."""
     if not run.promotions.is_file():
-        return None
-    for line in reversed(run.promotions.read_text(errors="replace").splitlines()):
+        return []
+    entries = []
+    for line in run.promotions.read_text(errors="replace").splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
-            continue  # a damaged line: the decisions before it still count
+            continue
         if isinstance(entry, dict):
-            return entry
-    return None
+            entries.append(entry)
+    return entries
+
+
+def _best_published(decisions: list[dict[str, Any]], metric: Metric, scored_on: str, now: float) -> float:
+    """The best score of `metric` a published model had: `now`'s, or a better one recorded in
+    `decisions` on the same validation data (and vocabulary, for loss)."""
+    scores: list[Any] = [now]
+    for entry in decisions:
+        if entry.get("metric") != metric.value or entry.get("scored_on") != scored_on:
+            continue
+        scores.append(entry.get("published"))
+        if str(entry.get("decision", "")).startswith("promoted"):
+            scores.append(entry.get("candidate"))
+    known = [float(x) for x in scores if isinstance(x, (int, float)) and not isinstance(x, bool)]
+    return min(known) if metric.lower_is_better else max(known)
 
 
 def _record(run: RunDir, entry: dict[str, Any]) -> None:
@@ -249,7 +300,8 @@ def promote(
         if was_damaged:
             return _repair_without_best(run)
         return Decision(Outcome.NOTHING, "nothing promoted: best.pt is damaged")
-    last = _last_decision(run)
+    decisions = _decisions(run)
+    last = decisions[-1] if decisions else None
     rules_used = rules.as_record()
     if (
         published is not None
@@ -268,7 +320,7 @@ def promote(
     }
     if retrain is not None:
         entry["retrain"] = retrain
-    decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged)
+    decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged, decisions)
     if decision.outcome is Outcome.PROMOTED:
         if published is not None:
             _archive(run, published, rules.keep)
@@ -287,15 +339,31 @@ def _decide(
     rules: GateRules,
     entry: dict[str, Any],
     was_damaged: bool,
+    decisions: list[dict[str, Any]],
 ) -> Decision:
-    """The decision for a readable best.pt not decided before: by identity, policy, or judged."""
+    """The decision for a readable best.pt not decided before: by identity, policy, or judged
+    (`decisions`: promotions.log's entries so far)."""
     if published is not None and published.sha256 == candidate.sha256:
         return Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
     if policy is Policy.NEVER and not was_damaged:
         return Decision(Outcome.KEPT, "kept published (--promote never)")
     if policy is Policy.ALWAYS and published is not None:
         return Decision(Outcome.PROMOTED, "promoted (--promote always)")
-    return _judge(candidate, published, metric, scorer, rules, entry, was_damaged)
+    return _judge(candidate, published, metric, scorer, rules, entry, was_damaged, decisions)
+
+
+def _growth(candidate: Checkpoint, published: Checkpoint) -> float | None:
+    """For a candidate that continued the published model (train.init_from): how many more
+    training pairs it learned from, as a share of the published model's, by what their
+    checkpoints record (None: not a continuation of it, or the pairs are not recorded)."""
+    parent = candidate.parent.get("sha256") if isinstance(candidate.parent, dict) else None
+    if parent != published.sha256:
+        return None
+    pairs = [c.training.get("train_pairs") if isinstance(c.training, dict) else None for c in (candidate, published)]
+    new, old = pairs
+    if not (isinstance(new, int) and isinstance(old, int) and old > 0):
+        return None
+    return (new - old) / old
 
 
 def _judge(
@@ -306,8 +374,13 @@ def _judge(
     rules: GateRules,
     entry: dict[str, Any],
     was_damaged: bool,
+    decisions: list[dict[str, Any]],
 ) -> Decision:
-    """The if-better decision (also for a first or a repairing promotion: the minimum quality)."""
+    """The if-better decision (also for a first or a repairing promotion: the minimum quality).
+    A candidate that continued the published model on more pairs (the nightly continuation on
+    a grown corpus) is judged by the tolerance instead of the margin, from the best score any
+    published model had on this validation data, so that nightly ties cannot walk the quality
+    down a tolerance at a time."""
     if rules.min_bleu is not None:
         bleu = scorer(candidate, Metric.VALID_BLEU)
         entry["candidate_bleu"] = round(bleu, 2)
@@ -326,7 +399,18 @@ def _judge(
     if used is not metric:
         log.info("the published model has another tokenizer: comparing valid_bleu, not valid_loss")
     new, old = scorer(candidate, used), scorer(published, used)
-    entry.update(metric=used.value, candidate=round(new, 5), published=round(old, 5))
+    scored_on = scorer.scored_on(candidate, used)
+    entry.update(metric=used.value, candidate=round(new, 5), published=round(old, 5), scored_on=scored_on)
+    growth = _growth(candidate, published)
+    if growth is not None and growth > 0:
+        best = _best_published(decisions, used, scored_on, old)
+        entry["best_published"] = round(best, 5)
+        tolerance, grew = rules.tolerance(used), f"it learned from {growth:.1%} more pairs"
+        if rules.better(used, new, best, grown=True):
+            return Decision(Outcome.PROMOTED, f"promoted ({grew}; within {tolerance} of the best published)")
+        return Decision(
+            Outcome.KEPT, f"kept published (worse than the best published by more than {tolerance}, though {grew})"
+        )
     margin = rules.margin(used)
     if rules.better(used, new, old):
         return Decision(
