@@ -130,19 +130,18 @@ def test_the_gates_policies_and_metrics_are_the_configs_choices():
     rules = GateRules(margin_loss=0.1, margin_bleu=1.0)
     assert rules.better(Metric.VALID_LOSS, 2.0, 2.1) and not rules.better(Metric.VALID_LOSS, 2.01, 2.1)
     assert rules.better(Metric.VALID_BLEU, 31.0, 30.0) and not rules.better(Metric.VALID_BLEU, 30.9, 30.0)
-    grown = GateRules(margin_loss=0.1, tolerance_loss=0.01, margin_bleu=1.0, tolerance_bleu=0.3)
-    assert grown.better(Metric.VALID_LOSS, 2.105, 2.1, grown=True) and not grown.better(
-        Metric.VALID_LOSS, 2.12, 2.1, grown=True
-    )
-    assert grown.better(Metric.VALID_BLEU, 29.8, 30.0, grown=True) and not grown.better(
-        Metric.VALID_BLEU, 29.6, 30.0, grown=True
-    )
+    # A continuation on a grown corpus: the tolerance instead of the margin.
+    rules = GateRules(margin_loss=0.1, tolerance_loss=0.01, margin_bleu=1.0, tolerance_bleu=0.3)
+    loss, bleu = Metric.VALID_LOSS, Metric.VALID_BLEU
+    assert rules.better(loss, 2.105, 2.1, grown=True) and not rules.better(loss, 2.12, 2.1, grown=True)
+    assert rules.better(bleu, 29.8, 30.0, grown=True) and not rules.better(bleu, 29.6, 30.0, grown=True)
 
 
 def _continued_on_more_pairs(path, out, parent, growth: float) -> int:
     """`path`'s model, recorded as the continuation of `parent` on `growth` more pairs than the
     original run (a night's grown corpus); written to `out`."""
     checkpoint, published = Checkpoint.read(path), Checkpoint.read(parent)
+    assert checkpoint.training is not None  # every run records its training pairs
     pairs = round(checkpoint.training["train_pairs"] * (1 + growth))
     training = {**checkpoint.training, "train_pairs": pairs}
     parent_record = {"from": "published", "path": str(parent), "sha256": published.sha256}
