@@ -5,12 +5,14 @@ The tuner inside `tfm train`: tests/reliability/test_shared_machine.py."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -86,7 +88,8 @@ def test_a_busy_neighbour_moves_training_to_one_thread_in_seconds_and_it_is_said
         machine.run(tuner, 3600)  # an hour more beside it: re-checks of two threads, no change
     assert tuner.changes == [(2, 1)] and machine.count == 1
     assert tuner.summary().startswith("train.threads auto: 1 thread at the end; ")
-    assert tuner.summary().endswith(f" {tuner.probes} probes of another count, 1 kept") and tuner.probes > 2
+    shown = f"({tuner.probe_seconds:,.1f} s of {tuner.step_seconds:,.0f} s of steps), 1 kept"
+    assert tuner.summary().endswith(f" {tuner.probes} probes of another count {shown}") and tuner.probes > 2
     steps_at_two = machine.steps_at[2] / sum(machine.steps_at.values())
     assert steps_at_two < 0.02, f"{steps_at_two:.1%} of the steps were spent probing two threads"
 
@@ -112,6 +115,9 @@ def test_alone_or_beside_a_nice_19_neighbour_the_threads_stay_and_probes_cost_un
         assert tuner.changes == [] and machine.count == 2
         lost = machine.steps_at.get(1, 0) * 2000 * (1 / 1529 - 1 / 2722)  # seconds the probes cost
         assert lost / 3600 < 0.01
+        # What the run's summary line reports: the time at the probed count, which bounds the cost.
+        assert tuner.probe_seconds == pytest.approx(machine.steps_at.get(1, 0) * 2000 / machine.speed[1])
+        assert tuner.step_seconds == pytest.approx(machine.t) and lost < tuner.probe_seconds < 0.02 * machine.t
 
 
 def test_the_neighbour_leaving_brings_the_threads_back():
@@ -137,7 +143,11 @@ def test_a_difference_within_the_margin_changes_nothing_and_probes_space_out():
     assert tuner.changes == [] and machine.count == 2
     gaps = [b - a for a, b in zip(probes, probes[1:])]
     assert gaps[-1] > 100 and len(probes) < 25  # the load keeps signalling; probes back off to 2 min
-    assert tuner.summary() == f"train.threads auto: 2 threads at the end; {len(probes)} probes of another count, 0 kept"
+    at_one = f"({tuner.probe_seconds:,.1f} s of {tuner.step_seconds:,.0f} s of steps)"
+    assert (
+        tuner.summary()
+        == f"train.threads auto: 2 threads at the end; {len(probes)} probes of another count {at_one}, 0 kept"
+    )
 
 
 def test_a_pause_between_steps_is_not_measured():
@@ -254,3 +264,21 @@ def test_real_steps_beside_a_busy_process_move_auto_to_one_thread_and_leave_a_fi
     assert result["start"] == 1 and result["free"] < 1.5, result
     assert result["auto"]["changes"][:1] == [[2, 1]] and result["auto"]["count"] == 1, result
     assert result["fixed"] == [2]
+
+
+def test_the_shared_machine_benchmark_reads_the_runs_summary_line():
+    """benchmarks/shared_machine.py bounds what auto cost alone by the time it spent probing,
+    read from the lines the tuner writes: the two must not drift apart."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "shared_machine.py"
+    spec = importlib.util.spec_from_file_location("shared_machine", path)
+    assert spec is not None and spec.loader is not None
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    machine = Machine(**ALONE)
+    tuner = tuner_on(machine)
+    machine.run(tuner, 1800)
+    said = benchmark.auto_summary([tuner.describe(), tuner.summary()])
+    assert said["auto_start"] == said["auto_end"] == 2 and said["auto_kept"] == 0
+    assert said["auto_probes"] == tuner.probes > 0
+    assert said["auto_probe_share"] == pytest.approx(tuner.probe_seconds / tuner.step_seconds, abs=1e-3)
+    assert benchmark.auto_summary(["train.threads: 2 threads, fixed"]) == {}

@@ -159,6 +159,8 @@ class ThreadTuner:
         self.count = self.current  # in use now: the current count, or the one being probed
         self.changes: list[tuple[int, int]] = []  # (from, to) of every change kept
         self.probes = 0  # windows spent measuring another count, kept or not
+        self.step_seconds = 0.0  # every recorded step's wall time...
+        self.probe_seconds = 0.0  # ...and the part of it at a probed count (the most probing can cost)
         self._apply(self.count)
         self._skip = self.timing.warmup_steps
         self._warming = self._skip > 0  # the warm-up steps: measured, compared only on a strong sign
@@ -189,10 +191,12 @@ class ThreadTuner:
         return cls(what, unit, cpus, start=cpus if free is None else count_for(free, cpus), free=free)
 
     def summary(self) -> str:
-        """What the run did, for its last lines: the count it ended at and what it tried."""
+        """What the run did, for its last lines: the count it ended at, what it tried, and the
+        share of the steps' time spent at probed counts (a bound on what probing cost)."""
         return (
             f"{self.what} auto: {_n(self.current)} at the end; {self.probes} "
-            f"{'probe' if self.probes == 1 else 'probes'} of another count, {len(self.changes)} kept"
+            f"{'probe' if self.probes == 1 else 'probes'} of another count "
+            f"({self.probe_seconds:,.1f} s of {self.step_seconds:,.0f} s of steps), {len(self.changes)} kept"
         )
 
     def describe(self) -> str:
@@ -211,6 +215,9 @@ class ThreadTuner:
 
     def record(self, work: float, seconds: float) -> None:
         """One step: its work (in `unit`) and wall time."""
+        self.step_seconds += seconds
+        if self.count != self.current:
+            self.probe_seconds += seconds
         if self._skip > 0:
             self._skip -= 1
             if self._warming:
