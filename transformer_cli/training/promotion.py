@@ -134,8 +134,8 @@ class GateRules:
     margin_bleu: float = 0.0  # valid_bleu must rise by at least this much
     min_bleu: float | None = None  # greedy valid_bleu a candidate must reach to be published
     keep: int = 3  # replaced models kept in published.history/
-    tolerance_loss: float = 0.0  # trained on a grown corpus: valid_loss may be this much higher
-    tolerance_bleu: float = 0.0  # trained on a grown corpus: valid_bleu may be this much lower
+    tolerance_loss: float = 0.0  # a continuation on more pairs: valid_loss may be this much higher
+    tolerance_bleu: float = 0.0  # a continuation on more pairs: valid_bleu may be this much lower
 
     @classmethod
     def from_config(cls, train: TrainConfig) -> GateRules:
