@@ -258,8 +258,9 @@ class TrainConfig(Section):
     )
     promote_tolerance_loss: float = _f(
         0.01,
-        "A model trained on a grown corpus (the nightly continuation) is promoted unless its "
-        "validation loss is higher by more than this (seeds of base.yaml differ by up to 0.016).",
+        "A model that continued the published one on more pairs (the nightly run on a grown corpus) "
+        "is promoted unless its validation loss is above the best published one's by more than this "
+        "(seeds of base.yaml differ by up to 0.016).",
         resumable=True,
         ge=0.0,
     )
