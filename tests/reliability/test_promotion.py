@@ -172,6 +172,11 @@ def test_a_model_trained_on_a_grown_corpus_needs_only_to_be_within_the_tolerance
         assert entry["rules"]["tolerance_loss"] == rules.tolerance_loss and entry["candidate"] > entry["published"]
         assert entry["best_published"] == entry["published"]
         assert (run.published.read_bytes() == run.best.read_bytes()) is (outcome is Outcome.PROMOTED)
+    # A continuation that is better outright says so, as any better model does.
+    run = _run_with(tmp_path / "better", published=models["weak"], best=models["good"])
+    _continued_on_more_pairs(models["good"], run.best, run.published, 0.035)
+    better = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, GateRules(tolerance_loss=0.01))
+    assert better == Decision(Outcome.PROMOTED, "promoted (at least as good)")
     # Trained on the same pairs, or on more but not from the published model, the tolerance
     # does not apply: the weaker model must be better.
     for name, growth, parent in (("same", 0.0, models["good"]), ("scratch", 0.035, models["mid"])):

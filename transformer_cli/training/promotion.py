@@ -378,9 +378,9 @@ def _judge(
 ) -> Decision:
     """The if-better decision (also for a first or a repairing promotion: the minimum quality).
     A candidate that continued the published model on more pairs (the nightly continuation on
-    a grown corpus) is judged by the tolerance instead of the margin, from the best score any
-    published model had on this validation data, so that nightly ties cannot walk the quality
-    down a tolerance at a time."""
+    a grown corpus) and is not better by the margin is judged by the tolerance, from the best
+    score any published model had on this validation data, so that nightly ties cannot walk
+    the quality down a tolerance at a time."""
     if rules.min_bleu is not None:
         bleu = scorer(candidate, Metric.VALID_BLEU)
         entry["candidate_bleu"] = round(bleu, 2)
@@ -402,7 +402,7 @@ def _judge(
     scored_on = scorer.scored_on(candidate, used)
     entry.update(metric=used.value, candidate=round(new, 5), published=round(old, 5), scored_on=scored_on)
     growth = _growth(candidate, published)
-    if growth is not None and growth > 0:
+    if growth is not None and growth > 0 and not rules.better(used, new, old):
         best = _best_published(decisions, used, scored_on, old)
         entry["best_published"] = round(best, 5)
         tolerance, grew = rules.tolerance(used), f"it learned from {growth:.1%} more pairs"
