@@ -309,8 +309,9 @@ def publish(
         raise UsageError(f"no run in {run.path}: train one with `tfm train -c {config}`")
     run.lock()
     try:
-        from .training.promotion import Policy, describe_published
+        from .training.promotion import Policy
         from .training.promotion import rollback as roll_back
+        from .training.published import describe_published
 
         if rollback:
             typer.echo(roll_back(run, Policy(cfg.train.promote)))

@@ -16,16 +16,27 @@ from transformer_cli.export.bundle import export_checkpoint
 # In a fresh process: no other translators come or go while threads are counted, and torch's
 # own thread pool is started (by a matmul) before each count.
 COUNT = r"""
-import json, os, sys, torch
+import json, os, sys, time, torch
 from transformer_cli.api import open_backend
+
+def settled():
+    # The process's thread count once it has not changed for 0.3 s (threads that a busy
+    # machine starts late are counted with the translator that started them).
+    count, since = len(os.listdir("/proc/self/task")), time.monotonic()
+    while time.monotonic() - since < 0.3:
+        time.sleep(0.02)
+        now = len(os.listdir("/proc/self/task"))
+        if now != count:
+            count, since = now, time.monotonic()
+    return count
 
 def threads_added(threads):
     torch.ones(256, 256) @ torch.ones(256, 256)
-    before = len(os.listdir("/proc/self/task"))
+    before = settled()
     backend = open_backend(sys.argv[1], "cpu", threads=threads)
     backend.translate(["Ein Mann sieht einen Ball."] * 4)
     kept.append(backend)  # alive while the next ones are counted
-    return len(os.listdir("/proc/self/task")) - before
+    return settled() - before
 
 kept = []
 added = {"1": threads_added(1), "3": threads_added(3)}

@@ -17,14 +17,10 @@ aside and replaced. Each replaced model is kept in `published.history/`, from wh
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,10 +32,19 @@ from ..data.prepared import Prepared
 from ..device import autocast_dtype
 from ..errors import UsageError
 from ..evaluate import loss_result, translate_and_score
-from ..fsutil import atomic_write_bytes, atomic_write_text
+from ..fsutil import atomic_write_bytes
 from ..inference.translate import TorchTranslator
 from ..tokenizers.pair import vocabulary_digest
-from .metrics import described
+from .published import (
+    archive,
+    decisions,
+    history,
+    now,
+    readable,
+    record,
+    restore_from_history,
+    verified_published,
+)
 from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
@@ -171,26 +176,12 @@ class GateRules:
         return gain >= (-self.tolerance(metric) if grown else self.margin(metric))
 
 
-def _decisions(run: RunDir) -> list[dict[str, Any]]:
-    """promotions.log's entries, oldest first (a damaged line is skipped: the others count)."""
-    if not run.promotions.is_file():
-        return []
-    entries = []
-    for line in run.promotions.read_text(errors="replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
-
-
-def _best_published(decisions: list[dict[str, Any]], metric: Metric, scored_on: str, now: float) -> float:
-    """The best score of `metric` a published model had: `now`'s, or a better one recorded in
-    `decisions` on the same validation data (and vocabulary, for loss)."""
-    scores: list[Any] = [now]
-    for entry in decisions:
+def _best_published(past: list[dict[str, Any]], metric: Metric, scored_on: str, current: float) -> float:
+    """The best score of `metric` a published model had: `current` (published.pt's now), or a
+    better one recorded in `past` decisions on the same validation data (and vocabulary, for
+    loss)."""
+    scores: list[Any] = [current]
+    for entry in past:
         if entry.get("metric") != metric.value or entry.get("scored_on") != scored_on:
             continue
         scores.append(entry.get("published"))
@@ -198,29 +189,6 @@ def _best_published(decisions: list[dict[str, Any]], metric: Metric, scored_on: 
             scores.append(entry.get("candidate"))
     known = [float(x) for x in scores if isinstance(x, (int, float)) and not isinstance(x, bool)]
     return min(known) if metric.lower_is_better else max(known)
-
-
-def _record(run: RunDir, entry: dict[str, Any]) -> None:
-    old = run.promotions.read_text(errors="replace") if run.promotions.is_file() else ""
-    atomic_write_text(run.promotions, old + json.dumps(entry, allow_nan=False) + "\n")
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _verified_published(run: RunDir) -> tuple[Checkpoint | None, bool]:
-    """published.pt (None when absent or damaged) and whether it was damaged.
-    A damaged file is moved aside to published.pt.damaged so that it is never served again."""
-    if not run.published.is_file():
-        return None, False
-    try:
-        return Checkpoint.read(run.published), False
-    except (CheckpointError, UsageError) as e:
-        aside = run.path / "published.pt.damaged"
-        os.replace(run.published, aside)
-        log.warning("%s: moved aside to %s; it will be replaced", e, aside)
-        return None, True
 
 
 def published_or_restored(run: RunDir) -> Checkpoint | None:
@@ -232,52 +200,14 @@ def published_or_restored(run: RunDir) -> Checkpoint | None:
     try:
         return Checkpoint.read(run.published)
     except (CheckpointError, UsageError) as e:
-        if not any(_readable(p) for p in history(run)):
+        if not any(readable(p) for p in history(run)):
             raise UsageError(
                 f"{e}, and {run.published_history} holds no earlier model to restore: "
                 "put a good published.pt back (or train without train.init_from)"
             ) from None
-    _verified_published(run)  # moves it aside
+    verified_published(run)  # moves it aside
     log.warning("%s", _repair_without_best(run).text)
     return Checkpoint.read(run.published)
-
-
-def _readable(path: Path) -> bool:
-    try:
-        Checkpoint.read(path)
-    except (CheckpointError, UsageError):
-        return False
-    return True
-
-
-def _archive(run: RunDir, published: Checkpoint, keep: int) -> None:
-    """Keep the model being replaced in published.history/ (the newest `keep` are kept)."""
-    folder = run.published_history
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    atomic_write_bytes(folder / f"{stamp}-{published.digest[:12]}.pt", run.published.read_bytes())
-    for old in history(run)[keep:]:
-        old.unlink(missing_ok=True)
-
-
-def history(run: RunDir) -> list[Path]:
-    """Models replaced by promotions, newest first."""
-    if not run.published_history.is_dir():
-        return []
-    return sorted(run.published_history.glob("*.pt"), reverse=True)
-
-
-def _restore_from_history(run: RunDir) -> str | None:
-    """Put the newest readable archived model back as published.pt; its file name, or None."""
-    for path in history(run):
-        try:
-            Checkpoint.read(path)
-        except (CheckpointError, UsageError) as e:
-            log.warning("%s: skipped", e)
-            continue
-        atomic_write_bytes(run.published, path.read_bytes())
-        path.unlink()
-        return path.name
-    return None
 
 
 def promote(
@@ -290,7 +220,7 @@ def promote(
 ) -> Decision:
     """Apply the gate; returns the decision. `retrain`: train.retrain's decision that started
     the run (training/retrain_policy.py), recorded with it."""
-    published, was_damaged = _verified_published(run)
+    published, was_damaged = verified_published(run)
     if not run.best.is_file():
         return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING, "no best.pt to promote")
     try:
@@ -300,8 +230,8 @@ def promote(
         if was_damaged:
             return _repair_without_best(run)
         return Decision(Outcome.NOTHING, "nothing promoted: best.pt is damaged")
-    decisions = _decisions(run)
-    last = decisions[-1] if decisions else None
+    past = decisions(run)
+    last = past[-1] if past else None
     rules_used = rules.as_record()
     if (
         published is not None
@@ -312,7 +242,7 @@ def promote(
     ):
         return Decision(Outcome.ALREADY_DECIDED, f"already decided for this best.pt: {last['decision']}")
     entry: dict[str, Any] = {
-        "time": _now(),
+        "time": now(),
         "policy": policy.value,
         "rules": rules_used,
         "candidate_sha256": candidate.sha256,
@@ -320,13 +250,13 @@ def promote(
     }
     if retrain is not None:
         entry["retrain"] = retrain
-    decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged, decisions)
+    decision = _decide(candidate, published, policy, metric, scorer, rules, entry, was_damaged, past)
     if decision.outcome is Outcome.PROMOTED:
         if published is not None:
-            _archive(run, published, rules.keep)
+            archive(run, published, rules.keep)
         atomic_write_bytes(run.published, run.best.read_bytes())
     entry["decision"] = decision.text
-    _record(run, entry)
+    record(run, entry)
     return decision
 
 
@@ -339,17 +269,17 @@ def _decide(
     rules: GateRules,
     entry: dict[str, Any],
     was_damaged: bool,
-    decisions: list[dict[str, Any]],
+    past: list[dict[str, Any]],
 ) -> Decision:
     """The decision for a readable best.pt not decided before: by identity, policy, or judged
-    (`decisions`: promotions.log's entries so far)."""
+    (`past`: promotions.log's entries so far)."""
     if published is not None and published.sha256 == candidate.sha256:
         return Decision(Outcome.UNCHANGED, "unchanged (published is this best.pt)")
     if policy is Policy.NEVER and not was_damaged:
         return Decision(Outcome.KEPT, "kept published (--promote never)")
     if policy is Policy.ALWAYS and published is not None:
         return Decision(Outcome.PROMOTED, "promoted (--promote always)")
-    return _judge(candidate, published, metric, scorer, rules, entry, was_damaged, decisions)
+    return _judge(candidate, published, metric, scorer, rules, entry, was_damaged, past)
 
 
 def _growth(candidate: Checkpoint, published: Checkpoint) -> float | None:
@@ -374,7 +304,7 @@ def _judge(
     rules: GateRules,
     entry: dict[str, Any],
     was_damaged: bool,
-    decisions: list[dict[str, Any]],
+    past: list[dict[str, Any]],
 ) -> Decision:
     """The if-better decision (also for a first or a repairing promotion: the minimum quality).
     A candidate that continued the published model on more pairs (the nightly continuation on
@@ -403,7 +333,7 @@ def _judge(
     entry.update(metric=used.value, candidate=round(new, 5), published=round(old, 5), scored_on=scored_on)
     growth = _growth(candidate, published)
     if growth is not None and growth > 0 and not rules.better(used, new, old):
-        best = _best_published(decisions, used, scored_on, old)
+        best = _best_published(past, used, scored_on, old)
         entry["best_published"] = round(best, 5)
         tolerance, grew = rules.tolerance(used), f"it learned from {growth:.1%} more pairs"
         if rules.better(used, new, best, grown=True):
@@ -423,24 +353,24 @@ def _judge(
 
 def _repair_without_best(run: RunDir) -> Decision:
     """A damaged published.pt and no usable best.pt: the newest archived model comes back."""
-    restored = _restore_from_history(run)
+    restored = restore_from_history(run)
     if restored is None:
         log.warning("published.pt was damaged and there is no model to restore it from")
         return Decision(Outcome.NOTHING, "published.pt was damaged; nothing to restore it from")
-    _record(run, {"time": _now(), "decision": f"restored published.pt from {restored}"})
+    record(run, {"time": now(), "decision": f"restored published.pt from {restored}"})
     return Decision(Outcome.RESTORED, f"restored published.pt from published.history/{restored}")
 
 
 def rollback(run: RunDir, policy: Policy) -> str:
     """`tfm publish --rollback`: the newest archived model becomes published.pt again. The
     current best.pt is recorded as decided, so the next run does not promote it again."""
-    current, _ = _verified_published(run)
-    restored = _restore_from_history(run)
+    current, _ = verified_published(run)
+    restored = restore_from_history(run)
     if restored is None:
         raise UsageError(f"nothing to roll back to: {run.published_history} holds no earlier published model")
     decision = f"rolled back to {restored}"
     entry: dict[str, Any] = {
-        "time": _now(),
+        "time": now(),
         "policy": policy.value,
         "published_sha256": current.sha256 if current else None,
         "decision": decision,
@@ -449,19 +379,5 @@ def rollback(run: RunDir, policy: Policy) -> str:
         entry["candidate_sha256"] = Checkpoint.read(run.best).sha256
     except (CheckpointError, UsageError):
         pass
-    _record(run, entry)
+    record(run, entry)
     return decision
-
-
-def describe_published(run: RunDir) -> str:
-    """A few lines: published.pt and the archived models, each with its sha256 and metrics."""
-    lines = []
-    for label, path in [("published", run.published), *(("earlier", p) for p in history(run))]:
-        try:
-            checkpoint = Checkpoint.read(path)
-        except (CheckpointError, UsageError) as e:
-            lines.append(f"{label:<9} {path}: {e}")
-            continue
-        shown = described(checkpoint.metrics)
-        lines.append(f"{label:<9} {path}  sha256 {checkpoint.digest[:12]}  {shown}")
-    return "\n".join(lines)
