@@ -45,6 +45,7 @@ from .published import (
     restore_from_history,
     verified_published,
 )
+from .retrain_policy import Facts, trained_pairs
 from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
@@ -289,11 +290,8 @@ def _growth(candidate: Checkpoint, published: Checkpoint) -> float | None:
     parent = candidate.parent.get("sha256") if isinstance(candidate.parent, dict) else None
     if parent != published.sha256:
         return None
-    pairs = [c.training.get("train_pairs") if isinstance(c.training, dict) else None for c in (candidate, published)]
-    new, old = pairs
-    if not (isinstance(new, int) and isinstance(old, int) and old > 0):
-        return None
-    return (new - old) / old
+    new = trained_pairs(candidate)
+    return None if new is None else Facts(new, trained_pairs(published)).growth
 
 
 def _judge(

@@ -219,10 +219,15 @@ def facts_of(parent: Checkpoint, manifest: DataManifest) -> Facts:
     rates = train.unk_rate if manifest.tokenizer_from is not None else None
     return Facts(
         train.pairs,
-        _recorded(record, "train_pairs"),
+        trained_pairs(parent),
         None if rates is None else max(rates.src, rates.tgt),
         _recorded(record, "continued_runs"),
     )
+
+
+def trained_pairs(checkpoint: Checkpoint) -> int | None:
+    """The training pairs `checkpoint` records it was trained on (None: not recorded)."""
+    return _recorded(checkpoint.training if isinstance(checkpoint.training, dict) else {}, "train_pairs")
 
 
 def _recorded(record: dict[str, Any], key: str) -> int | None:
