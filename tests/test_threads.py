@@ -8,7 +8,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import math
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -26,8 +28,16 @@ class Machine:
     """A simulated 2-CPU machine: tokens/s per thread count, and what the load counters read
     (the share of time the threads wait for a CPU, the CPUs left idle) under each count."""
 
-    def __init__(self, speed: dict[int, float], waiting: dict[int, float], idle: dict[int, float]):
+    def __init__(
+        self,
+        speed: dict[int, float],
+        waiting: dict[int, float],
+        idle: dict[int, float],
+        noise: float = 0.0,
+        seed: int = 0,
+    ):
         self.speed, self.waiting, self.idle = speed, waiting, idle
+        self.noise, self.rng = noise, random.Random(seed)  # each step's time x exp(N(0, noise))
         self.t = 0.0
         self.waited_ns = self.idle_ticks = self.total_ticks = 0.0
         self.count = 0
@@ -43,7 +53,7 @@ class Machine:
         self.count = count
 
     def step(self, tuner: ThreadTuner, tokens: float = 2000.0) -> None:
-        seconds = tokens / self.speed[self.count]
+        seconds = tokens / self.speed[self.count] * (math.exp(self.rng.gauss(0, self.noise)) if self.noise else 1.0)
         self.t += seconds
         self.waited_ns += self.waiting[self.count] * seconds * self.count * 1e9
         self.idle_ticks += self.idle[self.count] * seconds * 100
@@ -118,6 +128,26 @@ def test_alone_or_beside_a_nice_19_neighbour_the_threads_stay_and_probes_cost_un
         # What the run's summary line reports: the time at the probed count, which bounds the cost.
         assert tuner.probe_seconds == pytest.approx(machine.steps_at.get(1, 0) * 2000 / machine.speed[1])
         assert tuner.step_seconds == pytest.approx(machine.t) and lost < tuner.probe_seconds < 0.02 * machine.t
+
+
+def test_alone_with_steps_as_uneven_as_real_batches_a_recheck_keeps_the_faster_count():
+    """Real steps differ in speed (batches of other lengths): alone, a re-check's one-second
+    window at one thread once measured 1.29x the two threads' window before it, and the run
+    switched to one thread for 21 s (issue 39's student, 2026-11-27). Re-checks compare
+    10-second windows: over simulated hours alone whose steps vary by a factor e^N(0, 0.4),
+    none keeps a change; with the one-second windows of before, some runs do."""
+    runs_that_changed = {}
+    for window in (10.0, 1.0):
+        runs_that_changed[window] = 0
+        for seed in range(12):
+            machine = Machine(**ALONE, noise=0.4, seed=seed)
+            tuner = tuner_on(machine, recheck_window_s=window)
+            machine.run(tuner, 3600)
+            runs_that_changed[window] += bool(tuner.changes)
+            assert machine.count == 2  # a wrong switch is undone: one thread leaves a CPU idle
+            if window == 10.0:
+                assert tuner.probe_seconds < 0.02 * machine.t
+    assert runs_that_changed[10.0] == 0 and runs_that_changed[1.0] > 0, runs_that_changed
 
 
 def test_the_neighbour_leaving_brings_the_threads_back():

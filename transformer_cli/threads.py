@@ -18,7 +18,11 @@ now:
 2. It probes a neighbouring count for one window when the load says it may pay (its threads
    waited for a CPU: try fewer; CPUs stood idle: try more), and in any case every
    `recheck_s` seconds (doubling while nothing changes). Beside heavy load (`strong_waiting`
-   already over the warm-up) it probes fewer threads right after the warm-up.
+   already over the warm-up) it probes fewer threads right after the warm-up. A re-check
+   without a load signal compares windows of `recheck_window_s` (the current count's, then
+   the probe's): alone, one thread is ~0.6x two, less than the speed of one-second windows
+   of real batches varies (one such window at one thread once measured 1.29x the two
+   threads' window before it, and the re-check kept the slower count for 21 s).
 3. It keeps the probed count only when it was faster per unit of work by more than `margin`
    than the window just before it; otherwise it goes back. A probe that changed nothing
    doubles the wait before the next probe the load may trigger (up to `max_gap_s`), so an
@@ -62,6 +66,7 @@ class Timing:
     max_gap_s: float = 120.0  # ...doubling after each probe that changed nothing, up to this
     recheck_s: float = 300.0  # a probe without a load signal after this long (doubling)
     max_recheck_s: float = 1800.0
+    recheck_window_s: float = 10.0  # ...measured, with the window before it, over this long
 
 
 class Threads(Protocol):
@@ -165,6 +170,7 @@ class ThreadTuner:
         self._skip = self.timing.warmup_steps
         self._warming = self._skip > 0  # the warm-up steps: measured, compared only on a strong sign
         self._probe: int | None = None
+        self._window_s = self.timing.window_s  # the window being measured: longer for a re-check
         self._reference = 0.0  # the current count's rate in the window before a probe
         self._reference_load: cpu_load.Load | None = None
         self._last_probe = -float("inf")
@@ -229,7 +235,7 @@ class ThreadTuner:
         self._seconds += seconds
         self._steps += 1
         t = self.timing
-        if self._steps < t.window_steps or self._seconds < t.window_s:
+        if self._steps < t.window_steps or self._seconds < self._window_s:
             return
         now = self._clock()
         if now - self._window_start > 1.5 * self._seconds + 1.0:  # a pause (validation, a save)
@@ -272,6 +278,9 @@ class ThreadTuner:
             elif load.idle_cpus >= t.idle_cpus:
                 target = self._neighbour(down=False)
         if target is None and now >= max(self._last_probe, self._started) + max(self._recheck, self._gap):
+            if self._window_s < t.recheck_window_s:  # first the current count over a long window
+                self._window_s = t.recheck_window_s
+                return
             down, self._next_timed_down = self._next_timed_down, not self._next_timed_down
             target = self._neighbour(down) or self._neighbour(not down)
             self._recheck = min(self._recheck * 2, t.max_recheck_s)
@@ -288,6 +297,7 @@ class ThreadTuner:
         probe, previous = self._probe, self.current
         assert probe is not None
         self._probe, self._last_probe = None, now
+        self._window_s = self.timing.window_s
         if rate > self._reference * (1 + self.timing.margin):
             self.current = probe
             self.changes.append((previous, probe))
