@@ -11,14 +11,16 @@ train.continued's recipe, against base.yaml from scratch on the 29,000: val 42.4
     +7.4% (27,000 -> 29,000 pairs)     4 epochs               -0.27   +0.04     0.26x (AMD EPYC, issue 30)
     +10%  (26,364 -> 29,000 pairs)     4 epochs               -0.03   -0.44     0.28x
     +10%, seed 2                       4 epochs               -0.56   -0.67     0.32x
+    +10%, both seeds, 12 averaged      4 epochs               -0.21   -0.10     0.28x (vs 5 scratch runs)
     +20%  (24,167 -> 29,000 pairs)     8 epochs               -0.60   -0.27     0.56x
     +45%  (20,000 -> 29,000 pairs)     4 epochs               -1.04   -2.08     0.27x (AMD EPYC, issue 30)
 
 Up to +7.4%, 4 epochs come within 0.3 of scratch at under a third of its cost (at +3.5% the
 continued model's validation loss is 0.007 above the parent's, within the gate's tolerance for
-a continuation: training/promotion.py); at +10% the two seeds average 0.39 below the five
-scratch runs on record, at the edge; at +20% twice the epochs still do not, and retraining
-costs less than training longer would take. `decide` (pure):
+a continuation: training/promotion.py); at +10% the two seeds, averaging all 12 snapshots of
+the night (train.continued.average_last; the last 8 before: 0.39 below), are within 0.21 of
+the five scratch runs on record; at +20% twice the epochs still do not, and retraining costs
+less than training longer would take. `decide` (pure):
 
 - from scratch (the config's train.*, model.* and tokenizers fitted on the corpus) when the
   growth, (pairs now - pairs the parent was trained on) / pairs the parent was trained on,
