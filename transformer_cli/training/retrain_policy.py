@@ -12,6 +12,7 @@ train.continued's recipe, against base.yaml from scratch on the 29,000: val 42.4
     +10%  (26,364 -> 29,000 pairs)     4 epochs               -0.03   -0.44     0.28x
     +10%, seed 2                       4 epochs               -0.56   -0.67     0.32x
     +10%, both seeds, 12 averaged      4 epochs               -0.21   -0.10     0.28x (vs 5 scratch runs)
+    +3.5%, 12 averaged                 4 epochs               +0.01   -0.03     0.30x (vs 5 scratch runs)
     +20%  (24,167 -> 29,000 pairs)     8 epochs               -0.60   -0.27     0.56x
     +45%  (20,000 -> 29,000 pairs)     4 epochs               -1.04   -2.08     0.27x (AMD EPYC, issue 30)
 
