@@ -32,20 +32,34 @@ def multi30k_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory, corpus_dir):
-    """A small model trained once through `tfm train` on the synthetic corpus (~15 s)."""
+    """A small model trained once through `tfm train` on the synthetic corpus (~15 s), once per
+    session under pytest-xdist too: the first worker that needs it trains it in the session's
+    base folder, and the other waits for it there. Tests only read the run (or copy it)."""
+    import fcntl
+
     from helpers import run_tfm, write_config
 
-    work = tmp_path_factory.mktemp("trained")
-    cfg = write_config(
-        work / "toy.yaml",
-        work,
-        corpus_dir,
-        model={"d_model": 64, "n_heads": 4, "d_ff": 128},
-        train={"epochs": 10, "lr": 3e-3, "schedule": "inverse_sqrt", "warmup_steps": 30, "batch_size": 32},
-    )
-    r = run_tfm("train", "--config", str(cfg))
-    assert r.returncode == 0, r.stderr
-    return {"config": cfg, "run": work / "checkpoints" / "toy", "work": work, "stderr": r.stderr}
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent  # this session's, shared by its workers
+    else:
+        root = tmp_path_factory.mktemp("trained-root")
+    work, stderr = root / "trained", root / "trained" / "train.stderr"
+    with open(root / "trained.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not stderr.is_file():
+            work.mkdir(exist_ok=True)
+            cfg = write_config(
+                work / "toy.yaml",
+                work,
+                corpus_dir,
+                model={"d_model": 64, "n_heads": 4, "d_ff": 128},
+                train={"epochs": 10, "lr": 3e-3, "schedule": "inverse_sqrt", "warmup_steps": 30, "batch_size": 32},
+            )
+            r = run_tfm("train", "--config", str(cfg))
+            assert r.returncode == 0, r.stderr
+            stderr.write_text(r.stderr)
+    run = work / "checkpoints" / "toy"
+    return {"config": work / "toy.yaml", "run": run, "work": work, "stderr": stderr.read_text()}
 
 
 # Fixtures that train models or start tfm processes: a test that uses one (directly or through

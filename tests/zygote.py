@@ -211,8 +211,11 @@ class Zygote:
             ["tfm", *args], code, out.read_text(errors="replace"), err.read_text(errors="replace")
         )
 
-    def run_all(self, folder: Path, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess]:
-        """Run `tfm` commands side by side and wait for all; stderr captured (via `folder`)."""
+    def run_all(
+        self, folder: Path, *commands: tuple[str, ...], timeout: float | None = None
+    ) -> list[subprocess.CompletedProcess]:
+        """Run `tfm` commands side by side and wait for all (each at most `timeout` s); stderr
+        captured (via `folder`)."""
         folder.mkdir(parents=True, exist_ok=True)
         started = []
         for args in commands:
@@ -220,7 +223,7 @@ class Zygote:
             log.touch()
             started.append((args, log, self.start(*args, log_to=log)))
         return [
-            subprocess.CompletedProcess(args, self.wait(pid), "", log.read_text(errors="replace"))
+            subprocess.CompletedProcess(args, self.wait(pid, timeout), "", log.read_text(errors="replace"))
             for args, log, pid in started
         ]
 

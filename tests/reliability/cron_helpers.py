@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,7 +66,18 @@ class Tfm:
 
 
 def run_all(*commands: tuple[str, ...], timeout: float = 180) -> list[subprocess.CompletedProcess]:
-    """Run several independent tfm commands at once (they are mostly import time)."""
+    """Run several independent tfm commands at once and capture their stderr: forks of the test
+    process's zygote where the environment allows (tests/zygote.py: no imports to repeat), else
+    fresh processes (stdout captured too)."""
+    from helpers import forks
+
+    zygote = forks() if hasattr(os, "fork") else None
+    if zygote is not None and zygote.can_run(dict(os.environ)):
+        logs = Path(tempfile.mkdtemp(prefix="tfm-run-all-"))
+        try:
+            return zygote.run_all(logs, *commands, timeout=timeout)
+        finally:
+            shutil.rmtree(logs, ignore_errors=True)
     procs = [
         subprocess.Popen([*TFM, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for args in commands
     ]
