@@ -4,7 +4,10 @@
 # test says why it is skipped when there is none.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-.venv/bin/python -m pip install -q --retries 0 --timeout 15 -e ".[browser]" 2>/dev/null \
+# shellcheck source=scripts/installer.sh
+. scripts/installer.sh
+with_uv -e ".[browser]" 2>/dev/null \
+  || .venv/bin/python -m pip install -q --retries 0 --timeout 15 -e ".[browser]" 2>/dev/null \
   || { echo "setup: Playwright (pip extra 'browser') not installed: the browser test will be skipped" >&2; exit 1; }
 command -v chromium >/dev/null 2>&1 && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

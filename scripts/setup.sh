@@ -3,6 +3,8 @@
 # first argument: dev (the default: what the tests need), or run (tfm and its serve extra, for
 # scripts/run.sh: `tfm serve` works after it).
 # torch is pinned to 2.13.0 only when absent: unpinned, pip would fetch a multi-GB CUDA build.
+# The installer is uv where it can be had (scripts/installer.sh), else pip; TFM_INSTALLER=pip
+# asks for pip from the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS=${1:-dev}
@@ -12,7 +14,20 @@ import sys
 sys.exit(0 if sys.version_info >= (3, 10) else 1)
 PY
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
 case "$EXTRAS" in run) TARGET=".[serve]" ;; *) TARGET=".[$EXTRAS]" ;; esac
-.venv/bin/python -m pip install -q -e "$TARGET"
+TORCH=()
+.venv/bin/python -c "import torch" 2>/dev/null || TORCH=("torch==2.13.0")
+
+# shellcheck source=scripts/installer.sh
+. scripts/installer.sh
+
+with_pip() {
+  .venv/bin/python -m pip install -q --upgrade pip
+  [ ${#TORCH[@]} -eq 0 ] || .venv/bin/python -m pip install -q "${TORCH[@]}"
+  .venv/bin/python -m pip install -q -e "$TARGET"
+}
+
+with_uv "${TORCH[@]}" -e "$TARGET" || {
+  [ "${TFM_INSTALLER:-uv}" = pip ] || echo "setup: uv could not install tfm here; installing with pip" >&2
+  with_pip
+}
