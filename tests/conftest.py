@@ -33,23 +33,14 @@ def multi30k_dir() -> Path:
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory, corpus_dir):
     """A small model trained once through `tfm train` on the synthetic corpus (~15 s), once per
-    session under pytest-xdist too: the first worker that needs it trains it in the session's
-    base folder, and the other waits for it there. Tests only read the run (or copy it)."""
-    import fcntl
+    session under pytest-xdist too (helpers.built_once). Tests only read the run (or copy it)."""
+    from helpers import built_once, run_tfm, write_config
 
-    from helpers import run_tfm, write_config
-
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = tmp_path_factory.getbasetemp().parent  # this session's, shared by its workers
-    else:
-        root = tmp_path_factory.mktemp("trained-root")
-    work, stderr = root / "trained", root / "trained" / "train.stderr"
-    with open(root / "trained.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not stderr.is_file():
-            work.mkdir(exist_ok=True)
-            cfg = write_config(
-                work / "toy.yaml",
+    with built_once(tmp_path_factory, "trained") as (work, built):
+        cfg, stderr = work / "toy.yaml", work / "train.stderr"
+        if not built:
+            write_config(
+                cfg,
                 work,
                 corpus_dir,
                 model={"d_model": 64, "n_heads": 4, "d_ff": 128},
@@ -58,8 +49,7 @@ def trained(tmp_path_factory, corpus_dir):
             r = run_tfm("train", "--config", str(cfg))
             assert r.returncode == 0, r.stderr
             stderr.write_text(r.stderr)
-    run = work / "checkpoints" / "toy"
-    return {"config": work / "toy.yaml", "run": run, "work": work, "stderr": stderr.read_text()}
+    return {"config": cfg, "run": work / "checkpoints" / "toy", "work": work, "stderr": stderr.read_text()}
 
 
 # Fixtures that train models or start tfm processes: a test that uses one (directly or through

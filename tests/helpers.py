@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import gzip
 import os
 import random
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
 if TYPE_CHECKING:
+    import pytest
     from zygote import Zygote
 
     from transformer_cli.tokenizers.pair import TokenizerPair
@@ -111,6 +115,26 @@ def write_config(path: Path, work: Path, source: Path | str, **sections: dict) -
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[Path, bool]]:
+    """The folder of something a session fixture builds (a trained model), built once per test
+    session: under pytest-xdist in the session's base folder, which its workers share, so that
+    the first worker to need it builds it and the others wait for it. Yields (folder, built):
+    the caller builds into the folder when `built` is False; a build that raises leaves it to
+    the next caller."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent  # this session's, not an earlier one's
+    else:
+        root = tmp_path_factory.mktemp(f"{name}-root")
+    folder, done = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        built = done.exists()
+        folder.mkdir(exist_ok=True)
+        yield folder, built
+        done.touch()
 
 
 def run_tfm(

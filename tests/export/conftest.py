@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import forks, write_config
+from helpers import built_once, forks, write_config
 
 SPACY = {"kind": "spacy", "lowercase": True, "min_freq": 1}
 SUBWORD_SEPARATE = {"kind": "sentencepiece", "vocab_size": 100, "joint": False}
@@ -47,22 +47,27 @@ TRAIN = {
 
 @pytest.fixture(scope="session")
 def models(tmp_path_factory, corpus_dir) -> dict[str, dict[str, Path]]:
-    """name -> {"config", "checkpoint", "fp32", "int8"}: trained side by side, exported."""
+    """name -> {"config", "checkpoint", "fp32", "int8"}: trained side by side, exported; once per
+    session under pytest-xdist too (helpers.built_once)."""
     from transformer_cli.export.bundle import export_checkpoint
 
-    work = tmp_path_factory.mktemp("export-models")
-    configs = {
-        name: write_config(work / f"{name}.yaml", work, corpus_dir, tokenizer=tok, model=model, train=TRAIN)
-        for name, (tok, model) in VARIANTS.items()
-    }
-    # forks of one process that has imported tfm and torch already
-    runs = forks().run_all(work / "logs", *(("train", "-c", str(cfg), "--quiet") for cfg in configs.values()))
-    out = {}
-    for name, run in zip(configs, runs):
-        assert run.returncode == 0, f"{name}: {run.stderr}"
-        checkpoint = work / "checkpoints" / name / "best.pt"
-        out[name] = {"config": configs[name], "checkpoint": checkpoint}
-        for quantization, label in (("none", "fp32"), ("int8", "int8")):
-            out[name][label] = work / "exports" / f"{name}.{label}"
-            export_checkpoint(checkpoint, out[name][label], quantization)
+    with built_once(tmp_path_factory, "export-models") as (work, built):
+        out = {
+            name: {
+                "config": work / f"{name}.yaml",
+                "checkpoint": work / "checkpoints" / name / "best.pt",
+                "fp32": work / "exports" / f"{name}.fp32",
+                "int8": work / "exports" / f"{name}.int8",
+            }
+            for name in VARIANTS
+        }
+        if not built:
+            for name, (tok, model) in VARIANTS.items():
+                write_config(out[name]["config"], work, corpus_dir, tokenizer=tok, model=model, train=TRAIN)
+            # forks of one process that has imported tfm and torch already
+            commands = (("train", "-c", str(paths["config"]), "--quiet") for paths in out.values())
+            for name, run in zip(out, forks().run_all(work / "logs", *commands)):
+                assert run.returncode == 0, f"{name}: {run.stderr}"
+                for quantization, label in (("none", "fp32"), ("int8", "int8")):
+                    export_checkpoint(out[name]["checkpoint"], out[name][label], quantization)
     return out
