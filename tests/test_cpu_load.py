@@ -4,8 +4,13 @@ itself: test_threads.py)."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
 import sys
+import textwrap
+import time
 
 import pytest
 
@@ -32,6 +37,48 @@ def test_the_load_between_two_samples():
     assert between(last, last, threads=1) == Load(0.0, 0.0)  # no time, no ticks
     assert between(first, Sample(11.0, 10**12, 100, 1000, 2), 1).waiting == 1.0  # capped
     assert Load(0.25, 0.5).describe() == "threads waited for a CPU 25% of the time, 0.5 CPUs idle"
+
+
+def test_the_main_threads_presence_between_two_samples():
+    first = Sample(10.0, 0, 100, 1000, 2, main_ns=0)
+    assert between(first, Sample(12.0, 0, 100, 1000, 2, main_ns=1_500_000_000), 1).present == 0.75
+    assert between(first, Sample(12.0, 0, 100, 1000, 2, main_ns=None), 1).present == 1.0  # unknown
+    assert between(first, Sample(11.0, 0, 100, 1000, 2, main_ns=5 * 10**9), 1).present == 1.0  # capped
+
+
+STOPPED = textwrap.dedent("""
+    import json, os, signal, time
+    from transformer_cli.cpu_load import between, sample
+    first = sample()
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:  # busy
+        pass
+    busy = sample()
+    os.kill(os.getpid(), signal.SIGSTOP)  # continued by the test a second later
+    stopped = sample()
+    print(json.dumps({"busy": between(first, busy, 1).present, "stopped": between(busy, stopped, 1).present}))
+""")
+
+
+@linux
+def test_a_stopped_process_reads_as_absent():
+    """A real process: busy, its main thread is present (running or waiting for a CPU: a busy
+    machine changes nothing); stopped by SIGSTOP for a second, it is not."""
+    child = subprocess.Popen([sys.executable, "-c", STOPPED], stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(f"/proc/{child.pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "T":  # stopped
+                    break
+            time.sleep(0.01)
+        time.sleep(1.0)
+        os.kill(child.pid, signal.SIGCONT)
+        out, _ = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    present = json.loads(out)
+    assert present["busy"] > 0.9 and present["stopped"] < 0.2, present
 
 
 def test_no_proc_no_sample(monkeypatch, tmp_path):

@@ -39,7 +39,7 @@ class Machine:
         self.speed, self.waiting, self.idle = speed, waiting, idle
         self.noise, self.rng = noise, random.Random(seed)  # each step's time x exp(N(0, noise))
         self.t = 0.0
-        self.waited_ns = self.idle_ticks = self.total_ticks = 0.0
+        self.waited_ns = self.idle_ticks = self.total_ticks = self.main_ns = 0.0
         self.count = 0
         self.steps_at: dict[int, int] = {}
 
@@ -47,19 +47,24 @@ class Machine:
         return self.t
 
     def sample(self) -> cpu_load.Sample:
-        return cpu_load.Sample(self.t, int(self.waited_ns), int(self.idle_ticks), int(self.total_ticks), 2)
+        return cpu_load.Sample(
+            self.t, int(self.waited_ns), int(self.idle_ticks), int(self.total_ticks), 2, int(self.main_ns)
+        )
 
     def apply(self, count: int) -> None:
         self.count = count
 
-    def step(self, tuner: ThreadTuner, tokens: float = 2000.0) -> None:
+    def step(self, tuner: ThreadTuner, tokens: float = 2000.0, stopped: float = 0.0) -> None:
+        """One step; `stopped` seconds of it the process was stopped (SIGSTOP): its threads
+        neither ran nor waited, and the CPUs stood idle."""
         seconds = tokens / self.speed[self.count] * (math.exp(self.rng.gauss(0, self.noise)) if self.noise else 1.0)
-        self.t += seconds
+        self.t += seconds + stopped
+        self.main_ns += seconds * 1e9
         self.waited_ns += self.waiting[self.count] * seconds * self.count * 1e9
-        self.idle_ticks += self.idle[self.count] * seconds * 100
-        self.total_ticks += 2 * seconds * 100
+        self.idle_ticks += (self.idle[self.count] * seconds + 2 * stopped) * 100
+        self.total_ticks += 2 * (seconds + stopped) * 100
         self.steps_at[self.count] = self.steps_at.get(self.count, 0) + 1
-        tuner.record(tokens, seconds)
+        tuner.record(tokens, seconds + stopped)
 
     def run(self, tuner: ThreadTuner, seconds: float) -> None:
         end = self.t + seconds
@@ -192,6 +197,19 @@ def test_a_pause_between_steps_is_not_measured():
     assert tuner.count == 2  # the window restarted: no probe yet
     machine.run(tuner, 15)
     assert tuner.count == 1
+
+
+def test_a_stopped_process_is_not_measured():
+    """SIGSTOP inside the window before a re-check's probe (the stop is inside one step's time:
+    the main thread neither ran nor waited for it) is left out; the probe is compared with the
+    next window, and two threads stay. Measured, the stopped window read ~1% of the speed and
+    the probe's one thread was kept."""
+    machine = Machine(**ALONE)
+    tuner = tuner_on(machine)
+    machine.run(tuner, 301)  # the first re-check is due: its longer window has begun
+    machine.step(tuner, stopped=120.0)
+    machine.run(tuner, 60)
+    assert tuner.probes >= 1 and tuner.changes == [] and machine.count == 2
 
 
 def test_a_fixed_count_is_set_once_and_never_changes():

@@ -11,6 +11,10 @@ millisecond), which tell `threads.ThreadTuner` when trying another thread count 
 - `idle_cpus`: how many of the CPUs this process may use (its affinity) were idle on average
   (`/proc/stat`); the time of niced processes counts as idle for a process that is not
   niced itself, since they yield to it.
+- `present`: the share of the time that the main thread was on a CPU or waiting for one (its
+  own schedstat). Near 1 while it trains or decodes, busy machine or not; far below while the
+  process was stopped (SIGSTOP, a suspended machine), when its steps' wall time says nothing of
+  the thread count's speed.
 
 `free_cpus` watches the machine for a moment before any work starts: how many of the
 process's CPUs others left free, so that a run can start at the thread count the machine has
@@ -41,6 +45,7 @@ class Sample:
     idle_ticks: int  # idle time of the CPUs this process may use (clock ticks)
     total_ticks: int  # all time of those CPUs
     cpus: int  # how many CPUs those are
+    main_ns: int | None = None  # the main thread's time on a CPU plus its run-queue wait
 
 
 @dataclass(frozen=True)
@@ -49,19 +54,25 @@ class Load:
 
     waiting: float  # share of `threads` threads' wall time spent waiting for a CPU
     idle_cpus: float  # CPUs of this process's set left idle, on average
+    present: float = 1.0  # share of the wall time the main thread ran or waited to (1: unknown)
 
     def describe(self) -> str:
         return f"threads waited for a CPU {self.waiting:.0%} of the time, {self.idle_cpus:.1f} CPUs idle"
 
 
-def _waited_ns() -> int:
-    total = 0
+def _thread_times() -> tuple[int, int | None]:
+    """Run-queue wait summed over this process's threads; the main thread's time on a CPU plus
+    its wait (None where its schedstat cannot be read)."""
+    waited, main, me = 0, None, str(os.getpid())
     for tid in os.listdir(TASKS):
         try:
-            total += int((TASKS / tid / "schedstat").read_text().split()[1])
+            on_cpu, wait = (int(x) for x in (TASKS / tid / "schedstat").read_text().split()[:2])
         except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
             continue
-    return total
+        waited += wait
+        if tid == me:
+            main = on_cpu + wait
+    return waited, main
 
 
 def _cpu_ticks(allowed: set[int], niced_is_idle: bool) -> tuple[int, int]:
@@ -84,11 +95,11 @@ def sample() -> Sample | None:
     try:
         allowed = os.sched_getaffinity(0)
         niced_is_idle = os.getpriority(os.PRIO_PROCESS, 0) <= 0
-        waited = _waited_ns()
+        waited, main = _thread_times()
         idle, total = _cpu_ticks(allowed, niced_is_idle)
     except (OSError, AttributeError, ValueError, IndexError):
         return None
-    return Sample(time.monotonic(), waited, idle, total, len(allowed))
+    return Sample(time.monotonic(), waited, idle, total, len(allowed), main)
 
 
 def between(first: Sample, last: Sample, threads: int) -> Load:
@@ -97,7 +108,10 @@ def between(first: Sample, last: Sample, threads: int) -> Load:
     waiting = max(0, last.waited_ns - first.waited_ns) / (wall_ns * max(1, threads))
     ticks = last.total_ticks - first.total_ticks
     idle = (last.idle_ticks - first.idle_ticks) / ticks * last.cpus if ticks > 0 else 0.0
-    return Load(round(min(1.0, waiting), 4), round(max(0.0, idle), 3))
+    present = 1.0
+    if first.main_ns is not None and last.main_ns is not None:
+        present = min(1.0, max(0, last.main_ns - first.main_ns) / wall_ns)
+    return Load(round(min(1.0, waiting), 4), round(max(0.0, idle), 3), round(present, 3))
 
 
 def free_cpus(seconds: float = 0.3) -> float | None:

@@ -28,6 +28,12 @@ now:
    doubles the wait before the next probe the load may trigger (up to `max_gap_s`), so an
    undecided machine is not probed over and over.
 
+A window in which the main thread neither ran nor waited for a CPU for half its time
+(`min_present`; cpu_load's `present`) measured a stopped process, not a thread count: SIGSTOP
+or a suspended machine puts the whole stop into one step's time. It is left out, as a pause
+between steps is; before, a stop during a probe read as ~1% of the speed, and the tuner
+switched for the 8-35 s until its next window undid it.
+
 Each change is one log line. A fixed number (`FixedThreads`) never changes. Nothing here
 imports torch until a count is applied (`torch_threads`).
 """
@@ -67,6 +73,7 @@ class Timing:
     recheck_s: float = 300.0  # a probe without a load signal after this long (doubling)
     max_recheck_s: float = 1800.0
     recheck_window_s: float = 10.0  # ...measured, with the window before it, over this long
+    min_present: float = 0.5  # a window whose main thread ran (or waited to) less is no measurement
 
 
 class Threads(Protocol):
@@ -244,6 +251,10 @@ class ThreadTuner:
         rate = self._work / max(self._seconds, 1e-9)
         end = self._load()
         load = cpu_load.between(self._sample, end, self.count) if self._sample is not None and end is not None else None
+        if load is not None and load.present < t.min_present:  # stopped (SIGSTOP, a suspend) meanwhile
+            log.debug("%s auto: a window left out: the process ran %.0f%% of it", self.what, 100 * load.present)
+            self._begin()
+            return
         if self._probe is not None:
             self._conclude(rate, load, now)
         else:
