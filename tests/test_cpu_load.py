@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -39,11 +40,31 @@ def test_the_load_between_two_samples():
     assert Load(0.25, 0.5).describe() == "threads waited for a CPU 25% of the time, 0.5 CPUs idle"
 
 
-def test_the_main_threads_presence_between_two_samples():
-    first = Sample(10.0, 0, 100, 1000, 2, main_ns=0)
-    assert between(first, Sample(12.0, 0, 100, 1000, 2, main_ns=1_500_000_000), 1).present == 0.75
-    assert between(first, Sample(12.0, 0, 100, 1000, 2, main_ns=None), 1).present == 1.0  # unknown
-    assert between(first, Sample(11.0, 0, 100, 1000, 2, main_ns=5 * 10**9), 1).present == 1.0  # capped
+@linux
+def test_presence_is_the_sampling_threads_own():
+    """Steps run in a thread other than the main one (the Python API decoding in a web app's
+    worker) are present while the main thread waits."""
+    result = {}
+
+    def steps():
+        first, end = sample(), time.monotonic() + 0.3
+        while time.monotonic() < end:
+            pass
+        last = sample()
+        assert first is not None and last is not None
+        result["present"] = between(first, last, 1).present
+
+    worker = threading.Thread(target=steps)
+    worker.start()
+    worker.join()
+    assert result["present"] > 0.9, result
+
+
+def test_the_sampling_threads_presence_between_two_samples():
+    first = Sample(10.0, 0, 100, 1000, 2, own_ns=0)
+    assert between(first, Sample(12.0, 0, 100, 1000, 2, own_ns=1_500_000_000), 1).present == 0.75
+    assert between(first, Sample(12.0, 0, 100, 1000, 2, own_ns=None), 1).present == 1.0  # unknown
+    assert between(first, Sample(11.0, 0, 100, 1000, 2, own_ns=5 * 10**9), 1).present == 1.0  # capped
 
 
 STOPPED = textwrap.dedent("""
@@ -62,7 +83,7 @@ STOPPED = textwrap.dedent("""
 
 @linux
 def test_a_stopped_process_reads_as_absent():
-    """A real process: busy, its main thread is present (running or waiting for a CPU: a busy
+    """A real process: busy, the thread that samples is present (running or waiting for a CPU: a busy
     machine changes nothing); stopped by SIGSTOP for a second, it is not."""
     child = subprocess.Popen([sys.executable, "-c", STOPPED], stdout=subprocess.PIPE, text=True)
     try:

@@ -39,7 +39,7 @@ class Machine:
         self.speed, self.waiting, self.idle = speed, waiting, idle
         self.noise, self.rng = noise, random.Random(seed)  # each step's time x exp(N(0, noise))
         self.t = 0.0
-        self.waited_ns = self.idle_ticks = self.total_ticks = self.main_ns = 0.0
+        self.waited_ns = self.idle_ticks = self.total_ticks = self.own_ns = 0.0
         self.count = 0
         self.steps_at: dict[int, int] = {}
 
@@ -48,7 +48,7 @@ class Machine:
 
     def sample(self) -> cpu_load.Sample:
         return cpu_load.Sample(
-            self.t, int(self.waited_ns), int(self.idle_ticks), int(self.total_ticks), 2, int(self.main_ns)
+            self.t, int(self.waited_ns), int(self.idle_ticks), int(self.total_ticks), 2, int(self.own_ns)
         )
 
     def apply(self, count: int) -> None:
@@ -59,7 +59,7 @@ class Machine:
         neither ran nor waited, and the CPUs stood idle."""
         seconds = tokens / self.speed[self.count] * (math.exp(self.rng.gauss(0, self.noise)) if self.noise else 1.0)
         self.t += seconds + stopped
-        self.main_ns += seconds * 1e9
+        self.own_ns += seconds * 1e9
         self.waited_ns += self.waiting[self.count] * seconds * self.count * 1e9
         self.idle_ticks += (self.idle[self.count] * seconds + 2 * stopped) * 100
         self.total_ticks += 2 * (seconds + stopped) * 100
@@ -201,7 +201,7 @@ def test_a_pause_between_steps_is_not_measured():
 
 def test_a_stopped_process_is_not_measured():
     """SIGSTOP inside the window before a re-check's probe (the stop is inside one step's time:
-    the main thread neither ran nor waited for it) is left out; the probe is compared with the
+    the stepping thread neither ran nor waited for it) is left out; the probe is compared with the
     next window, and two threads stay. Measured, the stopped window read ~1% of the speed and
     the probe's one thread was kept."""
     machine = Machine(**ALONE)

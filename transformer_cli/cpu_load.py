@@ -11,10 +11,11 @@ millisecond), which tell `threads.ThreadTuner` when trying another thread count 
 - `idle_cpus`: how many of the CPUs this process may use (its affinity) were idle on average
   (`/proc/stat`); the time of niced processes counts as idle for a process that is not
   niced itself, since they yield to it.
-- `present`: the share of the time that the main thread was on a CPU or waiting for one (its
-  own schedstat). Near 1 while it trains or decodes, busy machine or not; far below while the
-  process was stopped (SIGSTOP, a suspended machine), when its steps' wall time says nothing of
-  the thread count's speed.
+- `present`: the share of the time that the thread taking the samples (the one that runs the
+  steps: training's loop, a decode) was on a CPU or waiting for one (its own schedstat). Near
+  1 while it trains or decodes, busy machine or not; far below while the process was stopped
+  (SIGSTOP, a suspended machine), when its steps' wall time says nothing of the thread count's
+  speed.
 
 `free_cpus` watches the machine for a moment before any work starts: how many of the
 process's CPUs others left free, so that a run can start at the thread count the machine has
@@ -28,6 +29,7 @@ host's CPUs: `idle_cpus` is then only a hint, and the tuner's measurements still
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +47,7 @@ class Sample:
     idle_ticks: int  # idle time of the CPUs this process may use (clock ticks)
     total_ticks: int  # all time of those CPUs
     cpus: int  # how many CPUs those are
-    main_ns: int | None = None  # the main thread's time on a CPU plus its run-queue wait
+    own_ns: int | None = None  # the sampling thread's time on a CPU plus its run-queue wait
 
 
 @dataclass(frozen=True)
@@ -54,16 +56,16 @@ class Load:
 
     waiting: float  # share of `threads` threads' wall time spent waiting for a CPU
     idle_cpus: float  # CPUs of this process's set left idle, on average
-    present: float = 1.0  # share of the wall time the main thread ran or waited to (1: unknown)
+    present: float = 1.0  # share of the wall time the sampling thread ran or waited to (1: unknown)
 
     def describe(self) -> str:
         return f"threads waited for a CPU {self.waiting:.0%} of the time, {self.idle_cpus:.1f} CPUs idle"
 
 
 def _thread_times() -> tuple[int, int | None]:
-    """Run-queue wait summed over this process's threads; the main thread's time on a CPU plus
-    its wait (None where its schedstat cannot be read)."""
-    waited, main, me = 0, None, str(os.getpid())
+    """Run-queue wait summed over this process's threads; the calling thread's time on a CPU
+    plus its wait (None where its schedstat cannot be read)."""
+    waited, own, me = 0, None, str(threading.get_native_id())
     for tid in os.listdir(TASKS):
         try:
             on_cpu, wait = (int(x) for x in (TASKS / tid / "schedstat").read_text().split()[:2])
@@ -71,8 +73,8 @@ def _thread_times() -> tuple[int, int | None]:
             continue
         waited += wait
         if tid == me:
-            main = on_cpu + wait
-    return waited, main
+            own = on_cpu + wait
+    return waited, own
 
 
 def _cpu_ticks(allowed: set[int], niced_is_idle: bool) -> tuple[int, int]:
@@ -95,11 +97,11 @@ def sample() -> Sample | None:
     try:
         allowed = os.sched_getaffinity(0)
         niced_is_idle = os.getpriority(os.PRIO_PROCESS, 0) <= 0
-        waited, main = _thread_times()
+        waited, own = _thread_times()
         idle, total = _cpu_ticks(allowed, niced_is_idle)
     except (OSError, AttributeError, ValueError, IndexError):
         return None
-    return Sample(time.monotonic(), waited, idle, total, len(allowed), main)
+    return Sample(time.monotonic(), waited, idle, total, len(allowed), own)
 
 
 def between(first: Sample, last: Sample, threads: int) -> Load:
@@ -109,8 +111,8 @@ def between(first: Sample, last: Sample, threads: int) -> Load:
     ticks = last.total_ticks - first.total_ticks
     idle = (last.idle_ticks - first.idle_ticks) / ticks * last.cpus if ticks > 0 else 0.0
     present = 1.0
-    if first.main_ns is not None and last.main_ns is not None:
-        present = min(1.0, max(0, last.main_ns - first.main_ns) / wall_ns)
+    if first.own_ns is not None and last.own_ns is not None:
+        present = min(1.0, max(0, last.own_ns - first.own_ns) / wall_ns)
     return Load(round(min(1.0, waiting), 4), round(max(0.0, idle), 3), round(present, 3))
 
 

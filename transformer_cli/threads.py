@@ -28,8 +28,8 @@ now:
    doubles the wait before the next probe the load may trigger (up to `max_gap_s`), so an
    undecided machine is not probed over and over.
 
-A window in which the main thread neither ran nor waited for a CPU for half its time
-(`min_present`; cpu_load's `present`) measured a stopped process, not a thread count: SIGSTOP
+A window in which the thread running the steps neither ran nor waited for a CPU for half its
+time (`min_present`; cpu_load's `present`) measured a stopped process, not a thread count: SIGSTOP
 or a suspended machine puts the whole stop into one step's time. It is left out, as a pause
 between steps is; before, a stop during a probe read as ~1% of the speed, and the tuner
 switched for the 8-35 s until its next window undid it.
@@ -73,7 +73,7 @@ class Timing:
     recheck_s: float = 300.0  # a probe without a load signal after this long (doubling)
     max_recheck_s: float = 1800.0
     recheck_window_s: float = 10.0  # ...measured, with the window before it, over this long
-    min_present: float = 0.5  # a window whose main thread ran (or waited to) less is no measurement
+    min_present: float = 0.5  # a window whose stepping thread ran (or waited to) less is no measurement
 
 
 class Threads(Protocol):
