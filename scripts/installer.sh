@@ -1,8 +1,8 @@
 # Sourced by scripts/setup.sh and scripts/browser.sh: `with_uv ARGS` installs ARGS into .venv with
 # uv (installed there by pip first), given the package sources pip is configured with. uv installs
-# the same versions as pip in a fraction of the time (a fresh clone's torch and test extras: about
-# 25 s against 72); it returns non-zero where uv cannot be had or fails, and the caller then
-# uses pip. TFM_INSTALLER=pip skips uv.
+# the same versions as pip in a fraction of the time (`bash scripts/setup.sh dev` into a fresh
+# .venv: 29 s against 74 with TFM_INSTALLER=pip, docs/results.md); it returns non-zero where uv
+# cannot be had or fails, and the caller then uses pip. TFM_INSTALLER=pip skips uv.
 
 # pip's configured sources (`pip config list`: index-url, extra-index-url, find-links,
 # constraint) as uv's options, one per line

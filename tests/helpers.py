@@ -148,8 +148,8 @@ def run_tfm(
     """Run `tfm` in a process of its own (as a user would) and capture its output: a fork of
     this test process's zygote (tests/zygote.py: the imports done once) where the environment
     allows, else (or with `fresh`) a new `python -m transformer_cli`."""
-    zygote = None if fresh or not hasattr(os, "fork") else forks()
-    if zygote is not None and zygote.can_run(dict(os.environ) if env is None else env):
+    zygote = None if fresh else zygote_for(dict(os.environ) if env is None else env)
+    if zygote is not None:
         return zygote.run(*args, cwd=cwd, input=input, env=env, timeout=timeout)
     return subprocess.run(
         [sys.executable, "-m", "transformer_cli", *args],
@@ -160,6 +160,15 @@ def run_tfm(
         env=env,
         timeout=timeout,
     )
+
+
+def zygote_for(env: dict[str, str]) -> Zygote | None:
+    """This test process's zygote where a command under `env` runs forked as it would fresh
+    (Zygote.can_run), else None."""
+    if not hasattr(os, "fork"):
+        return None
+    zygote = forks()
+    return zygote if zygote.can_run(env) else None
 
 
 _ZYGOTES: list[Zygote] = []

@@ -69,10 +69,10 @@ def run_all(*commands: tuple[str, ...], timeout: float = 180) -> list[subprocess
     """Run several independent tfm commands at once and capture their stderr: forks of the test
     process's zygote where the environment allows (tests/zygote.py: no imports to repeat), else
     fresh processes (stdout captured too)."""
-    from helpers import forks
+    from helpers import zygote_for
 
-    zygote = forks() if hasattr(os, "fork") else None
-    if zygote is not None and zygote.can_run(dict(os.environ)):
+    zygote = zygote_for(dict(os.environ))
+    if zygote is not None:
         logs = Path(tempfile.mkdtemp(prefix="tfm-run-all-"))
         try:
             return zygote.run_all(logs, *commands, timeout=timeout)
