@@ -154,7 +154,7 @@ def _open_ensemble(
     from .device import autocast_dtype, resolve_device
     from .export.manifest import export_engine
     from .inference.ensemble import Ensemble, check_same_vocabularies
-    from .inference.translate import EnsembleMember, TorchTranslator, model_from_checkpoint
+    from .inference.translate import EnsembleMember, TorchTranslator, config_languages, model_from_checkpoint
     from .model_io import read_model
 
     exports = [str(p) for p in paths if export_engine(p) not in (None, "transformers")]
@@ -173,7 +173,7 @@ def _open_ensemble(
         d.ensemble_weights if weights is None else weights,
         combine or d.ensemble_combine,
     )
-    members = [EnsembleMember(str(p), c.digest) for p, (c, _) in zip(paths, read)]
+    members = [EnsembleMember(str(p), c.digest, config_languages(c.config)) for p, (c, _) in zip(paths, read)]
     digest = hashlib.sha256(" ".join(m.sha256 for m in members).encode()).hexdigest()
     metadata = dataclasses.replace(
         first.metadata,

@@ -7,6 +7,8 @@ raise `TfmError` with one line naming the path.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import hashlib
 import io
@@ -15,7 +17,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -49,6 +52,40 @@ def close_lock(fd: int) -> None:
     """Close a `track_lock` descriptor, which releases its flock."""
     _LOCK_FDS.discard(fd)
     os.close(fd)
+
+
+POLL_S = 0.1  # how often a wait for an `exclusive_lock` tries again (and checks for a stop)
+
+
+@contextlib.contextmanager
+def exclusive_lock(
+    path: Path, check_stop: Callable[[], None] | None = None, on_wait: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """Hold an exclusive flock on `path` (created if missing) for the block. While another
+    process holds it, wait: `on_wait` is called once (to say so), `check_stop` between tries
+    (it may raise). The kernel drops the lock when the process dies; forked children close
+    their copy (`track_lock`)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise TfmError(f"cannot open the lock file {path}: {e.strerror}") from None
+    track_lock(fd)
+    try:
+        waited = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if not waited and on_wait is not None:
+                    on_wait()
+                waited = True
+                if check_stop is not None:
+                    check_stop()
+                time.sleep(POLL_S)
+        yield
+    finally:
+        close_lock(fd)
 
 
 class WriteError(TfmError):

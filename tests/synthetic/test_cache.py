@@ -6,6 +6,11 @@ never stopped)."""
 from __future__ import annotations
 
 import json
+import logging
+import shutil
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -50,14 +55,13 @@ def test_a_chunk_cut_short_is_dropped_when_the_cache_is_opened(tmp_path):
     assert list(TranslationCache(folder, IDENTITY).translations(keys(3, 1))) == ["three", "one"]
 
 
-def test_a_cache_of_another_model_or_a_damaged_one_is_refused(tmp_path):
+def test_a_cache_of_another_model_or_with_an_unreadable_state_is_refused(tmp_path):
     folder = tmp_path / "c"
     TranslationCache(folder, IDENTITY).append(keys(1), ["one"])
     with pytest.raises(TfmError, match="a translation cache of another model or search"):
         TranslationCache(folder, {**IDENTITY, "beam_size": 5})
-    (folder / "lines.txt").write_bytes(b"")
-    with pytest.raises(TfmError, match="lines.txt: shorter than .*cache.json records: a damaged translation cache"):
-        TranslationCache(folder, IDENTITY)
+    (folder / "lines.txt").write_bytes(b"")  # damaged: emptied, with a warning (see below)
+    assert TranslationCache(folder, IDENTITY).rows == 0
     (folder / STATE).write_text("{")
     with pytest.raises(TfmError, match="cache.json: unreadable"):
         TranslationCache(folder, IDENTITY)
@@ -85,3 +89,150 @@ def test_the_cost_of_every_row_is_kept_across_processes_and_a_cut_chunk_costs_no
     again.append(keys(4), ["four"])  # no cost given: none added
     assert TranslationCache(folder, IDENTITY).cost == Cost(3.0, 1.75)
     assert json.loads((folder / STATE).read_text())["cost"] == {"seconds": 3.0, "cpu_seconds": 1.75}
+
+
+# -- shared by processes --------------------------------------------------------------------
+
+WORKER = """
+import sys, time
+from pathlib import Path
+import numpy as np
+from transformer_cli.synthetic.cache import KeyIndex, TranslationCache
+folder, n, size, delay, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+wanted = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(7919)
+cache = TranslationCache(Path(folder), {"models": ["abc"], "search": "beam", "beam_size": 4})
+pending, index, mine = cache.missing(wanted), KeyIndex(wanted), 0
+while True:
+    rows = cache.claim(wanted, pending, index, size)
+    if mode == "hang" and len(rows):
+        print("claimed", flush=True)
+        time.sleep(600)
+    if not len(rows):
+        if not pending.any():
+            break
+        time.sleep(0.02)
+        continue
+    time.sleep(delay)  # translating
+    first = int(wanted[rows[0]])
+    cache.append(wanted[rows], [f"{int(k)} of the chunk from {first}" for k in wanted[rows]])
+    pending[rows] = False
+    mine += len(rows)
+cache.close()
+print(mine, flush=True)
+"""
+
+
+def worker(folder, n, size, delay=0.0, mode="translate") -> subprocess.Popen:
+    args = [sys.executable, "-c", WORKER, str(folder), str(n), str(size), str(delay), mode]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def one_process_translations(n: int, size: int) -> list[str]:
+    """What one process alone puts in the cache: chunks of `size` keys, in order."""
+    wanted = [k * 7919 for k in range(1, n + 1)]
+    return [f"{k} of the chunk from {wanted[i // size * size]}" for i, k in enumerate(wanted)]
+
+
+@pytest.mark.parametrize("processes", [2, 3, 5])
+def test_processes_sharing_a_cache_translate_each_line_once_in_one_process_chunks(tmp_path, processes):
+    n, size = 60, 4
+    running = [worker(tmp_path / "c", n, size, delay=0.1) for _ in range(processes)]
+    outputs = [p.communicate(timeout=120) for p in running]
+    assert all(p.returncode == 0 for p in running), [err for _, err in outputs]
+    done = [int(out.split()[-1]) for out, _ in outputs]
+    assert sum(done) == n  # no line translated twice
+    cache = TranslationCache(tmp_path / "c", IDENTITY)
+    wanted = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(7919)
+    assert cache.rows == n and list(cache.translations(wanted)) == one_process_translations(n, size)
+    assert not list((tmp_path / "c" / "claims").iterdir())  # every claim ended with its process
+
+
+def test_a_claim_of_a_killed_process_goes_to_the_next_one(tmp_path):
+    n, size = 12, 4
+    hung = worker(tmp_path / "c", n, size, mode="hang")
+    assert hung.stdout is not None and hung.stdout.readline().strip() == "claimed"
+    other = worker(tmp_path / "c", n, size)
+    time.sleep(1.0)  # the claimed chunk is left to its live owner meanwhile
+    assert TranslationCache(tmp_path / "c", IDENTITY).rows == n - size and other.poll() is None
+    hung.kill()
+    hung.communicate(timeout=60)
+    out, err = other.communicate(timeout=60)
+    assert other.returncode == 0 and int(out.split()[-1]) == n - size + size, err
+    wanted = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(7919)
+    assert list(TranslationCache(tmp_path / "c", IDENTITY).translations(wanted)) == one_process_translations(n, size)
+
+
+def test_appends_go_at_the_recorded_end_whatever_another_writer_left(tmp_path):
+    """An earlier tfm appended at a file offset it had seen before another process wrote (a
+    stale `tell`): each append now starts where cache.json says the rows end."""
+    folder = tmp_path / "c"
+    a, b = TranslationCache(folder, IDENTITY), TranslationCache(folder, IDENTITY)
+    a.append(keys(1, 2), ["one", "two"])
+    b.append(keys(3), ["three"])  # b opened before a's rows: it reads them first
+    a.append(keys(4, 3), ["four", "drei"])  # 3 is b's: kept as b made it
+    again = TranslationCache(folder, IDENTITY)
+    assert again.rows == 4 and list(again.translations(keys(4, 3, 2, 1))) == ["four", "three", "two", "one"]
+
+
+def test_a_cache_an_earlier_version_damaged_is_emptied_not_trusted(tmp_path, caplog):
+    folder = tmp_path / "c"
+    folder.mkdir()
+    # Two unlocked writers of an earlier tfm: the second chunk's ends start from a stale offset.
+    (folder / "lines.txt").write_bytes(b"one\ntwo\nthree\n")
+    (folder / "keys.u64").write_bytes(keys(1, 2, 3).tobytes())
+    (folder / "ends.u64").write_bytes(np.array([4, 8, 10], dtype=np.uint64).tobytes())
+    (folder / STATE).write_text(json.dumps({"identity": IDENTITY, "rows": 3, "bytes": 14}))
+    with caplog.at_level(logging.WARNING, logger="tfm"):
+        cache = TranslationCache(folder, IDENTITY)
+    assert cache.rows == 0 and cache.missing(keys(1, 2, 3)).all()
+    assert f"the translation cache {folder} is damaged (ends.u64 does not match lines.txt)" in caplog.text
+    assert [(folder / name).stat().st_size for name in ("keys.u64", "ends.u64", "lines.txt")] == [0, 0, 0]
+    # one sound, of the same earlier version: kept, and marked as checked
+    (folder / "lines.txt").write_bytes(b"one\ntwo\n")
+    (folder / "keys.u64").write_bytes(keys(1, 2).tobytes())
+    (folder / "ends.u64").write_bytes(np.array([4, 8], dtype=np.uint64).tobytes())
+    (folder / STATE).write_text(json.dumps({"identity": IDENTITY, "rows": 2, "bytes": 8}))
+    assert list(TranslationCache(folder, IDENTITY).translations(keys(2, 1))) == ["two", "one"]
+    assert json.loads((folder / STATE).read_text())["format"] == 2
+    # the same key twice (one chunk translated by two processes): not trusted either
+    (folder / "keys.u64").write_bytes(keys(1, 1).tobytes())
+    with caplog.at_level(logging.WARNING, logger="tfm"):
+        assert TranslationCache(folder, IDENTITY).rows == 0
+    assert "keys.u64 holds a key twice" in caplog.text
+
+
+FULL_DISK = """
+import sys
+from pathlib import Path
+import numpy as np
+from transformer_cli.errors import TfmError
+from transformer_cli.synthetic.cache import TranslationCache
+cache = TranslationCache(Path(sys.argv[1]), {"models": ["abc"]})
+try:
+    for k in range(1, 10_000):
+        cache.append(np.array([k], dtype=np.uint64), ["x" * 2000])
+except TfmError as e:
+    print(e)
+print(TranslationCache(Path(sys.argv[1]), {"models": ["abc"]}).rows == cache.rows, cache.rows > 0)
+"""
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare: no private mount namespaces here")
+def test_a_full_disk_names_the_file_and_counts_only_whole_rows(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = f'mount -t tmpfs -o size=256k tmpfs {disk} && exec {sys.executable} -c "$0" {disk}/c'
+    r = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, FULL_DISK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if r.returncode != 0 and "unshare" in r.stderr:
+        pytest.skip(f"no private mount namespaces here: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    error, counts = r.stdout.splitlines()
+    assert error.startswith(f"cannot write {disk}/c/") or error.startswith(
+        f"cannot write the translation cache file {disk}/c/"
+    )
+    assert error.endswith(": No space left on device") and counts == "True True"

@@ -4,6 +4,7 @@ run never stopped, and a sampled search draws with a seed of the chunk's first l
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 from helpers import sentence_pairs, untrained_checkpoint
@@ -13,7 +14,7 @@ from transformer_cli.config import DecodeConfig
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.synthetic.cache import TranslationCache
 from transformer_cli.synthetic.corpora import TextFile
-from transformer_cli.synthetic.generate import chunk_seed, translate_missing
+from transformer_cli.synthetic.generate import RowReader, chunk_seed, translate_missing
 from transformer_cli.synthetic.text import clean_text
 
 LINES = [de for de, _ in sentence_pairs(24, seed=3)]
@@ -66,3 +67,11 @@ def test_each_chunk_has_its_own_seed():
 
 def _kept(text) -> list[str]:
     return text.path.read_text().splitlines()
+
+
+def test_lines_are_read_by_row_forward_and_again_from_the_start(tmp_path):
+    (tmp_path / "t.txt").write_text("".join(f"line {i}\n" for i in range(10)))
+    reader = RowReader(clean_text([TextFile(tmp_path / "t.txt", "")], tmp_path / "clean.txt", set(), 50, None))
+    assert reader.at(np.array([0, 3])) == ["line 0", "line 3"]
+    assert reader.at(np.array([4, 9])) == ["line 4", "line 9"]
+    assert reader.at(np.array([1])) == ["line 1"]  # before the last row read: read again

@@ -38,7 +38,7 @@ def monolingual(folder, lang, n, seed, extra=()):
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    """A corpus, a forward model trained on it, and English and German text."""
+    """A corpus, a forward and a reverse model trained on it, and English and German text."""
     work = tmp_path_factory.mktemp("synthetic")
     corpus = write_corpus(work / "corpus", {"train": 200, "val": 20, "test_2016_flickr": 10})
     val_en = gzip.decompress((corpus / "val.en.gz").read_bytes()).decode().splitlines()
@@ -47,14 +47,16 @@ def world(tmp_path_factory):
     )
     german = monolingual(work / "text", "de", 60, seed=8)
     forward = write_config(work / "fwd.yaml", work, corpus, train=TRAIN)
-    r = run_tfm("train", "-c", str(forward), "--quiet")
-    assert r.returncode == 0, r.stderr
+    for reverse in ((), ("--reverse",)):
+        r = run_tfm("train", "-c", str(forward), "--quiet", *reverse)
+        assert r.returncode == 0, r.stderr
     return {
         "work": work,
         "corpus": corpus,
         "english": english,
         "german": german,
         "teacher": work / "checkpoints" / "fwd" / "best.pt",
+        "reverse": work / "checkpoints" / "fwd.reverse" / "best.pt",
     }
 
 
@@ -117,7 +119,7 @@ def test_back_and_forward_translation_end_to_end(world, tmp_path):
 def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_translated(world, tmp_path):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     for where in (straight, killed):  # any model will do to back-translate here
-        bt_config(world, where, forward=False, model=str(world["teacher"]))
+        bt_config(world, where, forward=False, model=str(world["reverse"]))
     r = run_tfm("synthesize", "-c", str(straight / "bt.yaml"))
     assert r.returncode == 0, r.stderr
     cache = next((killed / "cache").glob("back-*"), None)
@@ -161,10 +163,20 @@ def test_monolingual_text_that_is_not_utf8_is_one_line_and_nothing_is_made(world
     bad = tmp_path / "text" / "bad.en"
     bad.parent.mkdir()
     bad.write_bytes(b"A dog runs.\nA cat \xff sleeps.\n")
-    cfg = bt_config(world, tmp_path, forward=False, text=[str(bad)], model=str(world["teacher"]))
+    cfg = bt_config(world, tmp_path, forward=False, text=[str(bad)], model=str(world["reverse"]))
     r = run_tfm("synthesize", "-c", str(cfg))
     assert r.returncode == 2 and r.stderr.strip() == f"tfm: error: {bad}:2: not valid UTF-8 (byte 0xff at column 7)"
     assert not (tmp_path / "data" / "bt.synthetic" / "train.en").exists()
+
+
+def reversed_checkpoint(path):
+    """The checkpoint at `path`, its config saying it translates en->de."""
+    from transformer_cli.checkpoint import Checkpoint
+
+    checkpoint = Checkpoint.read(path)
+    checkpoint.config["data"].update(src_lang="en", tgt_lang="de")
+    checkpoint.write(path)
+    return path
 
 
 @pytest.fixture
@@ -181,10 +193,11 @@ def test_the_corpus_is_real_pairs_upsampled_then_tagged_synthetic_pairs_made_onc
 
     corpus = write_corpus(tmp_path / "corpus", {"train": 30, "val": 5, "test_2016_flickr": 5}, gz=False)
     model = untrained_checkpoint(tmp_path / "m.pt")
+    reverse = reversed_checkpoint(untrained_checkpoint(tmp_path / "r.pt"))
     english = monolingual(tmp_path / "text", "en", 12, seed=7)
     german = monolingual(tmp_path / "text", "de", 8, seed=8)
     section = {
-        "back_translation": {"text": [str(english)], "model": str(model), "search": "beam", "beam_size": 1},
+        "back_translation": {"text": [str(english)], "model": str(reverse), "search": "beam", "beam_size": 1},
         "forward_translation": {"text": [str(german)], "teachers": [str(model)], "beam_size": 1, "tag": True},
         "real_upsample": 2,
         "cache_dir": str(tmp_path / "cache"),
@@ -215,3 +228,85 @@ def test_the_corpus_is_real_pairs_upsampled_then_tagged_synthetic_pairs_made_onc
     synthesize(cfg)  # an input changed: made again, from the cached translations
     assert len((folder / "train.de").read_text().splitlines()) == 30 + bt + ft
     assert json.loads((folder / STATE).read_text())["translated"]["back_translation"]["lines"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runs", [2, 3])
+def test_concurrent_synthesize_runs_on_one_cache_give_the_corpus_one_run_gives(world, tmp_path, runs):
+    """`runs` processes at once: two of one config (the second waits for the first, then finds
+    the folder current), the others of configs of their own, sharing the translation cache."""
+    alone, shared = tmp_path / "alone", tmp_path / "shared"
+    bt_config(world, alone, forward=False, model=str(world["reverse"]))
+    r = run_tfm("synthesize", "-c", str(alone / "bt.yaml"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    configs = [bt_config(world, shared, forward=False, model=str(world["reverse"]))] * 2
+    for i in range(2, runs):
+        configs.append(shared / f"bt{i}.yaml")
+        configs[-1].write_text((shared / "bt.yaml").read_text().replace("name: bt\n", f"name: bt{i}\n"))
+    running = [
+        subprocess.Popen([*TFM, "synthesize", "-c", str(c), "--quiet"], stderr=subprocess.PIPE, text=True)
+        for c in configs
+    ]
+    errors = [p.communicate(timeout=300)[1] for p in running]
+    assert [p.returncode for p in running] == [0] * runs, errors
+    expected = {name: (alone / "data" / "bt.synthetic" / name).read_bytes() for name in ("train.de", "train.en")}
+    for c in configs:
+        folder = shared / "data" / f"{c.stem}.synthetic"
+        assert {name: (folder / name).read_bytes() for name in expected} == expected
+    (cache,) = (shared / "cache").glob("back-*")
+    kept = json.loads((alone / "data" / "bt.synthetic" / "synthetic.json").read_text())["text"]["back_translation"]
+    assert json.loads((cache / "cache.json").read_text())["rows"] == kept["kept"]  # each line once
+
+
+@pytest.mark.slow
+def test_limit_train_applies_to_each_source_and_translates_no_more(world, tmp_path):
+    cfg = bt_config(world, tmp_path, model=str(world["reverse"]))
+    r = run_tfm("synthesize", "-c", str(cfg), "--set", "data.limit_train=20")
+    assert r.returncode == 0, r.stderr
+    assert "data.limit_train=20 applies to each source: the real pairs and each text" in r.stderr
+    folder = tmp_path / "data" / "bt.synthetic"
+    sources = (folder / "train.de").read_text().splitlines()
+    assert len(sources) == 2 * 20 + 20 + 20  # real_upsample 2
+    assert sum(s.startswith(BACK_TRANSLATION_TAG + " ") for s in sources) == 20
+    for cache in (tmp_path / "cache").glob("*-*"):
+        assert json.loads((cache / "cache.json").read_text())["rows"] == 20  # translated as far as used
+    state = json.loads((folder / "synthetic.json").read_text())
+    assert state["text"]["back_translation"]["past_max_lines"] > 0
+
+
+@pytest.mark.slow
+def test_models_that_translate_the_other_way_are_refused_naming_both_directions(world, tmp_path):
+    cfg = bt_config(world, tmp_path / "bt", forward=False, model=str(world["teacher"]))
+    r = run_tfm("synthesize", "-c", str(cfg), "--quiet")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (
+        f"tfm: error: synthetic.back_translation.model: {world['teacher']} translates de->en, "
+        "but back-translation for this config needs en->de"
+    )
+    cfg = bt_config(world, tmp_path / "ft", model=str(world["reverse"]))
+    text = cfg.read_text().replace(str(world["teacher"]), str(world["reverse"]))
+    cfg.write_text(text)
+    r = run_tfm("synthesize", "-c", str(cfg), "--quiet")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (
+        f"tfm: error: synthetic.forward_translation.teachers: {world['reverse']} translates en->de, "
+        "but forward-translation for this config needs de->en"
+    )
+    for where in ("bt", "ft"):  # refused before any text was read or translated
+        assert not list((tmp_path / where / "cache").glob("*"))
+        assert not (tmp_path / where / "data" / "bt.synthetic").exists()
+
+
+@pytest.mark.slow
+def test_text_with_no_usable_line_is_refused_naming_the_file_and_the_counts(world, tmp_path):
+    empty = tmp_path / "text" / "blank.en"
+    empty.parent.mkdir()
+    empty.write_text("\n  \n" + "word " * 60 + "\n")
+    cfg = bt_config(world, tmp_path, forward=False, text=[str(empty)], model=str(world["reverse"]))
+    r = run_tfm("synthesize", "-c", str(cfg), "--quiet")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip() == (
+        f"tfm: error: synthetic.back_translation.text: {empty} yield no line to translate (3 lines read, "
+        "0 kept; dropped: 2 empty, 1 too long, 0 equal to a val/test sentence, 0 repeated, 0 past max_lines)"
+    )
+    assert not (tmp_path / "data" / "bt.synthetic" / "train.en").exists()

@@ -12,7 +12,7 @@ import pytest
 
 from transformer_cli.errors import UsageError
 from transformer_cli.synthetic.corpora import TextFile
-from transformer_cli.synthetic.text import TextCounts, clean_text, comparable, line_key, read_lines_at
+from transformer_cli.synthetic.text import TextCounts, clean_text, comparable, line_key
 
 
 def text(path, lines: list[str], gz: bool = False) -> TextFile:
@@ -57,9 +57,3 @@ def test_stops_are_checked_and_bad_bytes_are_one_line_before_anything_is_written
     with pytest.raises(UsageError, match=r"bad.en:2: not valid UTF-8 \(byte 0xff at column 3\)"):
         clean_text([TextFile(bad, "unused")], tmp_path / "out.txt", set(), 5, None)
     assert not (tmp_path / "out.txt").exists()
-
-
-def test_lines_are_read_back_by_row(tmp_path):
-    path = text(tmp_path / "t.txt", [f"line {i}" for i in range(10)]).path
-    assert list(read_lines_at(path, np.array([0, 3, 9]))) == [(0, "line 0"), (3, "line 3"), (9, "line 9")]
-    assert list(read_lines_at(path, np.array([], dtype=np.int64))) == []

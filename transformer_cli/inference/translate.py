@@ -56,6 +56,7 @@ def model_from_checkpoint(
 class EnsembleMember:
     path: str
     sha256: str
+    languages: tuple[str, str] | None = None  # (source, target), when its config says
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,14 @@ class ModelMetadata:
     @property
     def languages(self) -> tuple[str, str] | None:
         """(source, target) language codes of the model's data, when it says (None: unknown)."""
-        data = self.config.get("data", {})
-        src, tgt = data.get("src_lang"), data.get("tgt_lang")
-        return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
+        return config_languages(self.config)
+
+
+def config_languages(config: dict[str, Any]) -> tuple[str, str] | None:
+    """(source, target) language codes of a run config's data (None: it does not say)."""
+    data = config.get("data", {})
+    src, tgt = data.get("src_lang"), data.get("tgt_lang")
+    return (src, tgt) if isinstance(src, str) and isinstance(tgt, str) else None
 
 
 class TranslationBackend(ABC):

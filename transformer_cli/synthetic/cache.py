@@ -1,25 +1,42 @@
 """Translations kept by line: a folder per model and search (its `identity`), shared by every
-config and night that translates with them, so that each line is translated once.
+config, night and process that translates with them, so that each line is translated once.
 
-    keys.u64     the lines' 64-bit keys (synthetic/text.line_key), in the order translated
-    ends.u64     where each translation ends in lines.txt (bytes)
-    lines.txt    the translations, UTF-8, one per line
-    cache.json   the identity, how many rows are complete, and what translating them cost
-                 (seconds and CPU seconds, summed over every process that added rows)
+    keys.u64      the lines' 64-bit keys (synthetic/text.line_key), in the order translated
+    ends.u64      where each translation ends in lines.txt (bytes)
+    lines.txt     the translations, UTF-8, one per line
+    cache.json    the format, the identity, how many rows are complete, and what translating
+                  them cost (seconds and CPU seconds, summed over every process that added rows)
+    .lock         flock()ed exclusively for the moment a process reads the state or appends
+    claims/       one file per process translating into the cache now: the keys of the chunk it
+                  is translating, flock()ed by it for as long as it lives
+
+Several processes may translate into one cache at once (`tfm synthesize` and `tfm train` runs
+of configs that share it, the ranks of a torchrun launch). Everything they read or write of the
+cache happens under `.lock`: a process re-reads cache.json there (the rows others appended
+since), takes as its next chunk the first lines that are neither translated nor claimed by a
+live process (`claim`), and appends at the end cache.json records, never at a file offset it
+saw earlier. The chunks are those one process alone would have cut, so the translations (and
+the corpus made of them) are the same, byte for byte, however many processes made them. A
+claim of a process that died goes to the next process that asks.
 
 Rows are appended a chunk at a time: the three files are written and flushed to disk, then
 cache.json records the new count. Opening the cache cuts each file back to what cache.json
-counts, so a chunk cut short by a kill is dropped and translated again, and the files equal
-those of a run that was never stopped.
+counts, so a chunk cut short by a kill is dropped and translated again. A cache whose files
+disagree with each other (such as two unlocked writers of an earlier tfm left) is not trusted:
+it is emptied, with a warning, and its lines are translated again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import mmap
 import os
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,9 +44,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import TfmError
-from ..fsutil import atomic_write_json
+from ..fsutil import atomic_write_json, close_lock, exclusive_lock, track_lock
 
+log = logging.getLogger("tfm")
 STATE = "cache.json"
+FORMAT = 2  # 2: written under a lock (1, unversioned: an earlier tfm's, checked before use)
+FILES = ("keys.u64", "ends.u64", "lines.txt")
 
 
 @dataclass(frozen=True)
@@ -39,90 +59,74 @@ class Cost:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
 
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.seconds + other.seconds, self.cpu_seconds + other.cpu_seconds)
+
 
 def cache_folder(root: Path, kind: str, identity: dict[str, Any]) -> Path:
     digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     return root / f"{kind}-{digest}"
 
 
+class KeyIndex:
+    """The rows of a fixed array of keys, found by key: sorted once, then looked up by binary
+    search (`rows_of`), so that finding k keys among n costs k log n, not n."""
+
+    def __init__(self, keys: np.ndarray):
+        self.order = np.argsort(keys, kind="stable")
+        self.sorted = keys[self.order]
+
+    def rows_of(self, keys: np.ndarray) -> np.ndarray:
+        """The rows holding any of `keys` (the array's keys are unique; one absent: no row)."""
+        if not len(self.sorted) or not len(keys):
+            return np.zeros(0, dtype=np.int64)
+        positions = np.minimum(np.searchsorted(self.sorted, keys), len(self.sorted) - 1)
+        rows: np.ndarray = self.order[positions[self.sorted[positions] == keys]]
+        return rows
+
+
 class TranslationCache:
     """The translations of one model and search (see the module docstring)."""
 
-    def __init__(self, folder: Path, identity: dict[str, Any]):
-        self.folder, self.identity = folder, identity
-        folder.mkdir(parents=True, exist_ok=True)
-        self.rows, size, self.cost = self._recorded()
-        for name, length in (("keys.u64", 8 * self.rows), ("ends.u64", 8 * self.rows), ("lines.txt", size)):
-            path = folder / name
-            with open(path, "ab") as f:  # created if missing
-                if f.tell() < length:
-                    raise TfmError(
-                        f"{path}: shorter than {folder / STATE} records: a damaged translation "
-                        f"cache; remove {folder} to translate again"
-                    )
-                f.truncate(length)
-        self._keys = [np.fromfile(folder / "keys.u64", dtype=np.uint64)]
-        self._order: np.ndarray | None = None
+    def __init__(self, folder: Path, identity: dict[str, Any], check_stop: Callable[[], None] | None = None):
+        self.folder, self.identity, self.check_stop = folder, identity, check_stop
+        self.rows, self.bytes, self.cost = 0, 0, Cost()
+        self._keys: np.ndarray = np.zeros(0, dtype=np.uint64)  # [rows] in row order
+        self._sorted: np.ndarray = self._keys  # [rows] sorted, for `missing`
+        self._order: np.ndarray | None = None  # argsort of _keys, made when first read
+        self._claimed_at = 0  # the rows there were at this process's last `claim`
+        self._claim: tuple[int, Path] | None = None  # this process's claim file, once it claims
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "claims").mkdir(exist_ok=True)
+        except OSError as e:
+            raise TfmError(f"cannot create the translation cache {folder}: {e.strerror}") from None
+        with self._locked():
+            self._open()
+
+    # -- reading -------------------------------------------------------------------------
 
     @property
     def keys(self) -> np.ndarray:
-        """The keys of the complete rows, in row order (the appended chunks joined once)."""
-        if len(self._keys) > 1:
-            self._keys = [np.concatenate(self._keys)]
-        return self._keys[0]
-
-    def _recorded(self) -> tuple[int, int, Cost]:
-        """(complete rows, bytes of their translations, their cost) as cache.json says; nothing
-        when new (a cache from before costs were kept: 0, with its rows)."""
-        try:
-            state = json.loads((self.folder / STATE).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return 0, 0, Cost()
-        except (OSError, ValueError) as e:
-            raise TfmError(
-                f"{self.folder / STATE}: unreadable ({e}); remove {self.folder} to translate again"
-            ) from None
-        if state.get("identity") != self.identity:
-            raise TfmError(f"{self.folder}: a translation cache of another model or search")
-        cost = state.get("cost", {})
-        return int(state["rows"]), int(state["bytes"]), Cost(cost.get("seconds", 0.0), cost.get("cpu_seconds", 0.0))
+        """The keys of the complete rows, in row order."""
+        return self._keys
 
     def missing(self, keys: np.ndarray) -> np.ndarray:
-        """Which of `keys` have no translation yet (a bool per key)."""
-        return ~np.isin(keys, self.keys)
+        """Which of `keys` have no translation yet, as far as this process has read (a bool
+        per key; what others appended is read by `claim` and `append`)."""
+        if not len(self._sorted):
+            return np.ones(len(keys), dtype=bool)
+        positions = np.minimum(np.searchsorted(self._sorted, keys), len(self._sorted) - 1)
+        missing: np.ndarray = self._sorted[positions] != keys
+        return missing
 
-    def append(self, keys: np.ndarray, translations: list[str], cost: Cost | None = None) -> None:
-        """Add the translations of the lines `keys` (one line each, no newline in them), and
-        what making them cost."""
-        data = [t.encode("utf-8") + b"\n" for t in translations]
-        with open(self.folder / "lines.txt", "ab") as f:
-            start = f.tell()
-            f.write(b"".join(data))
-            self._sync(f)
-        ends = start + np.cumsum([len(d) for d in data], dtype=np.uint64)
-        for name, values in (("keys.u64", keys.astype(np.uint64)), ("ends.u64", ends)):
-            with open(self.folder / name, "ab") as f:
-                f.write(values.tobytes())
-                self._sync(f)
-        self._keys.append(keys.astype(np.uint64))
-        self.rows += len(keys)
-        self._order = None
-        if cost is not None:
-            self.cost = Cost(self.cost.seconds + cost.seconds, self.cost.cpu_seconds + cost.cpu_seconds)
-        atomic_write_json(
-            self.folder / STATE,
-            {
-                "identity": self.identity,
-                "rows": self.rows,
-                "bytes": int(ends[-1]) if len(ends) else start,
-                "cost": {"seconds": round(self.cost.seconds, 3), "cpu_seconds": round(self.cost.cpu_seconds, 3)},
-            },
-        )
+    def _set_keys(self, keys: np.ndarray) -> None:
+        self._keys, self._sorted, self._order = keys, np.sort(keys), None
 
-    @staticmethod
-    def _sync(f: Any) -> None:
-        f.flush()
-        os.fsync(f.fileno())
+    def _add_keys(self, keys: np.ndarray) -> None:
+        """Rows appended: their keys joined to the known ones (two sorted runs: a linear sort)."""
+        self._keys = np.concatenate([self._keys, keys])
+        self._sorted, self._order = np.sort(np.concatenate([self._sorted, np.sort(keys)]), kind="stable"), None
 
     def translations(self, keys: np.ndarray) -> Iterator[str]:
         """The translation of each of `keys`, in order (every one must be in the cache)."""
@@ -131,14 +135,236 @@ class TranslationCache:
         if self._order is None:
             self._order = np.argsort(self.keys, kind="stable")
         sorted_keys = self.keys[self._order]
-        ends = np.fromfile(self.folder / "ends.u64", dtype=np.uint64)
+        ends = np.fromfile(self.folder / "ends.u64", dtype=np.uint64, count=self.rows)
         with open(self.folder / "lines.txt", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as text:
             for block in range(0, len(keys), 65536):
                 wanted = keys[block : block + 65536]
                 positions = np.minimum(np.searchsorted(sorted_keys, wanted), len(sorted_keys) - 1)
-                if not (sorted_keys[positions] == wanted).all():
+                if not len(sorted_keys) or not (sorted_keys[positions] == wanted).all():
                     raise TfmError(f"{self.folder}: lines missing from the translation cache")
                 rows = self._order[positions]
                 for row in rows.tolist():
                     start = int(ends[row - 1]) if row else 0
                     yield text[start : int(ends[row]) - 1].decode("utf-8")
+
+    # -- translating ---------------------------------------------------------------------
+
+    def claim(self, wanted: np.ndarray, pending: np.ndarray, index: KeyIndex, size: int) -> np.ndarray:
+        """The rows of `wanted` (the text's keys, `index` of them) to translate next: the first
+        `size` rows still `pending` (updated here with what others translated) that no other
+        live process has claimed; recorded as this process's claim. None (an empty array) when
+        every pending row is another process's."""
+        with self._locked():
+            seen = self._claimed_at
+            self._read_new_rows()
+            if self.rows < seen:  # emptied meanwhile (damaged): every line is pending again
+                pending[:] = self.missing(wanted)
+            else:  # the rows appended since the last claim, by any process
+                pending[index.rows_of(self.keys[seen:])] = False
+            self._claimed_at = self.rows
+            free = pending.copy()
+            free[index.rows_of(self._others_claims())] = False
+            rows = np.flatnonzero(free)[:size]
+            self._write_claim(wanted[rows])
+        return rows
+
+    def append(self, keys: np.ndarray, translations: list[str], cost: Cost | None = None) -> None:
+        """Add the translations of the lines `keys` (one line each, no newline in them), and
+        what making them cost; ends this process's claim. Keys another process added first are
+        left out (its translation is kept: the same chunk, translated the same way)."""
+        with self._locked():
+            self._read_new_rows()
+            new = self.missing(keys)
+            keys = keys[new].astype(np.uint64)
+            data = [t.encode("utf-8") + b"\n" for t, keep in zip(translations, new.tolist()) if keep]
+            if len(keys):
+                self._write_rows(keys, data, cost)
+            self._write_claim(np.zeros(0, dtype=np.uint64))
+
+    def close(self) -> None:
+        """End this process's claim (its death does the same)."""
+        if self._claim is not None:
+            fd, path = self._claim
+            self._claim = None
+            with contextlib.suppress(OSError):
+                path.unlink()
+            close_lock(fd)
+
+    # -- under the lock ------------------------------------------------------------------
+
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        """`.lock` held for the block (waiting, and checking for a stop, while another has it)."""
+        return exclusive_lock(self.folder / ".lock", self.check_stop)
+
+    def _state(self) -> dict[str, Any] | None:
+        try:
+            state = json.loads((self.folder / STATE).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise TfmError(
+                f"{self.folder / STATE}: unreadable ({e}); remove {self.folder} to translate again"
+            ) from None
+        if not isinstance(state, dict) or state.get("identity") != self.identity:
+            raise TfmError(f"{self.folder}: a translation cache of another model or search")
+        return state
+
+    def _open(self) -> None:
+        """Read the state, cut the files back to it, and check that they agree (else empty
+        the cache and say why)."""
+        state = self._state()
+        if state is None:
+            self._reset()
+            return
+        rows, size = int(state["rows"]), int(state["bytes"])
+        for name, length in (("keys.u64", 8 * rows), ("ends.u64", 8 * rows), ("lines.txt", size)):
+            path = self.folder / name
+            with open(path, "ab") as f:  # created if missing
+                if f.tell() < length:
+                    self._untrusted(f"{name} is shorter than {STATE} records")
+                    return
+                f.truncate(length)
+        problem = self._disagreement(rows, size)
+        if problem is not None:
+            self._untrusted(problem)
+            return
+        if state.get("format") != FORMAT:  # an earlier tfm's, found sound: recorded as checked
+            state["format"] = FORMAT
+            atomic_write_json(self.folder / STATE, state)
+        cost = state.get("cost", {})
+        self.cost = Cost(cost.get("seconds", 0.0), cost.get("cpu_seconds", 0.0))
+        self.rows, self.bytes = rows, size
+        self._set_keys(np.fromfile(self.folder / "keys.u64", dtype=np.uint64))
+
+    def _disagreement(self, rows: int, size: int) -> str | None:
+        """Why the files (already cut to the recorded lengths) do not hold `rows` lines of
+        `size` bytes whose ends and keys are as recorded; None when they do."""
+        if not rows:
+            return None if size == 0 else f"{STATE} records bytes but no rows"
+        ends = np.fromfile(self.folder / "ends.u64", dtype=np.uint64)
+        keys = np.fromfile(self.folder / "keys.u64", dtype=np.uint64)
+        if int(ends[-1]) != size or (len(ends) > 1 and not (np.diff(ends.astype(np.int64)) > 0).all()):
+            return "ends.u64 does not match lines.txt"
+        if len(np.unique(keys)) != rows:
+            return "keys.u64 holds a key twice"
+        with open(self.folder / "lines.txt", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            text = np.frombuffer(m, dtype=np.uint8)
+            try:
+                if (text[ends.astype(np.int64) - 1] != 10).any() or np.count_nonzero(text == 10) != rows:
+                    return "lines.txt's lines do not end where ends.u64 says"
+            finally:
+                del text
+        return None
+
+    def _untrusted(self, problem: str) -> None:
+        log.warning(
+            "warning: the translation cache %s is damaged (%s): it is emptied and its lines will be translated again",
+            self.folder,
+            problem,
+        )
+        self._reset()
+
+    def _reset(self) -> None:
+        """An empty cache: the state that counts no row, then empty files."""
+        self._write_state(0, 0, Cost())
+        self._set_keys(np.zeros(0, dtype=np.uint64))
+        for name in FILES:
+            try:
+                with open(self.folder / name, "wb"):
+                    pass
+            except OSError as e:
+                raise TfmError(f"cannot write the translation cache file {self.folder / name}: {e.strerror}") from None
+
+    def _write_state(self, rows: int, size: int, cost: Cost) -> None:
+        """cache.json counting `rows` of `size` bytes; then this process counts them too."""
+        atomic_write_json(
+            self.folder / STATE,
+            {
+                "format": FORMAT,
+                "identity": self.identity,
+                "rows": rows,
+                "bytes": size,
+                "cost": {"seconds": round(cost.seconds, 3), "cpu_seconds": round(cost.cpu_seconds, 3)},
+            },
+        )
+        self.rows, self.bytes, self.cost = rows, size, cost
+
+    def _read_new_rows(self) -> np.ndarray:
+        """Take in the rows appended by others since this process last read the state."""
+        state = self._state()
+        rows = int(state["rows"]) if state else 0
+        if rows < self.rows:  # emptied by another process as damaged: start over
+            self._open()
+            return self.keys
+        if rows == self.rows:
+            return np.zeros(0, dtype=np.uint64)
+        assert state is not None
+        new = np.fromfile(self.folder / "keys.u64", dtype=np.uint64, count=rows - self.rows, offset=8 * self.rows)
+        self._add_keys(new)
+        cost = state.get("cost", {})
+        self.rows, self.bytes = rows, int(state["bytes"])
+        self.cost = Cost(cost.get("seconds", 0.0), cost.get("cpu_seconds", 0.0))
+        return new
+
+    def _write_rows(self, keys: np.ndarray, data: list[bytes], cost: Cost | None) -> None:
+        """Append rows at the recorded end of each file (a dead writer's tail cut off first),
+        flushed to disk before cache.json counts them. A failed write (disk full) is one line
+        naming the file; the rows are not counted, and the next writer cuts them off."""
+        ends = self.bytes + np.cumsum([len(d) for d in data], dtype=np.uint64)
+        parts = [
+            ("lines.txt", self.bytes, b"".join(data)),
+            ("keys.u64", 8 * self.rows, keys.tobytes()),
+            ("ends.u64", 8 * self.rows, ends.astype(np.uint64).tobytes()),
+        ]
+        for name, at, payload in parts:
+            path = self.folder / name
+            try:
+                with open(path, "r+b") as f:
+                    f.truncate(at)
+                    f.seek(at)
+                    f.write(payload)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:
+                raise TfmError(f"cannot write the translation cache file {path}: {e.strerror or e}") from None
+        total = self.cost if cost is None else self.cost + cost
+        self._write_state(self.rows + len(keys), int(ends[-1]), total)
+        self._add_keys(keys)
+
+    def _write_claim(self, keys: np.ndarray) -> None:
+        """This process's claim file holds `keys` (created and flock()ed on first use)."""
+        path = self.folder / "claims" / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.keys"
+        try:
+            if self._claim is None:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                track_lock(fd)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._claim = fd, path
+            fd, path = self._claim
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, keys.astype(np.uint64).tobytes(), 0)
+        except OSError as e:
+            raise TfmError(f"cannot write the translation cache file {path}: {e.strerror or e}") from None
+
+    def _others_claims(self) -> np.ndarray:
+        """The keys live processes other than this one are translating; the claim files of
+        dead ones removed."""
+        own = self._claim[1] if self._claim is not None else None
+        claimed = [np.zeros(0, dtype=np.uint64)]
+        for path in (self.folder / "claims").glob("*.keys"):
+            if path == own:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: its process is alive
+                claimed.append(np.fromfile(path, dtype=np.uint64))
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            finally:
+                os.close(fd)
+        return np.concatenate(claimed)

@@ -3,8 +3,11 @@
 The lines missing from the cache are taken in text order and cut into chunks of
 `chunk_lines`; each chunk is translated (a sampled search draws with a seed made from the run's
 seed and the chunk's first line), post-processed (noised back-translation), then appended to
-the cache. A run stopped or killed continues with the first chunk the cache lacks, which is the
-chunk an uninterrupted run would have translated next: the cache ends the same, byte for byte.
+the cache. Every chunk is claimed in the cache first (synthetic/cache.py), so processes that
+translate the same text into one cache share the work, each taking the next chunk nobody has,
+and cut the chunks one process alone would cut. A run stopped or killed continues with the
+first chunk the cache lacks, which is the chunk an uninterrupted run would have translated
+next: the translations end the same, byte for byte.
 """
 
 from __future__ import annotations
@@ -12,19 +15,21 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..config import DecodeConfig
+from ..data.sources import iter_line_blocks
 from ..inference.translate import TranslationBackend
-from .cache import Cost, TranslationCache
-from .text import CleanText, read_lines_at
+from .cache import Cost, KeyIndex, TranslationCache
+from .text import BLOCK_LINES, CleanText
 
 log = logging.getLogger("tfm")
 
 PostProcess = Callable[[str, int], str]  # (translation, seed) -> the line kept
+WAIT_S = 0.5  # how often a process whose lines others are translating looks again
 
 
 @dataclass
@@ -52,31 +57,38 @@ def translate_missing(
     check_stop: Callable[[], None] | None = None,
 ) -> Generation:
     """Translate the lines of `text` that `cache` lacks into it (`what` names the work in
-    the log lines). `decode` is used as given, but for the seed of a sampled search."""
-    rows = np.flatnonzero(cache.missing(text.keys))
+    the log lines), sharing the work with any other process translating into the cache; returns
+    when every line is there. `decode` is used as given, but for the seed of a sampled search."""
     done = Generation()
-    if not len(rows):
+    pending = cache.missing(text.keys)  # [lines] bool: not yet in the cache, as far as known
+    total = int(pending.sum())
+    if not total:
         return done
-    log.info(
-        "%s: translating %d of %d lines (%d already translated)",
-        what,
-        len(rows),
-        len(text.keys),
-        len(text.keys) - len(rows),
-    )
+    log.info("%s: translating %d of %d lines (%d already translated)", what, total, len(pending), len(pending) - total)
+    index = KeyIndex(text.keys)
+    lines = RowReader(text)
     started, cpu_started = time.monotonic(), time.process_time()
-    chunk: list[str] = []
-    chunk_rows: list[int] = []
-    for row, line in read_lines_at(text.path, rows):
-        chunk.append(line)
-        chunk_rows.append(row)
-        if len(chunk) == chunk_lines or len(chunk_rows) + done.lines == len(rows):
-            keys = text.keys[np.array(chunk_rows)]
-            _translate_chunk(chunk, keys, cache, backend, decode, seed, post, check_stop)
-            done.lines += len(chunk)
-            chunk, chunk_rows = [], []
+    waiting = False
+    try:
+        while True:
+            rows = cache.claim(text.keys, pending, index, chunk_lines)
+            if not len(rows):
+                if not pending.any():
+                    break
+                if not waiting:
+                    log.info("%s: waiting for another process translating the last lines into %s", what, cache.folder)
+                    waiting = True
+                if check_stop is not None:
+                    check_stop()
+                time.sleep(WAIT_S)
+                continue
+            _translate_chunk(lines.at(rows), text.keys[rows], cache, backend, decode, seed, post, check_stop)
+            pending[rows] = False
+            done.lines += len(rows)
             rate = done.lines / max(time.monotonic() - started, 1e-9)
-            log.info("%s: %d of %d lines translated (%.1f lines/s)", what, done.lines, len(rows), rate)
+            log.info("%s: %d lines translated (%.1f lines/s), %d left", what, done.lines, rate, int(pending.sum()))
+    finally:
+        cache.close()
     done.seconds = time.monotonic() - started
     done.cpu_seconds = time.process_time() - cpu_started
     return done
@@ -102,3 +114,29 @@ def _translate_chunk(
     if post is not None:
         texts = [post(t, seed) for t in texts]
     cache.append(keys, texts, Cost(time.monotonic() - started, time.process_time() - cpu_started))
+
+
+class RowReader:
+    """The lines of a cleaned text at given rows, read forward through the file (chunks come
+    in text order; a row before the last one read starts the file again)."""
+
+    def __init__(self, text: CleanText):
+        self.text = text
+        self._lines: Iterator[str] | None = None
+        self._row = 0  # the row `_lines` gives next
+
+    def at(self, rows: np.ndarray) -> list[str]:
+        """The lines at the sorted `rows`."""
+        if self._lines is None or int(rows[0]) < self._row:
+            self._lines, self._row = self._read(), 0
+        out: list[str] = []
+        for row in rows.tolist():
+            for _ in range(row - self._row):
+                next(self._lines)
+            out.append(next(self._lines))
+            self._row = row + 1
+        return out
+
+    def _read(self) -> Iterator[str]:
+        for block in iter_line_blocks(self.text.path, BLOCK_LINES):
+            yield from block

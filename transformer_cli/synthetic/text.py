@@ -126,18 +126,3 @@ def _lines(files: list[TextFile], check_stop: Callable[[], None] | None) -> Iter
                 check_stop()
             for line in block:
                 yield line.strip()
-
-
-def read_lines_at(path: Path, rows: np.ndarray) -> Iterator[tuple[int, str]]:
-    """(row, line) of the lines of `path` at the sorted `rows`, streamed."""
-    wanted = iter(rows.tolist())
-    target = next(wanted, None)
-    row = 0
-    for block in iter_line_blocks(path, BLOCK_LINES):
-        for line in block:
-            if target is None:
-                return
-            if row == target:
-                yield row, line
-                target = next(wanted, None)
-            row += 1
