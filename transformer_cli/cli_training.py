@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -180,73 +181,88 @@ def distill_corpus(
 ) -> None:
     """Translate a config's training sources with its teachers (distill.teachers, beam search):
     the corpus its student trains on (`tfm train -c CFG` then uses it; it makes it itself when
-    it is missing).
-
-    Streams and resumes: a stopped or killed run continues where the last saved chunk ended,
-    and the result is the same, byte for byte. Other teachers, settings or sources start over.
+    it is missing). Distillation is forward translation of the training sources: this is
+    `tfm synthesize` of a config with a distill: section (the same cache, folder and resume).
 
     \b
     Examples:
       tfm distill -c distilled.yaml
       tfm distill -c distilled.yaml --set distill.beam_size=4 && tfm train -c distilled.yaml
     """
-    from .config_loading import load_config
-    from .errors import StoppedBySignal
-    from .training.distill import distill
-    from .training.signals import GracefulStop, StopRequested
-
-    setup_logging(quiet)
-    cfg = load_config(config, overrides)
-    if not cfg.distill.teachers:
-        raise UsageError(
-            f"{config}: distill.teachers is empty: name the teacher models (checkpoint "
-            "files or folders) that translate the training sources"
-        )
-    try:
-        with GracefulStop("stopping after the current chunk; the translations so far are kept") as stop:
-            folder = distill(cfg, stop.check)
-    except StopRequested as e:
-        raise StoppedBySignal(
-            e.signum,
-            f"stopped by signal {e.signum}; the translations made so far are kept (run the same command to continue)",
-        ) from None
-    typer.echo(f"distilled corpus: {folder}")
+    _make_pairs(config, overrides, quiet, distill=True)
 
 
 @app.command()
 @guarded
 def synthesize(
-    config: str = typer.Option(..., "--config", "-c", help="A config with a synthetic: section. " + CONFIG_HELP),
+    config: str = typer.Option(
+        ..., "--config", "-c", help="A config with a synthetic: (or distill:) section. " + CONFIG_HELP
+    ),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    nproc_per_node: int = typer.Option(
+        1,
+        "--nproc-per-node",
+        min=1,
+        max=1024,
+        help="Translate in N processes on this machine, each with its share of the CPUs (or a "
+        "GPU each: --set train.device=cuda), sharing the caches: the same corpus as one process.",
+    ),
+    helper: bool = typer.Option(False, "--helper", hidden=True, help="Translate only, beside the main process."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Make the training pairs of a config's monolingual text: back-translation of target-language
-    text by the reverse model, forward translation of source-language text by its teachers, mixed
-    with the real pairs (`tfm train -c CFG` then uses them; it makes them itself when missing).
+    text by the reverse model, forward translation of source-language text by its teachers (and
+    of the training sources, for a distill: section), mixed with the real pairs (`tfm train -c
+    CFG` then uses them; it makes them itself when missing).
 
     Each line is translated once per model and search (synthetic.cache_dir): a later run
-    translates only lines it has not seen. Streams and resumes after a stop or a kill, with the
-    same result, byte for byte.
+    translates only lines it has not seen, and runs sharing a cache share the work. Streams and
+    resumes after a stop or a kill, with the same result, byte for byte.
 
     \b
     Examples:
       tfm train -c bt.yaml --reverse && tfm synthesize -c bt.yaml
       tfm synthesize -c bt.yaml --set synthetic.back_translation.search=beam
+      tfm synthesize -c bt.yaml --nproc-per-node 4
     """
+    _make_pairs(config, overrides, quiet, distill=False, processes=nproc_per_node, helper=helper)
+
+
+def _make_pairs(
+    config: str, overrides: list[str], quiet: bool, distill: bool, processes: int = 1, helper: bool = False
+) -> None:
+    """`tfm synthesize` (`tfm distill`: a config with teachers only): the config's synthetic
+    corpus, made current by `processes` processes (this one and helpers: synthetic/sharing.py),
+    or, as a `helper`, translations only."""
     from .config_loading import load_config
     from .errors import StoppedBySignal
+    from .synthetic.directions import makes_pairs
+    from .synthetic.mixture import help_translate
     from .synthetic.mixture import synthesize as make_synthetic
+    from .synthetic.sharing import helpers, threads_each
     from .training.signals import GracefulStop, StopRequested
 
     setup_logging(quiet)
     cfg = load_config(config, overrides)
-    if not cfg.synthetic.enabled:
+    if distill and not cfg.distill.teachers:
+        raise UsageError(
+            f"{config}: distill.teachers is empty: name the teacher models (checkpoint "
+            "files or folders) that translate the training sources"
+        )
+    if not makes_pairs(cfg):
         raise UsageError(
             f"{config}: no monolingual text: set synthetic.back_translation.text or synthetic.forward_translation.text"
         )
+    threads = threads_each(cfg, processes)
+    if processes > 1:
+        cfg.train.threads = threads
     try:
         with GracefulStop("stopping after the current chunk; the translations so far are kept") as stop:
-            folder = make_synthetic(cfg, stop.check)
+            if helper:
+                help_translate(cfg, stop.check)
+                return
+            with helpers(config, overrides, processes - 1, threads) if processes > 1 else contextlib.nullcontext():
+                folder = make_synthetic(cfg, stop.check)
     except StopRequested as e:
         raise StoppedBySignal(
             e.signum,

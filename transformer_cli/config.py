@@ -198,9 +198,10 @@ class DecodeConfig(Section):
 
 @dataclass
 class DistillConfig(Section):
-    """Sequence-level knowledge distillation (training/distill.py): the training targets are the
-    teachers' beam-search translations of the training sources (`tfm distill`, or the first
-    `tfm preprocess`/`tfm train` that needs them; resumable)."""
+    """Sequence-level knowledge distillation: the training targets are the teachers' beam-search
+    translations of the training sources, which is forward translation of the `parallel` text
+    (synthetic/directions.py: the same cache, corpus folder and resume as `synthetic:`; `tfm
+    distill` or `tfm synthesize`, or the first `tfm preprocess`/`tfm train` that needs them)."""
 
     SECTION: ClassVar[str] = "distill"
 

@@ -310,3 +310,20 @@ def test_text_with_no_usable_line_is_refused_naming_the_file_and_the_counts(worl
         "0 kept; dropped: 2 empty, 1 too long, 0 equal to a val/test sentence, 0 repeated, 0 past max_lines)"
     )
     assert not (tmp_path / "data" / "bt.synthetic" / "train.en").exists()
+
+
+@pytest.mark.slow
+def test_synthesis_in_two_processes_gives_the_corpus_of_one(world, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    for where in (one, two):
+        bt_config(world, where, model=str(world["reverse"]))
+    r = run_tfm("synthesize", "-c", str(one / "bt.yaml"), "--set", "train.threads=1")
+    assert r.returncode == 0, r.stderr
+    r = run_tfm("synthesize", "-c", str(two / "bt.yaml"), "--nproc-per-node", "2")  # one thread each here
+    assert r.returncode == 0, r.stderr
+    assert "synthesis: 1 more process(es) translating beside this one, 1 thread(s) each" in r.stderr
+    a, b = (where / "data" / "bt.synthetic" for where in (one, two))
+    for name in ("train.de", "train.en"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+    for cache in (two / "cache").glob("*-*"):
+        assert not list((cache / "claims").iterdir())  # every process ended its claims

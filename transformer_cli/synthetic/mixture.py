@@ -1,9 +1,12 @@
-"""The training corpus of a config with a `synthetic:` section, in `<data.dir>/<name>.synthetic/`:
+"""The training corpus of a config that makes pairs by translating text (a `synthetic:` or a
+`distill:` section: synthetic/directions.py), in `<data.dir>/<name>.synthetic/`:
 
-    train.<src>, train.<tgt>   the real training pairs (synthetic.real_upsample times), then the
+    train.<src>, train.<tgt>   the real training pairs (synthetic.real_upsample times; with
+                               distill:, once with distill.keep_original, else not), then the
                                back-translated pairs (synthetic source, optionally tagged; the
                                text as target), then the forward-translated pairs (the text as
-                               source; synthetic target)
+                               source; synthetic target), then the distilled ones (the training
+                               sources and the teachers' translations)
     <val and test files>       copied from the real corpus
     synthetic.json             what the corpus was made of (inputs' and caches' identities), the
                                cleaning counts, the cost of the translations made for it
@@ -26,12 +29,13 @@ import hashlib
 import json
 import logging
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..config import Config, DecodeConfig
+from ..config import Config
 from ..data.sources import (
     CorpusFile,
     explicit_source,
@@ -45,12 +49,11 @@ from ..errors import UsageError
 from ..fsutil import atomic_write, atomic_write_json, exclusive_lock, file_record, file_sha256, recorded_sha256
 from ..inference.translate import TranslationBackend
 from ..threads import start_count
-from ..tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG, tagged
+from ..tokenizers.text_marks import tagged
 from .cache import TranslationCache, cache_folder
 from .corpora import text_files
-from .generate import Generation, PostProcess, translate_missing
-from .noise import noised
-from .reverse import back_translation_model
+from .directions import Direction, directions, makes_pairs, real_copies
+from .generate import Generation, translate_missing
 from .text import BLOCK_LINES, CleanText, clean_text, comparable
 
 log = logging.getLogger("tfm")
@@ -62,110 +65,15 @@ def synthetic_folder(cfg: Config) -> Path:
 
 
 def training_corpus(cfg: Config, check_stop: Callable[[], None] | None = None) -> Config:
-    """`cfg` itself without monolingual text; else a copy whose corpus is its synthetic folder,
+    """`cfg` itself when it makes no pairs; else a copy whose corpus is its synthetic folder,
     made (or brought up to date) first (data.limit_train applied there, to each source)."""
-    if not cfg.synthetic.enabled:
+    if not makes_pairs(cfg):
         return cfg
     folder = synthesize(cfg, check_stop)
     out = copy.deepcopy(cfg)
     out.data.corpus, out.data.source, out.data.sha256 = "files", str(folder), {}
     out.data.splits.train = "train"
     out.data.limit_train = None
-    return out
-
-
-@dataclass(frozen=True)
-class Direction:
-    """One way of making pairs from text, read from the config: which side the text is, the
-    models that translate it (their direction: `languages`), and how they search."""
-
-    name: str  # the config section: back_translation, forward_translation
-    kind: str  # the cache folder's prefix
-    text: list[str]
-    languages: tuple[str, str]  # what the models must translate: from the text's language
-    synthetic_side: str  # the side the translations take in a pair: "src" or "tgt"
-    models: list[Path]
-    search: dict[str, Any]  # the search's settings, as the cache's identity records them
-    decode: Callable[[DecodeConfig], DecodeConfig]
-    tag: str | None
-    max_lines: int | None
-    weights: list[float] | None = None
-    combine: str = "log"
-    post: PostProcess | None = None
-
-    @property
-    def key(self) -> str:
-        return f"synthetic.{self.name}"
-
-    @property
-    def models_key(self) -> str:
-        """The config key that names the models."""
-        return f"{self.key}.{'model' if self.name == 'back_translation' else 'teachers'}"
-
-    @property
-    def what(self) -> str:
-        """The work's name in log lines and errors: back-translation, forward-translation."""
-        return self.name.replace("_", "-")
-
-
-def directions(cfg: Config) -> list[Direction]:
-    """The config's ways of making pairs, those with text."""
-    bt, ft, sc = cfg.synthetic.back_translation, cfg.synthetic.forward_translation, cfg.synthetic
-    src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
-    out: list[Direction] = []
-    if bt.text:
-        sampled = bt.search == "sample"
-        beam_size = 1 if sampled else bt.beam_size
-        strategy = "sample" if sampled else "auto"
-        sampling = {"sampling_topk": bt.sampling_topk, "sampling_temperature": bt.sampling_temperature}
-        out.append(
-            Direction(
-                "back_translation",
-                "back",
-                bt.text,
-                (tgt, src),
-                "src",
-                [back_translation_model(cfg)],
-                {
-                    "search": bt.search,
-                    "seed": sc.seed,
-                    "beam_size": beam_size,
-                    "chunk_lines": sc.chunk_lines,
-                    "batch_size": sc.batch_size,
-                    **(sampling if sampled else {}),
-                },
-                lambda base: _decode(
-                    base, sc.batch_size, beam_size, strategy, bt.sampling_topk, bt.sampling_temperature
-                ),
-                BACK_TRANSLATION_TAG if bt.tag else None,
-                bt.max_lines,
-                post=noised if bt.search == "noised_beam" else None,
-            )
-        )
-    if ft.text:
-        out.append(
-            Direction(
-                "forward_translation",
-                "forward",
-                ft.text,
-                (src, tgt),
-                "tgt",
-                [Path(t) for t in ft.teachers],
-                {
-                    "search": "beam",
-                    "beam_size": ft.beam_size,
-                    "weights": ft.weights,
-                    "combine": ft.combine,
-                    "chunk_lines": sc.chunk_lines,
-                    "batch_size": sc.batch_size,
-                },
-                lambda base: _decode(base, sc.batch_size, ft.beam_size),
-                FORWARD_TRANSLATION_TAG if ft.tag else None,
-                ft.max_lines,
-                ft.weights,
-                ft.combine,
-            )
-        )
     return out
 
 
@@ -204,27 +112,50 @@ def synthesize(cfg: Config, check_stop: Callable[[], None] | None = None) -> Pat
     return folder
 
 
+def help_translate(cfg: Config, check_stop: Callable[[], None] | None = None) -> None:
+    """Translate what the caches of `cfg`'s texts lack beside the process that makes its corpus
+    (`synthesize`): another rank of a torchrun launch, or a process `tfm synthesize
+    --nproc-per-node` started. Each process takes the chunks no other has claimed (synthetic/
+    cache.py), so the translations are those one process would make. Nothing but the caches is
+    written (the cleaned text goes to a temporary folder)."""
+    evaluation = _evaluation(_real_files(cfg))
+    opened = [(d, _open_models(cfg, d)) for d in directions(cfg)]
+    with tempfile.TemporaryDirectory(prefix="tfm-synthesis-") as work:
+        for d, backend in opened:
+            _part(cfg, d, backend, Path(work), evaluation, check_stop)
+
+
+def _real_files(cfg: Config) -> dict[tuple[str, str], CorpusFile]:
+    """The real corpus's files by (split, language)."""
+    return {(f.split, f.lang): f for f in fetch_corpus(cfg.data, explicit_source(cfg.data) or resolve_source(cfg.data))}
+
+
+def _evaluation(real: dict[tuple[str, str], CorpusFile]) -> set[str]:
+    """The `comparable` forms of every validation and test sentence, either side."""
+    return {comparable(line) for (split, _), f in real.items() if split != "train" for line in read_lines(f.path)}
+
+
 def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None) -> None:
-    real = {(f.split, f.lang): f for f in fetch_corpus(cfg.data, explicit_source(cfg.data) or resolve_source(cfg.data))}
-    evaluation = {comparable(line) for (split, _), f in real.items() if split != "train" for line in read_lines(f.path)}
+    real = _real_files(cfg)
     limit = cfg.data.limit_train
     if limit is not None:
         log.info("data.limit_train=%d applies to each source: the real pairs and each text", limit)
     # every model opened and checked before any text is read or translated
     opened = [(d, _open_models(cfg, d)) for d in directions(cfg)]
     folder.mkdir(exist_ok=True)
+    evaluation = _evaluation(real)
     parts = [_part(cfg, d, backend, folder, evaluation, check_stop) for d, backend in opened]
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
     identity = {
         "real": {f.path.name: f.sha256 for f in real.values()},
-        "real_upsample": cfg.synthetic.real_upsample,
+        "real_upsample": real_copies(cfg),
         "parts": {p.name: p.identity() for p in parts},
         **({"limit_train": limit} if limit is not None else {}),
     }
     if _current(folder, identity):
         log.info("synthetic corpus up to date: %s", folder)
         return
-    _write_train(folder, langs, real, parts, cfg.synthetic.real_upsample, limit)
+    _write_train(folder, langs, real, parts, real_copies(cfg), limit)
     for (split, lang), f in real.items():
         if split != "train":
             stem = getattr(cfg.data.splits, split)
@@ -298,20 +229,6 @@ def _write_train(
         atomic_write(folder / f"train.{lang}", side(index))
 
 
-def _decode(
-    base: DecodeConfig,
-    batch_size: int,
-    beam_size: int,
-    strategy: str = "auto",
-    topk: int = 0,
-    temperature: float = 1.0,
-) -> DecodeConfig:
-    d = copy.deepcopy(base)
-    d.beam_size, d.n_best, d.recase, d.batch_size, d.strategy = beam_size, 1, False, batch_size, strategy
-    d.sampling_topk, d.sampling_temperature = topk, temperature
-    return d
-
-
 def _part(
     cfg: Config,
     direction: Direction,
@@ -342,7 +259,7 @@ def _part(
         cache,
         backend,
         direction.decode(backend.decode),
-        cfg.synthetic.chunk_lines,
+        direction.chunk_lines,
         cfg.synthetic.seed,
         direction.what,
         direction.post,

@@ -27,6 +27,7 @@ from ..device import resolve_device
 from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..provenance import git_commit, package_versions
+from ..synthetic.directions import makes_pairs
 from .build import build_trainer
 from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .loop import Trainer
@@ -110,8 +111,8 @@ def run_training(
             parent = resolve_parent(cfg, run)  # refused (exit 2) before anything is made
         stop.__enter__()  # from here on a signal is honoured at the next safe point
         if dist_ctx.is_main:
-            if cfg.distill.teachers:
-                stage = "making the distilled corpus (the translations so far are kept)"
+            if makes_pairs(cfg):
+                stage = "making the synthetic corpus (the translations so far are kept)"
             start = start_run(cfg, run, parent, stop.check, restart)  # train.retrain decides here
         dist_ctx.barrier()
         if not dist_ctx.is_main:
