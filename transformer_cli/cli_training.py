@@ -204,8 +204,8 @@ def synthesize(
         "--nproc-per-node",
         min=1,
         max=1024,
-        help="Translate in N processes on this machine, each with its share of the CPUs (or a "
-        "GPU each: --set train.device=cuda), sharing the caches: the same corpus as one process.",
+        help="Translate in N processes on this machine, each with its share of the CPUs, sharing "
+        "the caches: the same corpus as one process at that many threads.",
     ),
     helper: bool = typer.Option(False, "--helper", hidden=True, help="Translate only, beside the main process."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),

@@ -327,3 +327,23 @@ def test_synthesis_in_two_processes_gives_the_corpus_of_one(world, tmp_path):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     for cache in (two / "cache").glob("*-*"):
         assert not list((cache / "claims").iterdir())  # every process ended its claims
+
+
+@pytest.mark.slow
+def test_under_torchrun_the_ranks_translate_together_into_the_corpus_of_one_process(world, tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    for where in (one, two):
+        bt_config(world, where, model=str(world["reverse"]))
+    r = run_tfm("synthesize", "-c", str(one / "bt.yaml"))
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(
+        [*TFM, "train", "-c", str(two / "bt.yaml"), "--nproc-per-node", "2", "--set", "train.epochs=1", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    a, b = (where / "data" / "bt.synthetic" for where in (one, two))
+    for name in ("train.de", "train.en"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+    assert (two / "checkpoints" / "bt" / "best.pt").is_file()

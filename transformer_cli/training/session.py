@@ -7,6 +7,7 @@ run whose inputs did not change, and starts over when the data or settings did.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import os
@@ -28,6 +29,8 @@ from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..provenance import git_commit, package_versions
 from ..synthetic.directions import makes_pairs
+from ..synthetic.mixture import help_translate
+from ..synthetic.sharing import threads_each
 from .build import build_trainer
 from .distributed import init_distributed, peer_lost, shutdown_distributed
 from .loop import Trainer
@@ -114,6 +117,9 @@ def run_training(
             if makes_pairs(cfg):
                 stage = "making the synthetic corpus (the translations so far are kept)"
             start = start_run(cfg, run, parent, stop.check, restart)  # train.retrain decides here
+        elif makes_pairs(cfg):  # the other ranks share the translating, not wait for it
+            stage = "translating text beside the first rank (the translations so far are kept)"
+            help_translate(_helping(cfg, dist_ctx.world_size), stop.check)
         dist_ctx.barrier()
         if not dist_ctx.is_main:
             start = start_other_rank(cfg, run, resolve_parent(cfg, run, repair=False))
@@ -169,6 +175,14 @@ def run_training(
             handler.close()
         run.unlock()
         shutdown_distributed(in_order)
+
+
+def _helping(cfg: Config, world_size: int) -> Config:
+    """`cfg` for a rank that translates beside the first: its share of the CPUs as its threads."""
+    out = copy.copy(cfg)
+    out.train = copy.copy(cfg.train)
+    out.train.threads = threads_each(cfg, world_size)
+    return out
 
 
 def _trained_config(cfg: Config, start: RunStart) -> Config:
