@@ -100,6 +100,32 @@ class SyntheticConfig(Section):
         "Where translations are kept by line, per model and search: a later run translates only lines it has not seen.",
     )
 
+    republished: Literal["keep", "retranslate"] = _f(
+        "keep",
+        "When a model that translates text is replaced at the same path (a re-published "
+        "teacher, a retrained reverse model): keep the earlier translations of the lines it "
+        "translated, refreshing a share of them each time (refresh_share), unless the new model "
+        "improved on validation by republished_margin (then every line again); `retranslate`: "
+        "every line again at once.",
+        added=True,
+    )
+    republished_margin: float = _f(
+        1.0,
+        "keep: validation BLEU (train.valid_bleu, as the checkpoints record it) by which a "
+        "replaced model must improve for every line to be translated again.",
+        ge=0.0,
+        le=100.0,
+        added=True,
+    )
+    refresh_share: float = _f(
+        0.05,
+        "keep: the share of the earlier translations that each new version of a model "
+        "translates again (a different share each version; 0: none).",
+        ge=0.0,
+        le=1.0,
+        added=True,
+    )
+
     @property
     def enabled(self) -> bool:
         return bool(self.back_translation.text or self.forward_translation.text)

@@ -50,6 +50,7 @@ log = logging.getLogger("tfm")
 STATE = "cache.json"
 FORMAT = 2  # 2: written under a lock (1, unversioned: an earlier tfm's, checked before use)
 FILES = ("keys.u64", "ends.u64", "lines.txt")
+CHECK_BLOCK = 1 << 24  # bytes of lines.txt looked at a time when the cache is checked
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,11 @@ class TranslationCache:
         with open(self.folder / "lines.txt", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             text = np.frombuffer(m, dtype=np.uint8)
             try:
-                if (text[ends.astype(np.int64) - 1] != 10).any() or np.count_nonzero(text == 10) != rows:
+                # the newlines counted a block at a time: memory stays flat however long the text
+                newlines = sum(
+                    int(np.count_nonzero(text[i : i + CHECK_BLOCK] == 10)) for i in range(0, size, CHECK_BLOCK)
+                )
+                if (text[ends.astype(np.int64) - 1] != 10).any() or newlines != rows:
                     return "lines.txt's lines do not end where ends.u64 says"
             finally:
                 del text

@@ -55,12 +55,16 @@ def translate_missing(
     what: str,
     post: PostProcess | None = None,
     check_stop: Callable[[], None] | None = None,
+    wanted: np.ndarray | None = None,
 ) -> Generation:
-    """Translate the lines of `text` that `cache` lacks into it (`what` names the work in
-    the log lines), sharing the work with any other process translating into the cache; returns
-    when every line is there. `decode` is used as given, but for the seed of a sampled search."""
+    """Translate the lines of `text` that `cache` lacks into it (`wanted`: those of them to
+    translate, a bool per line; default all), sharing the work with any other process
+    translating into the cache; returns when they are all there (`what` names the work in the
+    log lines). `decode` is used as given, but for the seed of a sampled search."""
     done = Generation()
     pending = cache.missing(text.keys)  # [lines] bool: not yet in the cache, as far as known
+    if wanted is not None:
+        pending &= wanted
     total = int(pending.sum())
     if not total:
         return done

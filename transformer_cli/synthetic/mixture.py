@@ -54,6 +54,7 @@ from .cache import TranslationCache, cache_folder
 from .corpora import text_files
 from .directions import Direction, directions, makes_pairs, real_copies
 from .generate import Generation, translate_missing
+from .lineage import chained, plan
 from .text import BLOCK_LINES, CleanText, clean_text, comparable
 
 log = logging.getLogger("tfm")
@@ -86,14 +87,19 @@ class Part:
     cache: TranslationCache
     synthetic_side: str
     tag: str | None
+    earlier: list[TranslationCache] = field(default_factory=list)  # a replaced model's (lineage.py)
     generation: Generation = field(default_factory=Generation)
 
     def identity(self) -> dict[str, Any]:
         keys = hashlib.sha256(self.text.keys.tobytes()).hexdigest()
-        return {"translations": self.cache.identity, "lines_sha256": keys, "tag": self.tag}
+        out = {"translations": self.cache.identity, "lines_sha256": keys, "tag": self.tag}
+        if self.earlier:  # and how many lines each version gives
+            fresh = int((~self.cache.missing(self.text.keys)).sum())
+            out["earlier"] = {"caches": [c.identity for c in self.earlier], "fresh_lines": fresh}
+        return out
 
     def pairs(self) -> Iterator[tuple[str, str]]:
-        translations = self.cache.translations(self.text.keys)
+        translations = chained([self.cache, *self.earlier], self.text.keys)
         for block in iter_line_blocks(self.text.path, BLOCK_LINES):
             for line in block:
                 synthetic = next(translations)
@@ -253,7 +259,8 @@ def _part(
     identity = {"models": _model_digests(backend), **direction.search}
     where = cache_folder(Path(cfg.synthetic.cache_dir), direction.kind, identity)
     cache = TranslationCache(where, identity, check_stop)
-    part = Part(direction.name, text, cache, direction.synthetic_side, direction.tag)
+    decided = plan(cfg, direction, backend, cache, text.keys, check_stop)  # a replaced model's lines
+    part = Part(direction.name, text, cache, direction.synthetic_side, direction.tag, decided.earlier)
     part.generation = translate_missing(
         text,
         cache,
@@ -264,6 +271,7 @@ def _part(
         direction.what,
         direction.post,
         check_stop,
+        decided.pending,
     )
     return part
 
