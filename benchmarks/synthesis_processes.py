@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -53,7 +54,7 @@ def main() -> None:
         sys.exit("set TFM_DATA_SOURCE to a Multi30k folder (task 2 beside it)")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        base = {
+        base: dict[str, Any] = {
             "extends": "base.yaml",
             "name": "teacher",
             "data": {"dir": str(work / "data"), "source": source},
