@@ -1,8 +1,8 @@
 """Forward translation in one process against several sharing the cache, printed as JSON.
 
-A model of base.yaml's shape (one training step on Multi30k, so its outputs run to the length
-limit as an untrained model's do: the cost per line is the decoder's at that length) translates
-N German captions of Multi30k's task 2, greedy, into a fresh cache each time:
+A model of base.yaml's shape (one training step on Multi30k: the network's cost per token is a
+trained one's, the outputs' lengths are not) translates
+N German captions of Multi30k's task 2 (beam 5, as configs/bt.yaml), into a fresh cache each time:
 
     one      `tfm synthesize` in one process at --threads threads
     shared   `tfm synthesize --nproc-per-node P`, the threads shared out (one each on 2 cores)
@@ -10,7 +10,7 @@ N German captions of Multi30k's task 2, greedy, into a fresh cache each time:
 Both must make the same corpus (its sha256 is printed); the figure is lines per second of wall
 time, side by side in one run. Run it alone on the machine.
 
-    python benchmarks/synthesis_processes.py --lines 2000 --processes 2 --threads 2
+    python benchmarks/synthesis_processes.py --lines 10000 --processes 2 --threads 2
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--processes", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2, help="the single process's threads")
-    ap.add_argument("--max-len-b", type=int, default=30, help="output length limit (decode.max_len_b)")
+    ap.add_argument("--beam", type=int, default=5, help="the teacher's beam (synthetic.forward_translation)")
     args = ap.parse_args()
     source = os.environ.get("TFM_DATA_SOURCE")
     if not source:
@@ -68,12 +68,11 @@ def main() -> None:
             cfg = {
                 **base,
                 "name": f"ft-{setting}",
-                "decode": {"max_len_a": 0.0, "max_len_b": args.max_len_b},
                 "synthetic": {
                     "forward_translation": {
                         "text": ["multi30k-task2"],
                         "teachers": [str(teacher)],
-                        "beam_size": 1,
+                        "beam_size": args.beam,
                         "max_lines": args.lines,
                     },
                     "real_upsample": 1,

@@ -31,8 +31,12 @@ def test_each_key_is_checked_where_the_config_is_loaded():
         ["synthetic.back_translation.search=noised_beam", "synthetic.real_upsample=0", "synthetic.chunk_lines=10"],
     )
     assert (cfg.synthetic.back_translation.search, cfg.synthetic.real_upsample) == ("noised_beam", 0)
+    assert load_config("tiny.yaml", ["synthetic.back_translation.search=greedy"])  # any decode.strategy
     for override, message in [
-        ("synthetic.back_translation.search=greedy", "must be one of 'beam', 'sample', 'noised_beam'"),
+        (
+            "synthetic.back_translation.search=shortest",
+            r"synthetic.back_translation.search: unknown search strategy 'shortest' \(known: beam, greedy, sample",
+        ),
         ("synthetic.real_upsample=1001", "is out of range: must be <= 1000"),
         ("synthetic.back_translation.sampling_temperature=0", "is out of range: must be > 0.0"),
         ("synthetic.forward_translation.combine=max", "must be one of 'log', 'prob'"),

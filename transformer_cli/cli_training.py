@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 
@@ -258,7 +259,8 @@ def _make_pairs(
         cfg.train.threads = threads
     try:
         with GracefulStop("stopping after the current chunk; the translations so far are kept") as stop:
-            if helper:
+            if helper:  # warnings are the main process's to give (it says the same)
+                logging.getLogger("tfm").setLevel(logging.ERROR)
                 help_translate(cfg, stop.check)
                 return
             with helpers(config, overrides, processes - 1, threads) if processes > 1 else contextlib.nullcontext():

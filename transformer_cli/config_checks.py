@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .config_synthetic import NOISED_BEAM
 from .config_values import ConfigError, lookup
-from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TEXT_CORPORA, TOKENIZERS
+from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS
 
 if TYPE_CHECKING:  # the schema calls these checks (Config.__post_init__): its type only
     from .config import Config
@@ -117,7 +118,9 @@ def check_choices(cfg: Config) -> None:
 
 
 def _check_synthetic(cfg: Config) -> None:
-    ft = cfg.synthetic.forward_translation
+    ft, bt = cfg.synthetic.forward_translation, cfg.synthetic.back_translation
+    if bt.search != NOISED_BEAM:  # a decode.strategy (a plugin's: known once plugins are in)
+        SEARCH_STRATEGIES.check(bt.search, "synthetic.back_translation.search")
     for side, entries in (("back_translation", cfg.synthetic.back_translation.text), ("forward_translation", ft.text)):
         for entry in entries:  # a bare word that is no file here: a corpus name, checked now
             if not any(mark in entry for mark in "/.\\") and not Path(entry).exists():

@@ -13,7 +13,7 @@ from .config_values import Section
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
 
-BackSearch = Literal["beam", "sample", "noised_beam"]
+NOISED_BEAM = "noised_beam"  # synthetic.back_translation.search: beam search, then noise
 
 
 TEXT_HELP = (
@@ -35,11 +35,12 @@ class BackTranslationConfig(Section):
         "The reverse model: `reverse` (this config's reverse run, trained "
         "by `tfm train -c CFG --reverse`), or a checkpoint.",
     )
-    search: BackSearch = _f(
+    search: str = _f(
         "sample",
-        "beam, sample (one draw from the model's distribution: "
-        "sampling_topk, sampling_temperature) or noised_beam (beam output with "
-        "words dropped, blanked and swapped, Edunov et al. 2018).",
+        "The search that makes the synthetic sources: a decode.strategy (greedy, beam, sample: one "
+        "draw from the model's distribution, sampling_topk and sampling_temperature; or a "
+        "plugin's, with decode.strategy_options), or noised_beam: beam, then words dropped, "
+        "blanked and swapped (Edunov et al. 2018).",
     )
     beam_size: int = _f(5, "beam and noised_beam: the beam.", ge=1, le=256)
     sampling_topk: int = _f(0, "sample: from the k most likely tokens (0: all).", ge=0, le=1_000_000)

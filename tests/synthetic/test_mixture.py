@@ -91,7 +91,7 @@ def test_back_and_forward_translation_end_to_end(world, tmp_path):
     assert r.returncode == 0, r.stderr
     folder = tmp_path / "data" / "bt.synthetic"
     state = json.loads((folder / "synthetic.json").read_text())
-    bt, ft = state["text"]["back_translation"], state["text"]["forward_translation"]
+    bt = state["text"]["back_translation"]
     # English: 94 lines read; the empty one, the 60-word one, the lines equal to a val or test
     # sentence (one planted lowercased, without its full stop; the toy grammar repeats others)
     # and repeated lines dropped, and counted in the log.
@@ -103,11 +103,13 @@ def test_back_and_forward_translation_end_to_end(world, tmp_path):
     ) in r.stderr
     sources = (folder / "train.de").read_text().splitlines()
     targets = (folder / "train.en").read_text().splitlines()
-    assert len(sources) == len(targets) == 2 * 200 + bt["kept"] + ft["kept"]
+    made = {part: state["text"][part]["kept"] - state["translated"][part]["empty"] for part in state["text"]}
+    assert len(sources) == len(targets) == 2 * 200 + made["back_translation"] + made["forward_translation"]
     tagged = [s for s in sources if s.startswith(BACK_TRANSLATION_TAG + " ")]
-    assert len(tagged) == bt["kept"] and not any(FORWARD_TRANSLATION_TAG in s for s in sources)
+    assert len(tagged) == made["back_translation"] and not any(FORWARD_TRANSLATION_TAG in s for s in sources)
+    assert all(s.strip() != BACK_TRANSLATION_TAG for s in tagged)  # no tag alone: a line translated as nothing
     english = [x.strip() for x in world["english"].read_text().splitlines()]
-    assert set(targets[400 : 400 + bt["kept"]]) <= set(english)  # the text is the target side
+    assert set(targets[400 : 400 + made["back_translation"]]) <= set(english)  # the text is the target side
     assert english[91] not in targets  # the planted val sentence
     # The model was trained on tagged sources; a tag in a user's input is no input.
     model = tfm.load(tmp_path / "checkpoints" / "bt" / "best.pt")
@@ -136,9 +138,8 @@ def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_tr
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
-    kept = json.loads((straight / "data" / "bt.synthetic" / "synthetic.json").read_text())["text"]["back_translation"][
-        "kept"
-    ]
+    state = json.loads((straight / "data" / "bt.synthetic" / "synthetic.json").read_text())
+    kept, empty = state["text"]["back_translation"]["kept"], state["translated"]["back_translation"]["empty"]
     assert cache is not None and json.loads((cache / "cache.json").read_text())["rows"] < kept
     r = run_tfm("synthesize", "-c", str(killed / "bt.yaml"))
     assert r.returncode == 0, r.stderr
@@ -152,7 +153,8 @@ def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_tr
         r = run_tfm("synthesize", "-c", str(straight / "bt.yaml"))
         assert r.returncode == 0, r.stderr
         assert f"translating 3 of {kept + 3} lines ({kept} already translated)" in r.stderr
-        assert len((a / "train.en").read_text().splitlines()) == 2 * 200 + kept + 3
+        empty = json.loads((a / "synthetic.json").read_text())["translated"]["back_translation"]["empty"]
+        assert len((a / "train.en").read_text().splitlines()) == 2 * 200 + kept + 3 - empty
     finally:
         lines = world["english"].read_text().splitlines()[:-3]
         world["english"].write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
@@ -347,3 +349,46 @@ def test_under_torchrun_the_ranks_translate_together_into_the_corpus_of_one_proc
     for name in ("train.de", "train.en"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     assert (two / "checkpoints" / "bt" / "best.pt").is_file()
+
+
+def test_a_plugin_strategy_back_translates_and_a_part_that_adds_no_pair_is_a_warning(
+    tmp_path, restored_threads, caplog
+):
+    """A strategy from outside (it translates every sentence as nothing) is a back-translation
+    search like the built-in ones; a line whose translation is empty makes no pair, and when
+    that is every line a warning says so, as one says that real pairs left out are not trained on."""
+    import logging
+
+    from helpers import untrained_checkpoint
+
+    from transformer_cli.inference.search import Hypothesis
+    from transformer_cli.inference.strategies import SearchStrategy
+    from transformer_cli.seams import SEARCH_STRATEGIES
+
+    class Shortest(SearchStrategy):
+        name = "shortest"
+
+        def search(self, model, src, limits, d):
+            return [[Hypothesis([], 0.0, 0.0)] for _ in range(src.size(0))]
+
+    corpus = write_corpus(tmp_path / "corpus", {"train": 10, "val": 5, "test_2016_flickr": 5}, gz=False)
+    reverse = reversed_checkpoint(untrained_checkpoint(tmp_path / "r.pt"))
+    english = monolingual(tmp_path / "text", "en", 8, seed=7)
+    section = {
+        "back_translation": {"text": [str(english)], "model": str(reverse), "search": "shortest"},
+        "real_upsample": 0,
+        "cache_dir": str(tmp_path / "cache"),
+    }
+    path = write_config(tmp_path / "mute.yaml", tmp_path, corpus, train={"threads": 1}, synthetic=section)
+    SEARCH_STRATEGIES.register("shortest", Shortest())
+    try:
+        cfg = load_config(str(path))
+        with caplog.at_level(logging.WARNING, logger="tfm"):
+            synthesize(cfg)
+    finally:
+        SEARCH_STRATEGIES.unregister("shortest")
+    folder = synthetic_folder(cfg)
+    count = json.loads((folder / STATE).read_text())["text"]["back_translation"]["kept"]
+    assert (folder / "train.de").read_text() == (folder / "train.en").read_text() == ""  # no pair: a tag is no source
+    assert f"warning: back-translation: all {count} translations are empty: the text adds no pair" in caplog.text
+    assert "warning: synthetic.real_upsample=0: the real pairs are not in the training corpus" in caplog.text

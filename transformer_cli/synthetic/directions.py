@@ -3,7 +3,8 @@ which text, which side of a pair the translations take, which models translate i
 which way they must translate), how they search, and how the result is marked.
 
     back_translation     synthetic.back_translation: target-language text, translated by the
-                         reverse model into synthetic sources (Sennrich et al. 2016)
+                         reverse model into synthetic sources (Sennrich et al. 2016), with any
+                         decode.strategy (a plugin's too), or beam search plus noise
     forward_translation  synthetic.forward_translation: source-language text, translated by
                          teachers into synthetic targets (self-training, He et al. 2020)
     distillation         distill: the training sources, translated by teachers with beam search
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Config, DecodeConfig
+from ..config_synthetic import NOISED_BEAM
 from ..tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
 from .corpora import PARALLEL
 from .noise import noised
@@ -30,6 +32,8 @@ from .reverse import back_translation_model
 
 if TYPE_CHECKING:
     from .generate import PostProcess
+
+BUILT_IN = ("auto", "greedy", "beam", "sample")  # the strategies with no keys of their own
 
 
 class TeacherSearch(Protocol):
@@ -101,8 +105,10 @@ def directions(cfg: Config) -> list[Direction]:
     out: list[Direction] = []
     if bt.text:
         sampled = bt.search == "sample"
-        beam_size = 1 if sampled else bt.beam_size
-        strategy = "sample" if sampled else "auto"
+        beam_size = 1 if bt.search in ("sample", "greedy") else bt.beam_size
+        # beam and noised_beam: by the beam size (a beam of one is greedy); else that strategy
+        strategy = "auto" if bt.search in ("beam", NOISED_BEAM) else bt.search
+        own = cfg.decode.strategy_options if strategy not in BUILT_IN else {}  # a plugin's keys
         sampling = {"sampling_topk": bt.sampling_topk, "sampling_temperature": bt.sampling_temperature}
         out.append(
             Direction(
@@ -121,14 +127,15 @@ def directions(cfg: Config) -> list[Direction]:
                     "chunk_lines": sc.chunk_lines,
                     "batch_size": sc.batch_size,
                     **(sampling if sampled else {}),
+                    **({"strategy_options": own} if own else {}),
                 },
                 decode=lambda base: _decode(
-                    base, sc.batch_size, beam_size, strategy, bt.sampling_topk, bt.sampling_temperature
+                    base, sc.batch_size, beam_size, strategy, bt.sampling_topk, bt.sampling_temperature, own
                 ),
                 chunk_lines=sc.chunk_lines,
                 tag=BACK_TRANSLATION_TAG if bt.tag else None,
                 max_lines=bt.max_lines,
-                post=noised if bt.search == "noised_beam" else None,
+                post=noised if bt.search == NOISED_BEAM else None,
             )
         )
     if ft.text:
@@ -180,9 +187,17 @@ def _by_teachers(
 
 
 def _decode(
-    base: DecodeConfig, batch_size: int, beam_size: int, strategy: str = "auto", topk: int = 0, temperature: float = 1.0
+    base: DecodeConfig,
+    batch_size: int,
+    beam_size: int,
+    strategy: str = "auto",
+    topk: int = 0,
+    temperature: float = 1.0,
+    options: dict[str, Any] | None = None,
 ) -> DecodeConfig:
+    """The models' own decoding settings (`base`) with the search the text is translated by."""
     d = copy.deepcopy(base)
     d.beam_size, d.n_best, d.recase, d.batch_size, d.strategy = beam_size, 1, False, batch_size, strategy
     d.sampling_topk, d.sampling_temperature = topk, temperature
+    d.strategy_options = options or {}
     return d

@@ -89,6 +89,7 @@ class Part:
     tag: str | None
     earlier: list[TranslationCache] = field(default_factory=list)  # a replaced model's (lineage.py)
     generation: Generation = field(default_factory=Generation)
+    empty: int = 0  # empty translations, counted by `pairs`
 
     def identity(self) -> dict[str, Any]:
         keys = hashlib.sha256(self.text.keys.tobytes()).hexdigest()
@@ -99,12 +100,31 @@ class Part:
         return out
 
     def pairs(self) -> Iterator[tuple[str, str]]:
+        """The pairs, in text order, but for lines whose translation is empty (`empty` counts
+        them): a tag alone is no source."""
         translations = chained([self.cache, *self.earlier], self.text.keys)
+        self.empty = 0
         for block in iter_line_blocks(self.text.path, BLOCK_LINES):
             for line in block:
                 synthetic = next(translations)
+                if not synthetic:
+                    self.empty += 1
+                    continue
                 source, target = (synthetic, line) if self.synthetic_side == "src" else (line, synthetic)
                 yield (tagged(self.tag, source) if self.tag else source), target
+
+    def say_what_is_lost(self) -> None:
+        """The lines left out for an empty translation: a warning (kept by --quiet) when that
+        is every line, the part adding no pair."""
+        what = self.name.replace("_", "-")
+        if self.empty and self.empty == len(self.text.keys):
+            log.warning(
+                "warning: %s: all %d translations are empty: the text adds no pair (is the model trained?)",
+                what,
+                self.empty,
+            )
+        elif self.empty:
+            log.info("%s: %d lines left out: their translations are empty", what, self.empty)
 
 
 def synthesize(cfg: Config, check_stop: Callable[[], None] | None = None) -> Path:
@@ -162,6 +182,10 @@ def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None
         log.info("synthetic corpus up to date: %s", folder)
         return
     _write_train(folder, langs, real, parts, real_copies(cfg), limit)
+    for part in parts:
+        part.say_what_is_lost()
+    if real_copies(cfg) == 0 and not cfg.distill.teachers:
+        log.warning("warning: synthetic.real_upsample=0: the real pairs are not in the training corpus")
     for (split, lang), f in real.items():
         if split != "train":
             stem = getattr(cfg.data.splits, split)
@@ -179,6 +203,7 @@ def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None
                     "seconds": round(p.generation.seconds, 1),
                     "cpu_seconds": round(p.generation.cpu_seconds, 1),
                     # every translation in the cache, by whichever run or night made it
+                    "empty": p.empty,  # left out: a line translated as nothing makes no pair
                     "cache_rows": p.cache.rows,
                     "cache_seconds": round(p.cache.cost.seconds, 1),
                     "cache_cpu_seconds": round(p.cache.cost.cpu_seconds, 1),
