@@ -53,7 +53,7 @@ def test_a_taken_name_is_replaced_only_when_asked():
 
 
 def test_a_dotted_path_is_an_entry_without_registering(tmp_path, monkeypatch, isolated):
-    (tmp_path / "my_schedules.py").write_text("def halving(cfg, step):\n    return 0.5 ** step\n")
+    (tmp_path / "my_schedules.py").write_text("def halving(cfg, step):\n    return 0.5 ** step\n\nNOT_CALLABLE = 5\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     corpus = write_corpus(tmp_path / "corpus")
     cfg = load_config(
@@ -62,6 +62,12 @@ def test_a_dotted_path_is_an_entry_without_registering(tmp_path, monkeypatch, is
     assert SCHEDULES[cfg.train.schedule](cfg.train, 3) == 0.125
     for value, error in [
         ("my_schedules:nope", "'my_schedules:nope': my_schedules has no 'nope'"),
+        (  # found, and callable, but not with a schedule's arguments
+            "json:dumps",
+            "'json:dumps' is not a learning-rate schedule: tfm calls one with 2 positional arguments, and it "
+            "takes (obj, *, skipkeys=False,",
+        ),
+        ("my_schedules:NOT_CALLABLE", "'my_schedules:NOT_CALLABLE' is not a learning-rate schedule: it is an int"),
         (
             "no_such_module:f",
             "cannot import 'no_such_module' (for 'no_such_module:f'): "
@@ -71,7 +77,7 @@ def test_a_dotted_path_is_an_entry_without_registering(tmp_path, monkeypatch, is
         path = write_config(tmp_path / "c.yaml", tmp_path, corpus, train={"schedule": value})
         with pytest.raises(UsageError) as refused:
             load_config(str(path))
-        assert str(refused.value).endswith(f": train.schedule: {error}")
+        assert f": train.schedule: {error}" in str(refused.value)
         assert value not in SCHEDULES.names()  # not left behind as a known name
 
 
@@ -176,3 +182,14 @@ def test_entry_points_of_an_installed_distribution_register_and_a_broken_one_is_
 
 def _line(path: Path, key: str) -> int:
     return next(i for i, text in enumerate(path.read_text().splitlines(), 1) if text.strip().startswith(f"{key}:"))
+
+
+def test_an_entry_tfm_cannot_call_is_refused_where_the_config_is_loaded(tmp_path):
+    """`--set train.optimizer=json:dumps` once passed the check and died as an internal
+    TypeError after preprocessing: now it is one line, exit 2, before anything is made."""
+    from helpers import run_tfm
+
+    r = run_tfm("config", "-c", "tiny.yaml", "--set", "train.optimizer=json:dumps")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "train.optimizer: 'json:dumps' is not a optimizer" not in r.stderr
+    assert "train.optimizer: 'json:dumps' is not an optimizer: tfm calls one with 3 positional arguments" in r.stderr

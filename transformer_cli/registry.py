@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
@@ -67,9 +68,18 @@ class Registry(Generic[T]):
     the chosen entry's own settings, and `keywords` the values of `key` that are no entry (a
     choice made elsewhere: decode.strategy's `auto`)."""
 
-    def __init__(self, kind: str, what: str, key: str = "", options_key: str = "", keywords: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        kind: str,
+        what: str,
+        key: str = "",
+        options_key: str = "",
+        keywords: tuple[str, ...] = (),
+        arity: int | None = None,
+    ):
         self.kind, self.what, self.key, self.options_key = kind, what, key, options_key
         self.keywords = keywords
+        self.arity = arity  # the positional arguments tfm calls an entry with (None: not called)
         self._entries: dict[str, Any] = {}  # name -> entry, or the dotted path of one
         self._settings: dict[str, Any] = {}  # name -> a dataclass or its dotted path, or _NO_SETTINGS
         _REGISTRIES.append(self)
@@ -112,14 +122,41 @@ class Registry(Generic[T]):
             self.register(name, name)  # a dotted path given as the name: its own entry
         entry = self._entries.get(name)
         if isinstance(entry, str):
+            path = entry
             try:
-                entry = resolve(entry, self.key)
+                entry = resolve(path, self.key)
+                self._check_callable(path, entry)
             except ConfigError:
-                if entry == name:  # a dotted path given as a name: not an entry after all
+                if path == name:  # a dotted path given as a name: not an entry after all
                     self.unregister(name)
                 raise
             self._entries[name] = entry
         return entry
+
+    def _check_callable(self, path: str, entry: Any) -> None:
+        """Refuse, naming the key, an entry that tfm could not call with `arity` arguments (a
+        dotted path to a constant, or to a function of another shape): found where the config
+        is loaded, not as a TypeError in the middle of a run."""
+        if self.arity is None:
+            return
+        if not callable(entry):
+            raise ConfigError(
+                f"{self._where()}{path!r} is not {_a(self.what)}: it is "
+                f"{_a(type(entry).__name__)}, which tfm cannot call",
+                self.key,
+            )
+        try:
+            signature = inspect.signature(entry)
+        except (TypeError, ValueError):  # a builtin without a signature: taken as it is
+            return
+        try:
+            signature.bind(*range(self.arity))
+        except TypeError:
+            raise ConfigError(
+                f"{self._where()}{path!r} is not {_a(self.what)}: tfm calls one with {self.arity} "
+                f"positional argument{'s' if self.arity > 1 else ''}, and it takes {signature}",
+                self.key,
+            ) from None
 
     def check(self, name: str, key: str = "") -> None:
         """Refuse (ConfigError naming `key`, else the registry's key) a name that is neither an
@@ -172,6 +209,11 @@ class Registry(Generic[T]):
     def _where(self, key: str = "") -> str:
         key = key or self.key
         return f"{key}: " if key else ""
+
+
+def _a(noun: str) -> str:
+    """`noun` with its indefinite article."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def _label(entry: Any) -> str:

@@ -65,23 +65,23 @@ TEXT_CORPORA: Registry[NamedText] = Registry(
 TEXT_CORPORA.register("multi30k-task2", TFM + "synthetic.corpora:MULTI30K_TASK2")
 
 # train.transforms: config -> a Transform or None (data/augment.py)
-TRANSFORMS: Registry[MakeTransform] = Registry("transforms", "transform", "train.transforms")
+TRANSFORMS: Registry[MakeTransform] = Registry("transforms", "transform", "train.transforms", arity=1)
 TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise")
 
 # train.criterion: (train settings, target pad id) -> a criterion (training/step.py); its own
 # keys: train.criterion_options
 CRITERIA: Registry[MakeCriterion] = Registry(
-    "criteria", "training criterion", "train.criterion", "train.criterion_options"
+    "criteria", "training criterion", "train.criterion", "train.criterion_options", arity=2
 )
 CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config")
 
 # train.optimizer: (parameter groups, train settings, device) -> a torch optimizer (training/optim.py)
-OPTIMIZERS: Registry[MakeOptimizer] = Registry("optimizers", "optimizer", "train.optimizer")
+OPTIMIZERS: Registry[MakeOptimizer] = Registry("optimizers", "optimizer", "train.optimizer", arity=3)
 OPTIMIZERS.register("adam", TFM + "training.optim:ADAM")
 OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW")
 
 # train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py)
-SCHEDULES: Registry[Schedule] = Registry("schedules", "learning-rate schedule", "train.schedule")
+SCHEDULES: Registry[Schedule] = Registry("schedules", "learning-rate schedule", "train.schedule", arity=2)
 SCHEDULES.register("constant", TFM + "training.optim:constant")
 SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt")
 
@@ -100,7 +100,7 @@ EXPORTERS.register("hf", TFM + "hf.export:HF_EXPORTER")
 
 # The engine an export's manifest names -> the function that opens the folder as a
 # TranslationBackend, with api.open_backend's arguments (a path without a manifest: torch).
-ENGINES: Registry[OpenEngine] = Registry("engines", "export engine")
+ENGINES: Registry[OpenEngine] = Registry("engines", "export engine", arity=5)
 ENGINES.register("torch", TFM + "api:open_torch")
 ENGINES.register("transformers", TFM + "api:open_torch")  # tfm export --format hf: a MarianMT folder
 ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")
