@@ -252,6 +252,15 @@ class ServeConfig(Section):
         ge=0.001,
         le=3600.0,
     )
+    attention_slots: int = _f(
+        1,
+        "POST /attention requests (a diagnostic: one sentence's cross-attention) answered at "
+        "once; one more is answered 503 at once. They are bounded here, apart from "
+        "max_pending_s, so that a flood of them never takes the place of translations.",
+        ge=1,
+        le=1024,
+        added=True,
+    )
     reload_poll_s: float = _f(2.0, "How often the model file is checked for a new version.", ge=0.01, le=3600.0)
     body_timeout_s: float = _f(
         30.0, "Seconds a client has to send a whole request body, from its headers on (slower: 408).", ge=0.1, le=3600.0

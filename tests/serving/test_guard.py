@@ -94,7 +94,7 @@ def test_the_bearer_token_is_needed_everywhere_but_health():
 
 def test_at_the_bound_a_translation_is_shed_before_routing_with_its_body_read():
     inner, metrics = Inner(), Metrics()
-    app = Guard(inner, metrics, None, cut_off=lambda: None, busy=lambda: ("the server is at its bound", 7))
+    app = Guard(inner, metrics, None, cut_off=lambda: None, busy=lambda path: ("the server is at its bound", 7))
     started = time.perf_counter()
     status, headers, body, read = request(app, "/translate")
     assert time.perf_counter() - started >= SHED_PACE_S  # paced

@@ -116,9 +116,10 @@ def test_past_the_bound_requests_are_answered_503_at_once_and_none_is_lost(tight
     assert tight.metric("tfm_sentences_total") - sentences == codes.count(200) * len(body["inputs"])  # none twice
 
 
-def test_attention_is_admitted_and_shed_like_translation(tight, model):
+def test_attention_is_admitted_by_its_own_bound_and_shed_at_once(tight, model):
     """POST /attention once bypassed admission control: never shed, never counted, decoded
-    on the decode thread from an unbounded queue, so a burst of it delayed every batch."""
+    on the decode thread from an unbounded queue, so a burst of it delayed every batch. It has
+    its own bound: serve.attention_slots (1) at once."""
     body = {"inputs": SENTENCES[1], "parameters": {"beam_size": 6}}
     expected = model.attention(SENTENCES[1], model.options(beam_size=6))
     shed = tight.metric("tfm_requests_shed_total")
@@ -127,12 +128,42 @@ def test_attention_is_admitted_and_shed_like_translation(tight, model):
     assert set(codes) == {200, 503}, codes
     for r in answers:
         if r.status_code == 503:
-            _assert_shed_at_once(r)
+            assert int(r.headers["Retry-After"]) == 1 and r.elapsed.total_seconds() < 5
+            assert "(serve.attention_slots=1), which never delay translations" in r.json()["error"]
         else:
             got = r.json()
             assert got["translation_text"] == expected.translation
             assert (got["source_tokens"], got["target_tokens"]) == (expected.source_tokens, expected.target_tokens)
     assert tight.metric("tfm_requests_shed_total") - shed == codes.count(503)
+
+
+def test_a_flood_of_attention_requests_leaves_translations_their_bound(tight):
+    """64 connections flooding /attention once took most of the translations' bound: clients
+    of /translate were answered 503 (56-60% of their requests, measured) and waited longer.
+    Now one sequential translation client beside 16 attention loops is admitted every time
+    (a request alone is), while attention past its slot is shed."""
+
+    async def flood(client: httpx.AsyncClient, until: float, codes: list[int]) -> None:
+        body = {"inputs": SENTENCES[1], "parameters": {"beam_size": 6}}
+        while asyncio.get_running_loop().time() < until:
+            codes.append((await client.post("/attention", json=body)).status_code)
+
+    async def run() -> tuple[list[int], list[int]]:
+        attention: list[int] = []
+        translations: list[int] = []
+        async with httpx.AsyncClient(base_url=tight.url, timeout=60) as client:
+            until = asyncio.get_running_loop().time() + 3.0
+            flooding = [asyncio.create_task(flood(client, until, attention)) for _ in range(16)]
+            await asyncio.sleep(0.3)  # the flood under way
+            for _ in range(10):
+                r = await client.post("/translate", json={"inputs": SENTENCES[0]})
+                translations.append(r.status_code)
+            await asyncio.gather(*flooding)
+        return attention, translations
+
+    attention, translations = asyncio.run(run())
+    assert translations == [200] * 10
+    assert 200 in attention and 503 in attention
 
 
 def test_admitted_requests_are_answered_within_max_pending_s(start_server, trained):

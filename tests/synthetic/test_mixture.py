@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from helpers import run_tfm, sentence_pairs, write_config, write_corpus
@@ -392,3 +393,39 @@ def test_a_plugin_strategy_back_translates_and_a_part_that_adds_no_pair_is_a_war
     assert (folder / "train.de").read_text() == (folder / "train.en").read_text() == ""  # no pair: a tag is no source
     assert f"warning: back-translation: all {count} translations are empty: the text adds no pair" in caplog.text
     assert "warning: synthetic.real_upsample=0: the real pairs are not in the training corpus" in caplog.text
+
+
+def _processes_naming(text: str) -> list[int]:
+    """The processes whose command line holds `text`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_text(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_during_shared_synthesis_stops_every_process_within_seconds(world, tmp_path):
+    english = monolingual(tmp_path / "many", "en", 3000, seed=11)
+    cfg = bt_config(world, tmp_path, forward=False, model=str(world["reverse"]), text=[str(english)])
+    proc = subprocess.Popen(
+        [*TFM, "synthesize", "-c", str(cfg), "--nproc-per-node", "2", "--set", "synthetic.batch_size=4"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(
+        json.loads(p.read_text())["rows"] >= 64 for p in (tmp_path / "cache").glob("back-*/cache.json")
+    ):
+        time.sleep(0.05)
+    assert len(_processes_naming(str(cfg))) == 2  # the main process and its helper, translating
+    proc.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143 and time.monotonic() - stopped <= 5, err
+    assert "the translations made so far are kept" in err.strip().splitlines()[-1]
+    time.sleep(0.5)
+    assert _processes_naming(str(cfg)) == []  # the helper is gone too

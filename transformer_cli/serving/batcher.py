@@ -134,11 +134,14 @@ class Batcher:
         metrics: Metrics,
         tokenize: Executor | None = None,
         max_pending_s: float | None = None,
+        attention_slots: int = 1,
     ):
         self._executor, self._metrics = executor, metrics
         self._tokenize = tokenize or executor
         self.batch_tokens, self.max_wait_s = batch_tokens, max_wait_s
         self.max_pending_s = max_pending_s
+        self.attention_slots = attention_slots
+        self._attention = 0  # attention requests admitted and not yet answered
         self._queue: deque[Job] = deque()
         self._arrived = asyncio.Event()
         self._owed = 0  # requests answered by the last batch whose clients have not sent again
@@ -164,22 +167,31 @@ class Batcher:
         return output
 
     async def attention(self, line: str, options: DecodeConfig, model: Translator) -> Attention:
-        """`model.attention(line, options)`, admitted, queued and decoded as a translation of
-        `line` is (Overloaded when the work admitted is at its bound)."""
-        attention: Attention = await self._submit([line], options, model, line)
+        """`model.attention(line, options)`, queued and decoded as a translation of `line` is, but
+        admitted by its own bound: at most `attention_slots` at once (Overloaded past it), and not
+        counted in the translations' bound, which a flood of them would otherwise fill."""
+        if (why := self._attention_refusal()) is not None:
+            raise Overloaded(*why)
+        self._attention += 1
+        try:
+            attention: Attention = await self._submit([line], options, model, line)
+        finally:
+            self._attention -= 1
         return attention
 
     async def _submit(
         self, lines: list[str], options: DecodeConfig, model: Translator, attention_of: str | None
     ) -> Any:
-        """Tokenize, admit (or raise Overloaded), queue, and wait for the job's answer."""
-        if (why := self.busy()) is not None:  # the admitted work alone is at the bound
+        """Tokenize, admit (or raise Overloaded), queue, and wait for the job's answer. An
+        attention job was admitted by its own bound (`attention`) and counts in neither."""
+        bounded = attention_of is None  # a translation: the bound on the waiting work admits it
+        if bounded and (why := self.busy()) is not None:  # the admitted work alone is at the bound
             raise Overloaded(*why)
         arrived = time.monotonic()
         loop = asyncio.get_running_loop()
         # While it is tokenized, the request holds its likely share of the bound, so that the
         # requests arriving meanwhile see it (else a burst passes `busy` together).
-        guess = max(1, round(self._tokens_per_line * len(lines)))
+        guess = max(1, round(self._tokens_per_line * len(lines))) if bounded else 0
         self.pending_tokens += guess
         self._tokenizing += guess
         try:
@@ -187,9 +199,10 @@ class Batcher:
         finally:
             self.pending_tokens -= guess
             self._tokenizing -= guess
-        tokens = sources.tokens
-        self._tokens_per_line += 0.1 * (tokens / max(1, len(lines)) - self._tokens_per_line)
-        if (why := self._refusal(tokens, arrived)) is not None:
+        tokens = sources.tokens if bounded else 0
+        if bounded:
+            self._tokens_per_line += 0.1 * (tokens / max(1, len(lines)) - self._tokens_per_line)
+        if bounded and (why := self._refusal(tokens, arrived)) is not None:
             raise Overloaded(*why)
         self.pending_tokens += tokens
         try:
@@ -201,11 +214,24 @@ class Batcher:
         finally:
             self.pending_tokens -= tokens
 
-    def busy(self) -> tuple[str, int] | None:
-        """None while a request may still be admitted; else the message and Retry-After seconds
-        of its 503 (counted as shed): the admitted work alone is at the bound, so the request
-        need not even be read (serving/guard.py answers it)."""
+    def busy(self, path: str = "/translate") -> tuple[str, int] | None:
+        """None while a request to `path` may still be admitted; else the message and
+        Retry-After seconds of its 503 (counted as shed): the admitted work alone is at its
+        bound, so the request need not even be read (serving/guard.py answers it)."""
+        if path == "/attention":
+            return self._attention_refusal()
         return self._refusal(0, time.monotonic())
+
+    def _attention_refusal(self) -> tuple[str, int] | None:
+        """None while an attention request may be admitted; else why not (counted as shed)."""
+        if self._attention < self.attention_slots:
+            return None
+        self._metrics.shed.inc()
+        return (
+            f"the server is answering {self._attention} attention request(s) "
+            f"(serve.attention_slots={self.attention_slots}), which never delay translations; retry in 1 s",
+            1,
+        )
 
     def _refusal(self, tokens: int, arrived: float) -> tuple[str, int] | None:
         """None if a request of `tokens` source tokens that the batcher got at `arrived` would

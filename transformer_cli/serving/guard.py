@@ -37,7 +37,7 @@ OPEN_PATHS = ("/health",)  # answered without the bearer token
 SHED_PATHS = ("/", "/translate", "/attention")  # POSTs to these are shed when the server is at its bound
 SHED_PACE_S = 0.03  # a shed request's answer waits at least this long (without the GIL): see above
 MAX_SHED_PER_S = 200  # 503s of the bound a second, at most: the pause grows to keep them under it
-Busy = Callable[[], "tuple[str, int] | None"]  # the message and Retry-After seconds of a shed request
+Busy = Callable[[str], "tuple[str, int] | None"]  # a path -> the message and Retry-After of its 503
 
 
 def authorized(headers: list[tuple[bytes, bytes]], token: str) -> bool:
@@ -104,7 +104,7 @@ class Guard:
                 self.busy is not None
                 and scope["method"] == "POST"
                 and path in SHED_PATHS
-                and (why := self.busy()) is not None
+                and (why := self.busy(path)) is not None
             ):
                 return await _shed(why, self.pace, scope, receive, send_noting_status)
             self.metrics.in_flight.inc()

@@ -125,7 +125,15 @@ def build_server(
         ensemble_combine=ensemble_combine,
     )
     watcher = ModelWatcher(model, reopen, sc.reload_poll_s, reload_thread, metrics)
-    batcher = Batcher(decode_thread, sc.batch_tokens, sc.max_wait_ms / 1000, metrics, tokenize_thread, sc.max_pending_s)
+    batcher = Batcher(
+        decode_thread,
+        sc.batch_tokens,
+        sc.max_wait_ms / 1000,
+        metrics,
+        tokenize_thread,
+        sc.max_pending_s,
+        sc.attention_slots,
+    )
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread)
 
 
