@@ -97,6 +97,10 @@ def test_a_replaced_teacher_keeps_earlier_lines_refreshes_a_share_and_translates
     assert corpus == {k: new.get(k, old.get(k)) for k in corpus}  # the newest version's, else the earlier
     state = json.loads((synthetic_folder(cfg) / STATE).read_text())
     assert state["translated"]["forward_translation"]["lines"] == len(refreshed) + 2
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        synthesize(cfg)  # the next night, nothing new: nothing translated, nothing to say
+    assert "was replaced" not in caplog.text and translations(cfg) == corpus
 
 
 @pytest.mark.parametrize("why", ["retranslate", "improved"])

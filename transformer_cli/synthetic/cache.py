@@ -153,8 +153,8 @@ class TranslationCache:
     def claim(self, wanted: np.ndarray, pending: np.ndarray, index: KeyIndex, size: int) -> np.ndarray:
         """The rows of `wanted` (the text's keys, `index` of them) to translate next: the first
         `size` rows still `pending` (updated here with what others translated) that no other
-        live process has claimed; recorded as this process's claim. None (an empty array) when
-        every pending row is another process's."""
+        live process has claimed; recorded as this process's claim. An empty array when every
+        pending row is another process's (or none is left)."""
         with self._locked():
             seen = self._claimed_at
             self._read_new_rows()

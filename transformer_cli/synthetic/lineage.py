@@ -17,7 +17,7 @@ into a cache, oldest first, each with its cache folder and its models' validatio
                  translated again.
     retranslate  every line is translated again by the new version.
 
-One line in the log says which, like train.retrain's.
+One line in the log says which, like train.retrain's, on a run that has such lines to translate.
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ def plan(
     kept = lacking & ~pending
     refreshed = kept & _bucket(keys, index, sc.refresh_share)
     pending |= refreshed
+    if not pending.any():  # (this version's work was done on an earlier run)
+        return Plan(pending, earlier)
     log.info(
         "%s: %s was replaced (version %d of these models and search%s): %s",
         direction.what,
