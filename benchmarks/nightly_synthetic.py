@@ -48,20 +48,21 @@ def write(path: Path, config: dict[str, Any]) -> Path:
 def prefill(config: Path) -> None:
     """The config's caches filled with each kept line as its own translation."""
     from transformer_cli.config_loading import load_config
-    from transformer_cli.synthetic.cache import TranslationCache, cache_folder
-    from transformer_cli.synthetic.corpora import text_files
     from transformer_cli.synthetic.directions import directions
-    from transformer_cli.synthetic.mixture import _evaluation, _model_digests, _open_models, _real_files
-    from transformer_cli.synthetic.text import clean_text
+    from transformer_cli.synthetic.mixture import (
+        cleaned_text,
+        evaluation_sentences,
+        open_cache,
+        open_models,
+        real_files,
+    )
 
     cfg = load_config(str(config))
-    evaluation = _evaluation(_real_files(cfg))
+    evaluation = evaluation_sentences(real_files(cfg))
     for d in directions(cfg):
-        identity = {"models": _model_digests(_open_models(cfg, d)), **d.search}
-        cache = TranslationCache(cache_folder(Path(cfg.synthetic.cache_dir), d.kind, identity), identity)
+        cache = open_cache(cfg, d, open_models(cfg, d))
         with tempfile.TemporaryDirectory() as tmp:
-            files = text_files(cfg, d.text, d.languages[0], d.key)
-            text = clean_text(files, Path(tmp) / "text", evaluation, cfg.data.train_max_len, d.max_lines)
+            text = cleaned_text(cfg, d, Path(tmp), evaluation, None)
             lines = text.path.read_text(encoding="utf-8").splitlines()
             for i in range(0, len(lines), 10_000):
                 cache.append(text.keys[i : i + 10_000], lines[i : i + 10_000])

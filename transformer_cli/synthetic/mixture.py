@@ -144,32 +144,32 @@ def help_translate(cfg: Config, check_stop: Callable[[], None] | None = None) ->
     --nproc-per-node` started. Each process takes the chunks no other has claimed (synthetic/
     cache.py), so the translations are those one process would make. Nothing but the caches is
     written (the cleaned text goes to a temporary folder)."""
-    evaluation = _evaluation(_real_files(cfg))
-    opened = [(d, _open_models(cfg, d)) for d in directions(cfg)]
+    evaluation = evaluation_sentences(real_files(cfg))
+    opened = [(d, open_models(cfg, d)) for d in directions(cfg)]
     with tempfile.TemporaryDirectory(prefix="tfm-synthesis-") as work:
         for d, backend in opened:
             _part(cfg, d, backend, Path(work), evaluation, check_stop)
 
 
-def _real_files(cfg: Config) -> dict[tuple[str, str], CorpusFile]:
+def real_files(cfg: Config) -> dict[tuple[str, str], CorpusFile]:
     """The real corpus's files by (split, language)."""
     return {(f.split, f.lang): f for f in fetch_corpus(cfg.data, explicit_source(cfg.data) or resolve_source(cfg.data))}
 
 
-def _evaluation(real: dict[tuple[str, str], CorpusFile]) -> set[str]:
+def evaluation_sentences(real: dict[tuple[str, str], CorpusFile]) -> set[str]:
     """The `comparable` forms of every validation and test sentence, either side."""
     return {comparable(line) for (split, _), f in real.items() if split != "train" for line in read_lines(f.path)}
 
 
 def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None) -> None:
-    real = _real_files(cfg)
+    real = real_files(cfg)
     limit = cfg.data.limit_train
     if limit is not None:
         log.info("data.limit_train=%d applies to each source: the real pairs and each text", limit)
     # every model opened and checked before any text is read or translated
-    opened = [(d, _open_models(cfg, d)) for d in directions(cfg)]
+    opened = [(d, open_models(cfg, d)) for d in directions(cfg)]
     folder.mkdir(exist_ok=True)
-    evaluation = _evaluation(real)
+    evaluation = evaluation_sentences(real)
     parts = [_part(cfg, d, backend, folder, evaluation, check_stop) for d, backend in opened]
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
     identity = {
@@ -270,20 +270,8 @@ def _part(
 ) -> Part:
     """The pairs `direction` makes of its text with its models (`backend`): the text cleaned
     (none left: refused), what the cache lacks translated."""
-    lang = direction.languages[0]
-    files = text_files(cfg, direction.text, lang, f"{direction.key}.text")
-    limits = [n for n in (direction.max_lines, cfg.data.limit_train) if n is not None]
-    out = folder / f"{direction.name}.text"
-    text = clean_text(files, out, evaluation, cfg.data.train_max_len, min(limits, default=None), check_stop)
-    log.info("%s text: %s", direction.what, text.counts.summary())
-    if not text.counts.kept:
-        raise UsageError(
-            f"{direction.key}.text: {', '.join(str(f.path) for f in files)} yield no line to translate "
-            f"({text.counts.summary()})"
-        )
-    identity = {"models": _model_digests(backend), **direction.search}
-    where = cache_folder(Path(cfg.synthetic.cache_dir), direction.kind, identity)
-    cache = TranslationCache(where, identity, check_stop)
+    text = cleaned_text(cfg, direction, folder, evaluation, check_stop)
+    cache = open_cache(cfg, direction, backend, check_stop)
     decided = plan(cfg, direction, backend, cache, text.keys, check_stop)  # a replaced model's lines
     part = Part(direction.name, text, cache, direction.synthetic_side, direction.tag, decided.earlier)
     part.generation = translate_missing(
@@ -301,7 +289,33 @@ def _part(
     return part
 
 
-def _open_models(cfg: Config, direction: Direction) -> TranslationBackend:
+def cleaned_text(
+    cfg: Config, direction: Direction, folder: Path, evaluation: set[str], check_stop: Callable[[], None] | None
+) -> CleanText:
+    """`direction`'s text cleaned into `folder` (refused when no line is left)."""
+    files = text_files(cfg, direction.text, direction.languages[0], f"{direction.key}.text")
+    limits = [n for n in (direction.max_lines, cfg.data.limit_train) if n is not None]
+    out = folder / f"{direction.name}.text"
+    text = clean_text(files, out, evaluation, cfg.data.train_max_len, min(limits, default=None), check_stop)
+    log.info("%s text: %s", direction.what, text.counts.summary())
+    if not text.counts.kept:
+        raise UsageError(
+            f"{direction.key}.text: {', '.join(str(f.path) for f in files)} yield no line to translate "
+            f"({text.counts.summary()})"
+        )
+    return text
+
+
+def open_cache(
+    cfg: Config, direction: Direction, backend: TranslationBackend, check_stop: Callable[[], None] | None = None
+) -> TranslationCache:
+    """The translation cache of `direction`'s models (`backend`) and search."""
+    identity = {"models": _model_digests(backend), **direction.search}
+    where = cache_folder(Path(cfg.synthetic.cache_dir), direction.kind, identity)
+    return TranslationCache(where, identity, check_stop)
+
+
+def open_models(cfg: Config, direction: Direction) -> TranslationBackend:
     """`direction`'s models, opened once (their files verified on the way in), each refused
     unless it translates `direction.languages`."""
     from ..api import open_backend
