@@ -23,7 +23,7 @@ and ended at every CPU and kept no change, it ran the fixed count of every CPU b
 share, and `alone_auto_floor_by_probe_time` (1 - the largest share) is what it keeps at the
 least, a figure the machine's drift does not blur. The targets of issue 41: the default (auto)
 within 90% of the best fixed count in every condition, alone at 98% or more of the fixed count
-of every CPU (the default before auto), and beside the server (with the README's nightly
+of every CPU (the default before auto), and beside the server (with docs/cron.md's nightly
 pairing, train.priority: low) its p99 at most 1.5x alone while the training keeps 40% of its
 alone speed.
 

@@ -110,7 +110,7 @@ def train(
     Re-running the same command continues where it stopped; a finished run is a no-op.
     With --init-from (train.init_from) a new run starts from a trained model: its weights,
     architecture and tokenizers; `published` continues the run's published model whenever the
-    corpus changes (the recommended nightly line, README "Scheduled retraining").
+    corpus changes (the recommended nightly line, docs/cron.md).
     Exit codes: 0 done, 1 failure, 2 bad config/input, 75 run busy (locked),
     130/143 stopped by SIGINT/SIGTERM after saving (run again to resume).
 

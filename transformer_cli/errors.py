@@ -1,6 +1,6 @@
 """Errors that the CLI turns into one-line messages and documented exit codes.
 
-Exit codes of every command (also in README.md and docs/reliability.md):
+Exit codes of every command (also in docs/cron.md and docs/reliability.md):
 
 ====  ==========================================================
 0     success (`tfm serve`: also when stopped by SIGTERM/SIGINT)

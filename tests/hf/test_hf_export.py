@@ -213,7 +213,7 @@ def test_generate_differs_only_where_tfms_length_rule_cuts_and_a_limit_per_sente
     generate = _generator(exported["folder"])
     one_by_one = [
         generate([line], beam, max_new_tokens=limit)[0] for line, limit in zip(lines, limits)
-    ]  # as the README says to reproduce tfm
+    ]  # as docs/huggingface.md says to reproduce tfm
     assert one_by_one == [hyp.text for hyp in ours]
     batched = generate(lines, beam)  # generation_config.json's limit only
     if beam == 1:  # greedy tokens do not depend on the limit: only outputs that reached it differ

@@ -7,7 +7,7 @@
                                             generated, as tfm's search does; max_length: tfm's
                                             cap, max_len tokens + the start token. tfm's limit
                                             per sentence, max_len_a * n + max_len_b, has no
-                                            equivalent there: README, "Hugging Face models")
+                                            equivalent there: docs/huggingface.md)
     model.safetensors                       the weights (marian.to_hf), tied ones stored once
     source.spm, target.spm                  the SentencePiece models
     vocab.json (+ target_vocab.json)        piece -> id, `<pad>` last (Marian's layout)
