@@ -36,9 +36,10 @@ def tfm(*args: str) -> None:
 
 
 def corpus_sha256(folder: Path) -> str:
+    """sha256 of the synthetic folder's pair files (two per direction), in name order."""
     h = hashlib.sha256()
-    for name in ("train.de", "train.en"):
-        h.update((folder / name).read_bytes())
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".de", ".en")):
+        h.update(path.read_bytes())
     return h.hexdigest()
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     import pytest
     from zygote import Zygote
 
+    from transformer_cli.data.shards import EncodedChunk
     from transformer_cli.tokenizers.pair import TokenizerPair
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -263,3 +264,37 @@ def untrained_checkpoint(path: Path, tokenizers: TokenizerPair | None = None, **
         net.ARCHITECTURE, net.src_vocab_size, net.tgt_vocab_size, net.state_dict(), tokenizers.state(), cfg.to_dict()
     ).write(path)
     return path
+
+
+def encoded_chunk(pairs, lines) -> EncodedChunk:
+    """Id pairs and their lines as a chunk a ShardWriter takes."""
+    import numpy as np
+
+    from transformer_cli.data.shards import EncodedChunk
+
+    src_text = [f"{a}\n".encode() for a, _ in lines]
+    tgt_text = [f"{b}\n".encode() for _, b in lines]
+    return EncodedChunk(
+        np.array([i for a, _ in pairs for i in a], dtype=np.int64),
+        np.array([len(a) for a, _ in pairs]),
+        np.array([i for _, b in pairs for i in b], dtype=np.int64),
+        np.array([len(b) for _, b in pairs]),
+        b"".join(src_text),
+        np.array([len(x) for x in src_text]),
+        b"".join(tgt_text),
+        np.array([len(x) for x in tgt_text]),
+    )
+
+
+def random_id_pairs(n: int, vocab: int, seed: int = 0):
+    """n random id pairs of a vocabulary of `vocab` (sources may be empty) and their lines."""
+    rng = random.Random(seed)
+    pairs = [
+        (
+            [rng.randrange(vocab) for _ in range(rng.randrange(0, 9))],
+            [rng.randrange(vocab) for _ in range(rng.randrange(1, 9))],
+        )
+        for _ in range(n)
+    ]
+    lines = [(f"Quelle {i} äöü", f"target {i}") for i in range(n)]
+    return pairs, lines

@@ -2,7 +2,7 @@
 (transformer_cli/synthetic/). Back-translation turns target-language text into pairs with a
 reverse model's translations as sources (Sennrich et al. 2016); forward translation turns
 source-language text into pairs with a model's (or an ensemble's) translations as targets.
-Both join the config's real pairs in one training corpus."""
+Both are mixed with the config's real pairs when batches are drawn."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class BackTranslationConfig(Section):
     tag: bool = _f(
         True,
         "Mark synthetic sources with a tag token the model learns to tell them "
-        "by (Caswell et al. 2019); users' input never carries it.",
+        "by (Caswell et al. 2019), put in front when batches are drawn; users' input never carries it.",
     )
     max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).", ge=1)
 
@@ -86,8 +86,9 @@ class SyntheticConfig(Section):
     )
     real_upsample: int = _f(
         1,
-        "Each real pair appears this many times in the training corpus "
-        "(0: synthetic pairs only, as a distilled student).",
+        "Each real pair appears this many times in an epoch, beside each synthetic pair once "
+        "(0: synthetic pairs only, as a distilled student); mixed when batches are drawn: a "
+        "change encodes nothing again.",
         ge=0,
         le=1000,
     )

@@ -4,58 +4,29 @@ from __future__ import annotations
 
 import json
 import pickle
-import random
 
 import numpy as np
 import pytest
-from helpers import write_config
+from helpers import encoded_chunk, random_id_pairs, write_config
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.data import preprocess
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.data.preprocess import prepare
-from transformer_cli.data.shards import DamagedShard, EncodedChunk, ShardedSplit, ShardWriter, id_dtype
+from transformer_cli.data.shards import DamagedShard, ShardedSplit, ShardWriter, id_dtype
 from transformer_cli.errors import TfmError
 
 LANGS = ("de", "en")
 
 
-def _chunk(pairs, lines) -> EncodedChunk:
-    src_text = [f"{a}\n".encode() for a, _ in lines]
-    tgt_text = [f"{b}\n".encode() for _, b in lines]
-    return EncodedChunk(
-        np.array([i for a, _ in pairs for i in a], dtype=np.int64),
-        np.array([len(a) for a, _ in pairs]),
-        np.array([i for _, b in pairs for i in b], dtype=np.int64),
-        np.array([len(b) for _, b in pairs]),
-        b"".join(src_text),
-        np.array([len(x) for x in src_text]),
-        b"".join(tgt_text),
-        np.array([len(x) for x in tgt_text]),
-    )
-
-
-def _random_pairs(n: int, vocab: int, seed: int = 0):
-    rng = random.Random(seed)
-    pairs = [
-        (
-            [rng.randrange(vocab) for _ in range(rng.randrange(0, 9))],
-            [rng.randrange(vocab) for _ in range(rng.randrange(1, 9))],
-        )
-        for _ in range(n)
-    ]
-    lines = [(f"Quelle {i} äöü", f"target {i}") for i in range(n)]
-    return pairs, lines
-
-
 @pytest.mark.parametrize("vocab", [8000, 70_000])
 def test_chunks_written_across_many_shards_read_back_pair_by_pair(tmp_path, vocab):
-    pairs, lines = _random_pairs(1000, vocab)
+    pairs, lines = random_id_pairs(1000, vocab)
     dtype = id_dtype(vocab)
     assert dtype == ("uint16" if vocab <= 65536 else "int32")
     writer = ShardWriter(tmp_path, "train", LANGS, dtype, shard_tokens=97)
     for start in range(0, 1000, 300):  # chunk and shard boundaries fall apart
-        writer.add(_chunk(pairs[start : start + 300], lines[start : start + 300]))
+        writer.add(encoded_chunk(pairs[start : start + 300], lines[start : start + 300]))
     shard_pairs = writer.close()
     assert len(shard_pairs) > 50 and sum(shard_pairs) == 1000
     for k in range(len(shard_pairs)):  # no shard over the limit unless one pair is
@@ -75,6 +46,24 @@ def test_chunks_written_across_many_shards_read_back_pair_by_pair(tmp_path, voca
     assert again.pair(999)[1].tolist() == pairs[999][1] and again.lines(500) == lines[500]
 
 
+def test_a_split_continued_keeps_its_shards_and_reads_as_one_written_at_once(tmp_path):
+    pairs, lines = random_id_pairs(300, 8000)
+    writer = ShardWriter(tmp_path, "part", LANGS, "uint16", shard_tokens=500)
+    writer.add(encoded_chunk(pairs[:200], lines[:200]))
+    first = writer.close()
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("part.*.bin")}
+    writer = ShardWriter(tmp_path, "part", LANGS, "uint16", shard_tokens=500, shards=first)
+    assert writer.close() == first  # nothing added: no shard added
+    writer = ShardWriter(tmp_path, "part", LANGS, "uint16", shard_tokens=500, shards=first)
+    writer.add(encoded_chunk(pairs[200:], lines[200:]))
+    shards = writer.close()
+    assert shards[: len(first)] == first and sum(shards) == 300
+    assert all((tmp_path / name).read_bytes() == data for name, data in before.items())  # untouched
+    split = ShardedSplit(tmp_path, "part", LANGS, "uint16", shards)
+    assert [split.pair(i)[0].tolist() for i in range(300)] == [a for a, _ in pairs]
+    assert [split.lines(i) for i in range(300)] == lines
+
+
 def test_an_empty_split_is_one_empty_shard(tmp_path):
     shard_pairs = ShardWriter(tmp_path, "val", LANGS, "uint16", 1000).close()
     assert shard_pairs == [0]
@@ -83,9 +72,9 @@ def test_an_empty_split_is_one_empty_shard(tmp_path):
 
 
 def test_a_truncated_shard_is_named(tmp_path):
-    pairs, lines = _random_pairs(50, 100)
+    pairs, lines = random_id_pairs(50, 100)
     writer = ShardWriter(tmp_path, "train", LANGS, "uint16", 10_000)
-    writer.add(_chunk(pairs, lines))
+    writer.add(encoded_chunk(pairs, lines))
     shard_pairs = writer.close()
     with open(tmp_path / "train.00000.tgt.bin", "r+b") as f:
         f.truncate(10)

@@ -103,12 +103,12 @@ def test_distillation_resumes_to_the_same_bytes(trained, tmp_path):
             assert "the translations made so far are kept" in err.strip().splitlines()[-1]
     a, b = (tmp_path / n / "data" / "student.synthetic" for n in ("straight", "killed"))
     kept = json.loads((a / "synthetic.json").read_text())["text"]["distillation"]["kept"]
-    assert 0 < _cache_rows(tmp_path / "killed") < kept and not (b / "train.en").exists()
+    assert 0 < _cache_rows(tmp_path / "killed") < kept and not (b / "distillation.en").exists()
     r = run_tfm("distill", "-c", str(killed))
     assert r.returncode == 0, r.stderr
-    assert (a / "train.en").read_bytes() == (b / "train.en").read_bytes()
-    assert (a / "train.de").read_bytes() == (b / "train.de").read_bytes()
-    assert len((a / "train.en").read_text().splitlines()) == kept  # no keep_original: distilled pairs only
+    assert (a / "distillation.en").read_bytes() == (b / "distillation.en").read_bytes()
+    assert (a / "distillation.de").read_bytes() == (b / "distillation.de").read_bytes()
+    assert len((a / "distillation.en").read_text().splitlines()) == kept
 
 
 def test_a_tiny_distillation_end_to_end(trained, tmp_path):
@@ -122,13 +122,13 @@ def test_a_tiny_distillation_end_to_end(trained, tmp_path):
     log = (tmp_path / "checkpoints" / "student" / "train.log").read_text()
     assert "distillation: translating 65 of 65 lines (0 already translated)" in log
     folder = tmp_path / "data" / "student.synthetic"
-    sources_, targets = ((folder / f"train.{lang}").read_text().splitlines() for lang in ("de", "en"))
-    assert len(sources_) == len(targets) == 130  # the original 65, then the teacher's 65
-    assert sources_[65:] == (folder / "distillation.text").read_text().splitlines()
-    r = run_tfm("translate", "--checkpoint", str(teacher), "--beam-size", "4", "--no-recase", *sources_[65:70])
-    assert r.stdout.splitlines() == targets[65:70]  # what the teacher says, as it says it
+    sources_, targets = ((folder / f"distillation.{lang}").read_text().splitlines() for lang in ("de", "en"))
+    assert len(sources_) == len(targets) == 65  # the teacher's 65, beside the original 65
+    assert sources_ == (folder / "distillation.text").read_text().splitlines()
+    r = run_tfm("translate", "--checkpoint", str(teacher), "--beam-size", "4", "--no-recase", *sources_[:5])
+    assert r.stdout.splitlines() == targets[:5]  # what the teacher says, as it says it
     manifest = json.loads((tmp_path / "data" / "student" / "manifest.json").read_text())
-    assert manifest["source"] == str(folder) and manifest["splits"]["train"]["pairs"] == 130
+    assert manifest["splits"]["train"]["pairs"] == 65 and manifest["parts"]["distillation"]["pairs"] == 65
     assert Checkpoint.read(tmp_path / "checkpoints" / "student" / "best.pt").metrics["epoch"] == 2
     r = run_tfm("export", "-c", str(cfg), "-o", str(tmp_path / "ct2"))  # an ordinary model
     assert r.returncode == 0, r.stderr

@@ -58,7 +58,7 @@ def translations(cfg) -> dict[int, str]:
     """The corpus's synthetic targets by their source line's key."""
     folder = synthetic_folder(cfg)
     text = (folder / "forward_translation.text").read_text().splitlines()
-    targets = (folder / "train.en").read_text().splitlines()[-len(text) :]
+    targets = (folder / "forward_translation.en").read_text().splitlines()
     return {line_key(s): t for s, t in zip(text, targets)}
 
 

@@ -1,5 +1,6 @@
-"""synthetic/mixture.py, the training corpus of a config with monolingual text: its real pairs
-(upsampled), back- and forward-translated pairs, tags; made again only when its inputs change.
+"""synthetic/mixture.py, the training pairs of a config with monolingual text: back- and
+forward-translated pairs, each a part of the prepared folder, mixed with the real pairs
+(upsampled) and tagged when batches are drawn; made again only when their inputs change.
 End to end (slow): the reverse model is an ordinary run of the same config (`--reverse`), back-
 and forward translations are made resumably and kept by line, so a second night translates
 only its new lines; cleaning drops and counts lines equal to a val/test sentence; the tag of
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -20,11 +22,26 @@ from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 
 import transformer_cli as tfm
 from transformer_cli.config_loading import load_config
-from transformer_cli.synthetic.mixture import STATE, synthesize, synthetic_folder, training_corpus
+from transformer_cli.synthetic.mixture import (
+    STATE,
+    data_identity,
+    mixed_split,
+    synthesize,
+    synthetic_folder,
+    training_parts,
+)
 from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
+from transformer_cli.training.run_data import prepare_run_data
 
 TFM = [sys.executable, "-m", "transformer_cli"]
 TRAIN = {"epochs": 2, "lr": 3e-3, "threads": 1, "batch_size": 32}
+
+
+def pair_files(folder):
+    """The names of the pair files in a synthetic folder (two per direction)."""
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith((".de", ".en")))
+    assert names and len(names) % 2 == 0
+    return names
 
 
 def monolingual(folder, lang, n, seed, extra=()):
@@ -102,16 +119,17 @@ def test_back_and_forward_translation_end_to_end(world, tmp_path):
         f"94 lines read, {bt['kept']} kept; dropped: 1 empty, 1 too long, {bt['in_val_or_test']} equal "
         "to a val/test sentence"
     ) in r.stderr
-    sources = (folder / "train.de").read_text().splitlines()
-    targets = (folder / "train.en").read_text().splitlines()
     made = {part: state["text"][part]["kept"] - state["translated"][part]["empty"] for part in state["text"]}
-    assert len(sources) == len(targets) == 2 * 200 + made["back_translation"] + made["forward_translation"]
-    tagged = [s for s in sources if s.startswith(BACK_TRANSLATION_TAG + " ")]
-    assert len(tagged) == made["back_translation"] and not any(FORWARD_TRANSLATION_TAG in s for s in sources)
-    assert all(s.strip() != BACK_TRANSLATION_TAG for s in tagged)  # no tag alone: a line translated as nothing
+    sources, targets = ((folder / f"back_translation.{lang}").read_text().splitlines() for lang in ("de", "en"))
+    assert len(sources) == len(targets) == made["back_translation"]
+    assert all(s.strip() for s in sources)  # no empty source: a line translated as nothing makes no pair
+    assert not any(BACK_TRANSLATION_TAG in s for s in sources)  # tagged when batches are drawn
     english = [x.strip() for x in world["english"].read_text().splitlines()]
-    assert set(targets[400 : 400 + made["back_translation"]]) <= set(english)  # the text is the target side
+    assert set(targets) <= set(english)  # the text is the target side
     assert english[91] not in targets  # the planted val sentence
+    manifest = json.loads((tmp_path / "data" / "bt" / "manifest.json").read_text())
+    # every pair encoded, but those preprocessing leaves out (a side past data.train_max_len)
+    assert {name: part["pairs"] + part["too_long"] for name, part in manifest["parts"].items()} == made
     # The model was trained on tagged sources; a tag in a user's input is no input.
     model = tfm.load(tmp_path / "checkpoints" / "bt" / "best.pt")
     line = "Ein Hund läuft im Park."
@@ -145,7 +163,7 @@ def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_tr
     r = run_tfm("synthesize", "-c", str(killed / "bt.yaml"))
     assert r.returncode == 0, r.stderr
     a, b = (w / "data" / "bt.synthetic" for w in (straight, killed))
-    for name in ("train.de", "train.en"):
+    for name in pair_files(a):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     # The next night: three new lines, three translations.
     with open(world["english"], "a", encoding="utf-8") as f:
@@ -155,7 +173,7 @@ def test_a_killed_synthesis_resumes_to_the_same_bytes_and_new_lines_alone_are_tr
         assert r.returncode == 0, r.stderr
         assert f"translating 3 of {kept + 3} lines ({kept} already translated)" in r.stderr
         empty = json.loads((a / "synthetic.json").read_text())["translated"]["back_translation"]["empty"]
-        assert len((a / "train.en").read_text().splitlines()) == 2 * 200 + kept + 3 - empty
+        assert len((a / "back_translation.en").read_text().splitlines()) == kept + 3 - empty
     finally:
         lines = world["english"].read_text().splitlines()[:-3]
         world["english"].write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
@@ -169,7 +187,7 @@ def test_monolingual_text_that_is_not_utf8_is_one_line_and_nothing_is_made(world
     cfg = bt_config(world, tmp_path, forward=False, text=[str(bad)], model=str(world["reverse"]))
     r = run_tfm("synthesize", "-c", str(cfg))
     assert r.returncode == 2 and r.stderr.strip() == f"tfm: error: {bad}:2: not valid UTF-8 (byte 0xff at column 7)"
-    assert not (tmp_path / "data" / "bt.synthetic" / "train.en").exists()
+    assert not (tmp_path / "data" / "bt.synthetic" / "back_translation.en").exists()
 
 
 def reversed_checkpoint(path):
@@ -191,7 +209,9 @@ def restored_threads():
     torch.set_num_threads(threads)
 
 
-def test_the_corpus_is_real_pairs_upsampled_then_tagged_synthetic_pairs_made_once(tmp_path, restored_threads):
+def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encoded_once(
+    tmp_path, restored_threads, caplog
+):
     from helpers import untrained_checkpoint
 
     corpus = write_corpus(tmp_path / "corpus", {"train": 30, "val": 5, "test_2016_flickr": 5}, gz=False)
@@ -206,31 +226,82 @@ def test_the_corpus_is_real_pairs_upsampled_then_tagged_synthetic_pairs_made_onc
         "cache_dir": str(tmp_path / "cache"),
     }
     path = write_config(tmp_path / "mix.yaml", tmp_path, corpus, train={"threads": 1}, synthetic=section)
-    cfg = load_config(str(path), ["decode.max_len_b=4", "decode.max_len_a=0"])
+    settings = ["decode.max_len_b=4", "decode.max_len_a=0", "data.min_train_pairs=30", "data.train_max_len=250"]
+    cfg = load_config(str(path), settings)
     plain = load_config(str(write_config(tmp_path / "plain.yaml", tmp_path, corpus)))
-    assert training_corpus(plain) is plain  # no monolingual text: the config itself
-    mixed = training_corpus(cfg)
+    assert training_parts(plain) == []  # no monolingual text: the corpus alone
+    parts = training_parts(cfg)
     folder = synthetic_folder(cfg)
     assert folder == tmp_path / "data" / "mix.synthetic"
-    assert (mixed.data.corpus, mixed.data.source, mixed.data.splits.train) == ("files", str(folder), "train")
+    assert [(p.name, p.paths) for p in parts] == [
+        (name, (folder / f"{name}.de", folder / f"{name}.en")) for name in ("back_translation", "forward_translation")
+    ]
     state = json.loads((folder / STATE).read_text())
     bt, ft = state["text"]["back_translation"]["kept"], state["text"]["forward_translation"]["kept"]
-    de, en = ((folder / f"train.{lang}").read_text().splitlines() for lang in ("de", "en"))
+    bt_de, bt_en = ((folder / f"back_translation.{lang}").read_text().splitlines() for lang in ("de", "en"))
+    assert len(bt_de) == len(bt_en) == bt and bt_en == (folder / "back_translation.text").read_text().splitlines()
+    assert not any(BACK_TRANSLATION_TAG in line for line in bt_de)  # the tag is no text: a transform
+    ft_de = (folder / "forward_translation.de").read_text().splitlines()
+    assert ft_de == (folder / "forward_translation.text").read_text().splitlines()  # the text: sources
+
+    prepared, rebuilt = prepare_run_data(cfg)
+    assert rebuilt and set(prepared.manifest.parts) == {"back_translation", "forward_translation"}
+    assert prepared.manifest.training_pairs == 30 + bt + ft
+    mixed = mixed_split(cfg, prepared)
     real_de, real_en = ((corpus / f"train.{lang}").read_text().splitlines() for lang in ("de", "en"))
-    assert len(de) == len(en) == 2 * 30 + bt + ft
-    assert (de[:60], en[:60]) == (real_de * 2, real_en * 2)
-    assert all(s.startswith(BACK_TRANSLATION_TAG + " ") for s in de[60 : 60 + bt])
-    assert en[60 : 60 + bt] == (folder / "back_translation.text").read_text().splitlines()  # the text: targets
-    assert all(s.startswith(FORWARD_TRANSLATION_TAG + " ") for s in de[60 + bt :])
-    assert (folder / "val.de").read_bytes() == (corpus / "val.de").read_bytes()  # evaluated on the real
-    made = [folder / name for name in ("train.de", "train.en", STATE)]
-    before = [p.stat().st_mtime_ns for p in made]
-    assert synthesize(cfg) == folder
-    assert [p.stat().st_mtime_ns for p in made] == before  # up to date: nothing made again
-    cfg.synthetic.real_upsample = 1
-    synthesize(cfg)  # an input changed: made again, from the cached translations
-    assert len((folder / "train.de").read_text().splitlines()) == 30 + bt + ft
-    assert json.loads((folder / STATE).read_text())["translated"]["back_translation"]["lines"] == 0
+    lines = [mixed.lines(i) for i in range(len(mixed))]
+    assert len(mixed) == 2 * 30 + bt + ft and [x for x, _ in lines[:60]] == real_de * 2
+    assert [y for _, y in lines[:60]] == real_en * 2
+    assert [x for x, _ in lines[60 : 60 + bt]] == [f"{BACK_TRANSLATION_TAG} {x}" for x in bt_de]
+    assert [x for x, _ in lines[60 + bt :]] == [f"{FORWARD_TRANSLATION_TAG} {x}" for x in ft_de]
+    # The ids are those of the tagged text encoded whole, as a corpus written out would give.
+    src = prepared.tokenizers.src
+    for i in (0, 60, 60 + bt):
+        assert mixed.pair(i)[0].tolist() == src.encode_batch([lines[i][0]])[0]
+    assert len(mixed.src_lengths) == len(mixed) and int(mixed.src_lengths[60]) == len(mixed.pair(60)[0])
+    assert prepared.tokenizers.src.id_to_token(mixed.pair(60)[0][:2].tolist())[-1] == BACK_TRANSLATION_TAG
+
+    made = [*(folder / f"{p.name}.{lang}" for p in parts for lang in ("de", "en")), *cfg.data_dir.iterdir()]
+    before = {p: p.stat().st_mtime_ns for p in made}
+    cfg.synthetic.real_upsample = 1  # a ratio and a tag change: nothing made, nothing encoded
+    cfg.synthetic.back_translation.tag = False
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        again, rebuilt = prepare_run_data(cfg)
+    assert not rebuilt and {p: p.stat().st_mtime_ns for p in made} == before
+    assert "synthetic pairs up to date" in caplog.text and "encoded" not in caplog.text
+    mixed = mixed_split(cfg, again)
+    assert len(mixed) == 30 + bt + ft and mixed.lines(30)[0] == bt_de[0]
+    assert data_identity(cfg, again) != data_identity(load_config(str(path), settings), again)  # another run
+
+    # A night: new lines at the end of the text; only their pairs are translated and encoded.
+    with open(english, "a", encoding="utf-8") as f:
+        f.write("A cat sleeps on a red sofa.\nTwo children play in the snow.\n")
+    shard = cfg.data_dir / "back_translation.00000.src.bin"
+    inode = shard.stat().st_ino
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        night, rebuilt = prepare_run_data(cfg)
+    assert rebuilt and "translating 2 of" in caplog.text
+    assert f"back_translation: 2 new pairs encoded, {bt} kept as they were" in caplog.text
+    assert "forward_translation: 0 new pairs encoded" in caplog.text
+    assert shard.stat().st_ino == inode  # the earlier shard kept, not written again
+    assert night.manifest.shards["back_translation"][0] == bt and len(night.manifest.shards["back_translation"]) == 2
+    assert night.manifest.shards["train"] == prepared.manifest.shards["train"]
+    mixed = mixed_split(cfg, night)
+    assert [mixed.lines(i)[1] for i in range(30 + bt, 30 + bt + 2)] == [
+        "A cat sleeps on a red sofa.",
+        "Two children play in the snow.",
+    ]
+    from transformer_cli.data.prepared import verify_folder
+
+    assert verify_folder(cfg.data_dir, night.manifest, full=True) is None
+    # The same folder built from nothing holds the same ids.
+    whole, _ = prepare_run_data(cfg, force=True)
+    fresh = mixed_split(cfg, whole)
+    assert [fresh.pair(i)[0].tolist() for i in range(len(fresh))] == [
+        p.tolist() for p in (mixed.pair(i)[0] for i in range(len(mixed)))
+    ]
 
 
 @pytest.mark.slow
@@ -252,7 +323,10 @@ def test_concurrent_synthesize_runs_on_one_cache_give_the_corpus_one_run_gives(w
     ]
     errors = [p.communicate(timeout=300)[1] for p in running]
     assert [p.returncode for p in running] == [0] * runs, errors
-    expected = {name: (alone / "data" / "bt.synthetic" / name).read_bytes() for name in ("train.de", "train.en")}
+    expected = {
+        name: (alone / "data" / "bt.synthetic" / name).read_bytes()
+        for name in pair_files(alone / "data" / "bt.synthetic")
+    }
     for c in configs:
         folder = shared / "data" / f"{c.stem}.synthetic"
         assert {name: (folder / name).read_bytes() for name in expected} == expected
@@ -264,13 +338,17 @@ def test_concurrent_synthesize_runs_on_one_cache_give_the_corpus_one_run_gives(w
 @pytest.mark.slow
 def test_limit_train_applies_to_each_source_and_translates_no_more(world, tmp_path):
     cfg = bt_config(world, tmp_path, model=str(world["reverse"]))
-    r = run_tfm("synthesize", "-c", str(cfg), "--set", "data.limit_train=20")
+    r = run_tfm("preprocess", "-c", str(cfg), "--set", "data.limit_train=20", "--set", "data.min_train_pairs=20")
     assert r.returncode == 0, r.stderr
     assert "data.limit_train=20 applies to each source: the real pairs and each text" in r.stderr
     folder = tmp_path / "data" / "bt.synthetic"
-    sources = (folder / "train.de").read_text().splitlines()
-    assert len(sources) == 2 * 20 + 20 + 20  # real_upsample 2
-    assert sum(s.startswith(BACK_TRANSLATION_TAG + " ") for s in sources) == 20
+    assert len((folder / "back_translation.de").read_text().splitlines()) == 20
+    manifest = json.loads((tmp_path / "data" / "bt" / "manifest.json").read_text())
+    assert manifest["splits"]["train"]["pairs"] == 20
+    assert {name: part["pairs"] + part["too_long"] for name, part in manifest["parts"].items()} == {
+        "back_translation": 20,
+        "forward_translation": 20,
+    }
     for cache in (tmp_path / "cache").glob("*-*"):
         assert json.loads((cache / "cache.json").read_text())["rows"] == 20  # translated as far as used
     state = json.loads((folder / "synthetic.json").read_text())
@@ -312,7 +390,7 @@ def test_text_with_no_usable_line_is_refused_naming_the_file_and_the_counts(worl
         f"tfm: error: synthetic.back_translation.text: {empty} yield no line to translate (3 lines read, "
         "0 kept; dropped: 2 empty, 1 too long, 0 equal to a val/test sentence, 0 repeated, 0 past max_lines)"
     )
-    assert not (tmp_path / "data" / "bt.synthetic" / "train.en").exists()
+    assert not (tmp_path / "data" / "bt.synthetic" / "back_translation.en").exists()
 
 
 @pytest.mark.slow
@@ -326,7 +404,7 @@ def test_synthesis_in_two_processes_gives_the_corpus_of_one(world, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "synthesis: 1 more process(es) translating beside this one, 1 thread(s) each" in r.stderr
     a, b = (where / "data" / "bt.synthetic" for where in (one, two))
-    for name in ("train.de", "train.en"):
+    for name in pair_files(a):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     for cache in (two / "cache").glob("*-*"):
         assert not list((cache / "claims").iterdir())  # every process ended its claims
@@ -347,7 +425,7 @@ def test_under_torchrun_the_ranks_translate_together_into_the_corpus_of_one_proc
     )
     assert r.returncode == 0, r.stderr
     a, b = (where / "data" / "bt.synthetic" for where in (one, two))
-    for name in ("train.de", "train.en"):
+    for name in pair_files(a):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     assert (two / "checkpoints" / "bt" / "best.pt").is_file()
 
@@ -390,7 +468,7 @@ def test_a_plugin_strategy_back_translates_and_a_part_that_adds_no_pair_is_a_war
         SEARCH_STRATEGIES.unregister("shortest")
     folder = synthetic_folder(cfg)
     count = json.loads((folder / STATE).read_text())["text"]["back_translation"]["kept"]
-    assert (folder / "train.de").read_text() == (folder / "train.en").read_text() == ""  # no pair: a tag is no source
+    assert (folder / "back_translation.de").read_text() == (folder / "back_translation.en").read_text() == ""
     assert f"warning: back-translation: all {count} translations are empty: the text adds no pair" in caplog.text
     assert "warning: synthetic.real_upsample=0: the real pairs are not in the training corpus" in caplog.text
 

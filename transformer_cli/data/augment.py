@@ -36,7 +36,7 @@ from ..config import Config
 from ..seams import TRANSFORMS  # train.transforms name -> config -> a Transform or None
 from ..tokenizers.base import Tokenizer
 from ..tokenizers.pair import TokenizerPair
-from .shards import ShardedSplit
+from .shards import TrainingSplit
 
 FINAL_PUNCTUATION = ".!?;:,"
 
@@ -126,7 +126,7 @@ class Augmentation:
         return bool(self.transforms) or self.sampling > 0
 
     def pairs(
-        self, split: ShardedSplit, indices: Sequence[int] | np.ndarray, seed: int
+        self, split: TrainingSplit, indices: Sequence[int] | np.ndarray, seed: int
     ) -> list[tuple[list[int] | np.ndarray, list[int] | np.ndarray]]:
         """The ids of the pairs at `indices`, augmented with the draws of `seed`."""
         lines = [split.lines(int(i)) for i in indices]

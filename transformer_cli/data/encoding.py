@@ -1,24 +1,32 @@
-"""What preprocessing's worker processes do to a chunk of sentence pairs.
+"""Encoding a split: what preprocessing's worker processes do to a chunk of sentence pairs,
+and what the main process adds up of their results.
 
 `setup` is run once per worker (data/parallel.py) with the fitted tokenizers' state; then
 `encode_chunk` turns a chunk into ids ready for a `ShardWriter`, dropping training pairs that
 are too long and counting the source spellings the truecaser learns from. (What fitting
-counts, each tokenizer kind counts itself: Tokenizer.fit.)
+counts, each tokenizer kind counts itself: Tokenizer.fit.) `encode_split` runs the chunks
+through a pool and writes them out in order, adding up `SplitStats`.
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..tokenizers.base import Chunk
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.truecase import spelling_counts
-from .shards import EncodedChunk
+from .manifest import Lengths, Rates, SplitSummary
+from .shards import EncodedChunk, ShardWriter
+
+if TYPE_CHECKING:
+    from .parallel import ChunkPool
 
 
 @dataclass
@@ -83,3 +91,60 @@ def encode_chunk(chunk: Chunk) -> EncodedResult:
         (int((src == _pair.src.ids.unk).sum()), int((tgt == _pair.tgt.ids.unk).sum())),
         spelling_counts(sources) if _settings.count_spellings else Counter(),
     )
+
+
+@dataclass
+class SplitStats:
+    """What the manifest says of an encoded split, added up chunk by chunk."""
+
+    pairs: int = 0
+    lengths: list[int] = field(default_factory=lambda: [0, 0])  # summed, source and target
+    longest: list[int] = field(default_factory=lambda: [0, 0])
+    unknown: list[int] = field(default_factory=lambda: [0, 0])
+    too_long: int = 0
+    spellings: Counter[str] = field(default_factory=Counter)  # words as spelled (truecaser)
+    shards: list[int] = field(default_factory=list)
+
+    def add(self, r: EncodedResult) -> None:
+        c = r.chunk
+        self.pairs += len(c)
+        self.too_long += r.too_long
+        for side, lengths in enumerate((c.src_lengths, c.tgt_lengths)):
+            self.lengths[side] += int(lengths.sum())
+            self.longest[side] = max(self.longest[side], int(lengths.max(initial=0)))
+            self.unknown[side] += r.unknown[side]
+        self.spellings.update(r.spellings)
+
+    def summary(self) -> SplitSummary:
+        def side(i: int) -> Lengths:
+            return Lengths(round(self.lengths[i] / max(1, self.pairs), 2), self.longest[i])
+
+        return SplitSummary(self.pairs, side(0), side(1), self.oov_rate())
+
+    def oov_rate(self) -> Rates:
+        return Rates(*(round(self.unknown[i] / max(1, self.lengths[i]), 5) for i in range(2)))
+
+
+def encode_split(
+    writer: ShardWriter,
+    chunks: Iterator[Chunk],
+    pool: ChunkPool,
+    check_stop: Callable[[], None] | None,
+    bar: Any,
+    stats: SplitStats | None = None,
+) -> SplitStats:
+    """Encode `chunks` in `pool` and append them, in order, to `writer`; `stats` (of what the
+    writer's split already holds) are added to."""
+    stats = stats or SplitStats()
+    for result in pool.map(encode_chunk, chunks, check_stop):
+        writer.add(result.chunk)
+        stats.add(result)
+        bar.update(len(result.chunk) + result.too_long)
+    stats.shards = writer.close()
+    return stats
+
+
+def progress_bar(desc: str) -> Any:  # a tqdm bar
+    from tqdm import tqdm
+
+    return tqdm(desc=desc, unit="pair", disable=not sys.stdout.isatty(), leave=False, dynamic_ncols=True)

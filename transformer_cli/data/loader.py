@@ -25,7 +25,7 @@ from ..threads import start_count
 from .augment import Augmentation
 from .batching import Batch, batch_seed, collate, collate_pairs, epoch_seed, plan_batches, within_budget
 from .parallel import as_helper_process, stop_signals_held
-from .shards import ShardedSplit
+from .shards import TrainingSplit
 
 PREFETCH_BATCHES = 4  # per worker
 # What a DataLoader worker's death raises in the training process (`worker_failure` decides).
@@ -39,7 +39,7 @@ class EpochBatches(torch.utils.data.Dataset[list[Batch]]):
 
     def __init__(
         self,
-        split: ShardedSplit,
+        split: TrainingSplit,
         batches: list[np.ndarray],
         numbers: list[int],
         augmentation: Augmentation,
@@ -98,7 +98,7 @@ class TrainingData:
     def __init__(
         self,
         cfg: Config,
-        split: ShardedSplit,
+        split: TrainingSplit,
         augmentation: Augmentation,
         rank: int = 0,
         world_size: int = 1,

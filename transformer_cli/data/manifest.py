@@ -59,6 +59,21 @@ class Dropped:
     too_long_train_pairs: int
 
 
+@dataclass(frozen=True)
+class PartRecord:
+    """A source of pairs beside the corpus (data/parts.py), as encoded into the folder: the
+    input files' first `size` bytes by language (a later input that starts with them is
+    appended to), and the sums its split's summary is made of, kept to add to."""
+
+    inputs: dict[str, FileRecord]  # lang -> size, sha256 (of those bytes)
+    pairs: int
+    tokens: list[int]  # summed lengths, source and target
+    longest: list[int]
+    unknown: list[int]  # <unk> ids
+    empty: int  # pairs left out: a side without text
+    too_long: int  # pairs left out: a side past data.train_max_len
+
+
 @dataclass(frozen=True, kw_only=True)
 class Origin:
     """What a folder is built from and with, known before anything is encoded."""
@@ -90,6 +105,7 @@ class DataManifest(Origin):
     elapsed_s: float
     tokenizer_sha256: str | None = None  # tokenizers.vocabulary_digest of the folder's tokenizers
     outputs: dict[str, FileRecord] | None = None  # every file written -> record (None: older tfm)
+    parts: dict[str, PartRecord] = field(default_factory=dict)  # sources beside the corpus, by split name
     format: int = FORMAT_VERSION
 
     @classmethod
@@ -118,6 +134,25 @@ class DataManifest(Origin):
     def langs(self) -> tuple[str, str]:
         return self.src_lang, self.tgt_lang
 
+    @property
+    def training_pairs(self) -> int:
+        """Distinct training pairs: the corpus's and each part's, once (not as a mix repeats them)."""
+        return sum(self.splits[name].pairs for name in ("train", *self.parts))
+
+    @property
+    def training_unk_rate(self) -> Rates | None:
+        """The <unk> share of the training ids, corpus and parts together (None: not recorded)."""
+        summaries = [self.splits[name] for name in ("train", *self.parts)]
+        if any(s.unk_rate is None for s in summaries):
+            return None
+        weights = [(s.pairs * s.src_len.mean, s.pairs * s.tgt_len.mean) for s in summaries]
+        totals = [max(1e-9, sum(w[i] for w in weights)) for i in range(2)]
+        shares = [
+            sum(w[i] * getattr(s.unk_rate, side) for w, s in zip(weights, summaries))
+            for i, side in enumerate(("src", "tgt"))
+        ]
+        return Rates(round(shares[0] / totals[0], 5), round(shares[1] / totals[1], 5))
+
 
 class OtherFormat(ValueError):
     """A manifest of another format version (an older tfm's folder)."""
@@ -141,15 +176,15 @@ def summary_table(manifest: DataManifest) -> str:
     joint = " (joint)" if manifest.joint_vocab else ""
     lines.append(f"vocab ({manifest.tokenizer}){joint}: {src} {vocab.src}, {tgt} {vocab.tgt}")
     lines.append(f"OOV rate on val: {src} {100 * oov.src:.2f}%, {tgt} {100 * oov.tgt:.2f}%")
-    train = manifest.splits.get("train")
-    if manifest.tokenizer_from and train is not None and train.unk_rate is not None:
-        lines.append(unknown_line(train.unk_rate, manifest.langs))
+    rate = manifest.training_unk_rate if "train" in manifest.splits else None
+    if manifest.tokenizer_from and rate is not None:
+        lines.append(unknown_line(rate, manifest.langs))
     dropped = manifest.dropped
-    if dropped.empty_train_pairs or dropped.too_long_train_pairs:
-        lines.append(
-            f"dropped from train: {dropped.empty_train_pairs} empty, "
-            f"{dropped.too_long_train_pairs} longer than data.train_max_len"
-        )
+    left_out = [("train", dropped.empty_train_pairs, dropped.too_long_train_pairs)]
+    left_out += [(name, part.empty, part.too_long) for name, part in manifest.parts.items()]
+    for split, empty, too_long in left_out:
+        if empty or too_long:
+            lines.append(f"dropped from {split}: {empty} empty, {too_long} longer than data.train_max_len")
     return "\n".join(lines)
 
 

@@ -7,6 +7,8 @@ through `load_prepared` (or the `Prepared` that `prepare` returns).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,8 +43,13 @@ class Prepared:
 
     @property
     def fingerprint(self) -> str:
-        """The corpus and settings the folder was built from (preprocess.data_fingerprint)."""
-        return self.manifest.fingerprint
+        """The corpus and settings the folder was built from (preprocess.data_fingerprint),
+        and the parts beside the corpus (data/parts.py) by their inputs' sums."""
+        m = self.manifest
+        if not m.parts:
+            return m.fingerprint
+        inputs = {name: {lang: r["sha256"] for lang, r in part.inputs.items()} for name, part in m.parts.items()}
+        return hashlib.sha256(json.dumps([m.fingerprint, inputs], sort_keys=True).encode()).hexdigest()
 
     @property
     def langs(self) -> tuple[str, str]:

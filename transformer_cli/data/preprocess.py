@@ -31,11 +31,9 @@ import dataclasses
 import hashlib
 import json
 import logging
-import sys
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -50,21 +48,20 @@ from ..provenance import package_versions
 from ..seams import TOKENIZERS
 from ..tokenizers.base import Chunk, sample_pairs
 from ..tokenizers.pair import TokenizerPair
+from ..tokenizers.text_marks import MARKS
 from ..tokenizers.truecase import Truecaser
-from .encoding import EncodedResult, EncodeSettings, encode_chunk, setup
+from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, setup
 from .folder_lock import hold_shared, rebuilding, release
 from .manifest import (
     FORMAT_VERSION,
     DataManifest,
     Dropped,
-    Lengths,
     Origin,
-    Rates,
-    SplitSummary,
     VocabSizes,
     unknown_line,
 )
 from .parallel import ChunkPool
+from .parts import PartInput, encode_parts, parts_current, update_parts
 from .prepared import Prepared, verify_folder
 from .shards import ShardWriter, id_dtype
 from .sources import (
@@ -83,75 +80,46 @@ CHUNK_PAIRS = 5_000  # pairs a worker encodes at a time
 log = logging.getLogger("tfm")
 
 
-def _settings(cfg: Config) -> dict[str, Any]:
+def _settings(cfg: Config, reserved: tuple[str, ...]) -> dict[str, Any]:
     """The config values that shape the preprocessed data (paths excluded; keys added since
-    folders were prepared, at their defaults, too: config_values.as_before)."""
+    folders were prepared, at their defaults, too: config_values.as_before), and the marks
+    the vocabularies reserve."""
     data = as_before(cfg.data)
     for key in ("source", "dir", "cache_dir", "min_train_pairs"):
         data.pop(key)
-    return {"format": FORMAT_VERSION, "data": data, "tokenizer": as_before(cfg.tokenizer)}
+    out = {"format": FORMAT_VERSION, "data": data, "tokenizer": as_before(cfg.tokenizer)}
+    return {**out, "reserved": list(reserved)} if reserved else out
 
 
-def data_fingerprint(cfg: Config, files: list[CorpusFile]) -> str:
-    """What the output depends on: data/tokenizer settings (not paths) and input checksums."""
-    payload = {**_settings(cfg), "files": {f"{f.split}.{f.lang}": f.sha256 for f in files}}
+def data_fingerprint(cfg: Config, files: list[CorpusFile], reserved: tuple[str, ...] = ()) -> str:
+    """What the corpus's splits depend on: data/tokenizer settings (not paths) and input
+    checksums (parts beside the corpus: `Prepared.fingerprint`)."""
+    payload = {**_settings(cfg, reserved), "files": {f"{f.split}.{f.lang}": f.sha256 for f in files}}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
-def settings_fingerprint(cfg: Config) -> str:
+def settings_fingerprint(cfg: Config, reserved: tuple[str, ...] = ()) -> str:
     """Like `data_fingerprint` without the inputs: known before the corpus is fetched."""
-    return hashlib.sha256(json.dumps(_settings(cfg), sort_keys=True).encode()).hexdigest()
-
-
-def _progress_bar(desc: str) -> Any:  # a tqdm bar
-    from tqdm import tqdm
-
-    return tqdm(desc=desc, unit="pair", disable=not sys.stdout.isatty(), leave=False, dynamic_ncols=True)
-
-
-@dataclass
-class SplitStats:
-    """What the manifest says of an encoded split, added up chunk by chunk."""
-
-    pairs: int = 0
-    lengths: list[int] = field(default_factory=lambda: [0, 0])  # summed, source and target
-    longest: list[int] = field(default_factory=lambda: [0, 0])
-    unknown: list[int] = field(default_factory=lambda: [0, 0])
-    too_long: int = 0
-    spellings: Counter[str] = field(default_factory=Counter)  # words as spelled (truecaser)
-    shards: list[int] = field(default_factory=list)
-
-    def add(self, r: EncodedResult) -> None:
-        c = r.chunk
-        self.pairs += len(c)
-        self.too_long += r.too_long
-        for side, lengths in enumerate((c.src_lengths, c.tgt_lengths)):
-            self.lengths[side] += int(lengths.sum())
-            self.longest[side] = max(self.longest[side], int(lengths.max(initial=0)))
-            self.unknown[side] += r.unknown[side]
-        self.spellings.update(r.spellings)
-
-    def summary(self) -> SplitSummary:
-        def side(i: int) -> Lengths:
-            return Lengths(round(self.lengths[i] / max(1, self.pairs), 2), self.longest[i])
-
-        return SplitSummary(self.pairs, side(0), side(1), self.oov_rate())
-
-    def oov_rate(self) -> Rates:
-        return Rates(*(round(self.unknown[i] / max(1, self.lengths[i]), 5) for i in range(2)))
+    return hashlib.sha256(json.dumps(_settings(cfg, reserved), sort_keys=True).encode()).hexdigest()
 
 
 class TrainingPairs:
     """The training files as a stream of chunks: pairs with an empty side are dropped (and
     counted), at most `limit` pairs are kept. Each call of `chunks` reads the files again.
     It is the `TrainingText` tokenizers are fitted on (`sample`, `map` in `workers` processes),
-    stopping between chunks when `check_stop` says so."""
+    stopping between chunks when `check_stop` says so; `reserved` marks join the vocabularies."""
 
     def __init__(
-        self, src: Path, tgt: Path, limit: int | None, workers: int = 1, check_stop: Callable[[], None] | None = None
+        self,
+        src: Path,
+        tgt: Path,
+        limit: int | None,
+        workers: int = 1,
+        check_stop: Callable[[], None] | None = None,
+        reserved: tuple[str, ...] = (),
     ):
         self.paths, self.limit = (src, tgt), limit
-        self.workers, self.check_stop = workers, check_stop
+        self.workers, self.check_stop, self.reserved = workers, check_stop, reserved
         self.empty = 0
 
     def sample(self, size: int) -> Chunk:
@@ -181,19 +149,6 @@ def _fit_tokenizers(cfg: Config, train: TrainingPairs) -> TokenizerPair:
     `Tokenizer.fit`; SentencePiece on a sample, word vocabularies on counts in the workers)."""
     src, tgt = TOKENIZERS[cfg.tokenizer.kind].fit(cfg.tokenizer, (cfg.data.src_lang, cfg.data.tgt_lang), train)
     return TokenizerPair(src, tgt, joint=src is tgt)
-
-
-def _encode_split(
-    writer: ShardWriter, chunks: Iterator[Chunk], pool: ChunkPool, check_stop: Callable[[], None] | None, bar: Any
-) -> SplitStats:
-    """Encode `chunks` in `pool` and append them, in order, to `writer`."""
-    stats = SplitStats()
-    for result in pool.map(encode_chunk, chunks, check_stop):
-        writer.add(result.chunk)
-        stats.add(result)
-        bar.update(len(result.chunk) + result.too_long)
-    stats.shards = writer.close()
-    return stats
 
 
 def _chunked(lines: tuple[list[str], list[str]]) -> Iterator[Chunk]:
@@ -237,8 +192,13 @@ def prepare(
     verify: bool = False,
     hold: bool = False,
     given: GivenTokenizers | None = None,
+    parts: Sequence[PartInput] = (),
 ) -> tuple[Prepared, bool]:
     """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built.
+    `parts`: sources of pairs beside the corpus (data/parts.py), each encoded into a split of
+    its own with the corpus's tokenizers, which then reserve tfm's marks (tokenizers/
+    text_marks.py); a folder whose corpus and tokenizers are current has only the parts that
+    changed encoded (what they appended, when they grew at the end).
 
     Corpus and prepared files that kept the size and modification time recorded when they were
     last hashed are not read again (a start does not re-hash gigabytes); `verify` reads them all.
@@ -250,7 +210,7 @@ def prepare(
     """
     hold_shared(cfg.data_dir, check_stop)
     try:
-        prepared = _prepare(cfg, force, check_stop, verify, given)
+        prepared = _prepare(cfg, force, check_stop, verify, given, tuple(parts))
     except BaseException:
         release(cfg.data_dir)
         raise
@@ -260,7 +220,12 @@ def prepare(
 
 
 def _prepare(
-    cfg: Config, force: bool, check_stop: Callable[[], None] | None, verify: bool, given: GivenTokenizers | None
+    cfg: Config,
+    force: bool,
+    check_stop: Callable[[], None] | None,
+    verify: bool,
+    given: GivenTokenizers | None,
+    parts: tuple[PartInput, ...],
 ) -> tuple[Prepared, bool]:
     started = time.monotonic()
     folder = cfg.data_dir
@@ -275,13 +240,18 @@ def _prepare(
     except UsageError:
         raise
     except TfmError as e:  # unreachable source: fall back on data built with the same settings
-        return _stand_in(cfg, old, e, force, given), False
-    fingerprint = data_fingerprint(cfg, files)
+        return _stand_in(cfg, old, e, force, given, parts), False
+    reserved = MARKS if parts else ()
+    fingerprint = data_fingerprint(cfg, files, reserved)
     if old is not None and not force and _still_current(folder, old, fingerprint, verify, given):
-        return Prepared(folder, old), False
+        if parts_current(old, parts):
+            return Prepared(folder, old), False
+        with rebuilding(folder, check_stop):
+            manifest = update_parts(cfg, old, parts, check_stop)
+        return Prepared(folder, manifest), True
     origin = Origin(
         fingerprint=fingerprint,
-        settings_fingerprint=settings_fingerprint(cfg),
+        settings_fingerprint=settings_fingerprint(cfg, reserved),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         source=source,
         files={f.path.name: f.sha256 for f in files},
@@ -292,7 +262,7 @@ def _prepare(
         tokenizer_from=given.parent if given else None,
     )
     with rebuilding(folder, check_stop):
-        pair, manifest = _build(cfg, files, origin, started, check_stop, given)
+        pair, manifest = _build(cfg, files, origin, started, check_stop, given, parts)
     return Prepared(folder, manifest, pair), True
 
 
@@ -307,12 +277,18 @@ def _tokenizers_differ(old: DataManifest, given: GivenTokenizers | None) -> str 
 
 
 def _stand_in(
-    cfg: Config, old: DataManifest | None, error: TfmError, force: bool, given: GivenTokenizers | None
+    cfg: Config,
+    old: DataManifest | None,
+    error: TfmError,
+    force: bool,
+    given: GivenTokenizers | None,
+    parts: tuple[PartInput, ...],
 ) -> Prepared:
     """The existing folder in place of a source that cannot be reached, when it was built with
-    the same settings and tokenizers and is intact; else the error."""
+    the same settings, tokenizers and parts and is intact; else the error."""
     folder = cfg.data_dir
-    if old is None or old.settings_fingerprint != settings_fingerprint(cfg) or force or _tokenizers_differ(old, given):
+    same = old is not None and old.settings_fingerprint == settings_fingerprint(cfg, MARKS if parts else ())
+    if old is None or not same or force or _tokenizers_differ(old, given) or not parts_current(old, parts):
         raise error
     problem = verify_folder(folder, old)
     if problem is not None:
@@ -348,16 +324,18 @@ def _build(
     started: float,
     check_stop: Callable[[], None] | None,
     given: GivenTokenizers | None,
+    parts: tuple[PartInput, ...],
 ) -> tuple[TokenizerPair, DataManifest]:
-    """Fit the tokenizers (unless `given`), then encode every split into a work folder that replaces
-    `cfg.data_dir` as a whole (`atomic_write_folder`); returns them and the folder's manifest.
-    Memory holds a sample (SentencePiece), the evaluation splits and a few chunks per worker."""
+    """Fit the tokenizers on the corpus's training pairs (unless `given`), then encode every
+    split and part into a work folder that replaces `cfg.data_dir` as a whole
+    (`atomic_write_folder`); returns them and the folder's manifest. Memory holds a sample
+    (SentencePiece), the evaluation splits and a few chunks per worker."""
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
     where = {(f.split, f.lang): f.path for f in files}
     paths = {s: (where[s, langs[0]], where[s, langs[1]]) for s in SPLITS}
     evaluation = {s: read_parallel(*paths[s]) for s in EVAL_SPLITS}  # small: read first, fail early
     workers = available_cpus()
-    train = TrainingPairs(*paths["train"], cfg.data.limit_train, workers, check_stop)
+    train = TrainingPairs(*paths["train"], cfg.data.limit_train, workers, check_stop, MARKS if parts else ())
     if given is None:
         pair = _fit_tokenizers(cfg, train)
     else:  # the parent's vocabularies; the truecaser is learned from this corpus below
@@ -369,28 +347,29 @@ def _build(
 
     def build(folder: Path) -> None:
         stats: dict[str, SplitStats] = {}
-        with _progress_bar(f"encoding ({pair.src.kind}, {workers} processes)") as bar:
+        with progress_bar(f"encoding ({pair.src.kind}, {workers} processes)") as bar:
             train_settings = EncodeSettings(dtype, cfg.data.train_max_len, not pair.src.lowercase)
             with ChunkPool(workers, setup, (pair.state(), train_settings)) as pool:
-                stats["train"] = _encode_split(
+                stats["train"] = encode_split(
                     ShardWriter(folder, "train", langs, dtype, cfg.data.shard_tokens),
                     train.chunks(),
                     pool,
                     check_stop,
                     bar,
                 )
-            _check_enough(cfg, stats["train"], train.empty)
             if given is not None:
                 log.info("%s", unknown_line(stats["train"].oov_rate(), langs))
             with ChunkPool(1, setup, (pair.state(), EncodeSettings(dtype))) as pool:
                 for s in EVAL_SPLITS:
-                    stats[s] = _encode_split(
+                    stats[s] = encode_split(
                         ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens),
                         _chunked(evaluation[s]),
                         pool,
                         check_stop,
                         bar,
                     )
+            encoded = encode_parts(cfg, folder, parts, pair, dtype, None, check_stop, bar)
+        _check_enough(cfg, stats["train"], train.empty, sum(e.record.pairs for e in encoded.values()))
         if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
         pair.save(folder)
@@ -402,8 +381,9 @@ def _build(
             tokenizer_sha256=pair.vocabulary_digest(),
             joint_vocab=pair.joint,
             id_dtype=dtype,
-            shards={s: stats[s].shards for s in SPLITS},
-            splits={s: stats[s].summary() for s in SPLITS},
+            shards={**{s: stats[s].shards for s in SPLITS}, **{n: e.shards for n, e in encoded.items()}},
+            splits={**{s: stats[s].summary() for s in SPLITS}, **{n: e.stats.summary() for n, e in encoded.items()}},
+            parts={n: e.record for n, e in encoded.items()},
             dropped=Dropped(train.empty, stats["train"].too_long),
             oov_rate_val=stats["val"].oov_rate(),
             versions=package_versions(),
@@ -429,11 +409,13 @@ def _encoded_with(cfg: Config, given: GivenTokenizers | None) -> Config:
     return out
 
 
-def _check_enough(cfg: Config, train: SplitStats, empty: int) -> None:
-    if train.pairs < cfg.data.min_train_pairs:
+def _check_enough(cfg: Config, train: SplitStats, empty: int, beside: int) -> None:
+    """At least data.min_train_pairs training pairs, the corpus's and the parts' (`beside`)."""
+    if train.pairs + beside < cfg.data.min_train_pairs:
+        made = f", and {beside} made by translating text" if beside else ""
         raise UsageError(
             f"only {train.pairs} training pairs are left of "
             f"{train.pairs + train.too_long + empty} ({empty} empty, {train.too_long} "
-            f"longer than data.train_max_len={cfg.data.train_max_len} tokens); at least "
+            f"longer than data.train_max_len={cfg.data.train_max_len} tokens){made}; at least "
             f"data.min_train_pairs={cfg.data.min_train_pairs} are needed"
         )

@@ -60,6 +60,18 @@ class TokenPairs(Protocol):
     def pair(self, i: int) -> tuple[np.ndarray, np.ndarray]: ...  # ids without <sos>/<eos>
 
 
+class TrainingSplit(TokenPairs, Protocol):
+    """What training reads of its split (a `ShardedSplit`, or data/mixed.py's mix of them):
+    besides the ids, the raw lines (augmentation), and which files hold pairs and whether they
+    changed (the errors that name them)."""
+
+    def lines(self, i: int) -> tuple[str, str]: ...
+
+    def shard_paths(self, indices: Sequence[int] | np.ndarray) -> list[Path]: ...
+
+    def damage(self) -> DamagedShard | OSError | None: ...
+
+
 def _offsets(lengths: np.ndarray) -> np.ndarray:
     """[n] lengths -> [n + 1] int64 start offsets."""
     out = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -245,11 +257,23 @@ class ShardWriter:
     """Appends encoded chunks to a split: its shards and its two text files. `close()` returns
     the number of pairs in each shard (for the manifest)."""
 
-    def __init__(self, folder: Path, split: str, langs: tuple[str, str], dtype: str, shard_tokens: int):
+    def __init__(
+        self,
+        folder: Path,
+        split: str,
+        langs: tuple[str, str],
+        dtype: str,
+        shard_tokens: int,
+        shards: Sequence[int] = (),
+    ):
+        """A new split; or, with `shards` (the pairs of each shard the split has), the split in
+        `folder` continued: its text files are appended to, its shards kept as they are and
+        new pairs put in new ones."""
         self.folder, self.split, self.dtype, self.shard_tokens = folder, split, dtype, shard_tokens
-        self._text_files = [open(folder / f"{split}.{lang}.txt", "wb") for lang in langs]
-        self._text_pos = [0, 0]  # bytes of text written before the next pair to index
-        self._shard_pairs: list[int] = []
+        mode = "ab" if shards else "wb"
+        self._text_files = [open(folder / f"{split}.{lang}.txt", mode) for lang in langs]
+        self._text_pos = [f.tell() for f in self._text_files]  # bytes of text before the next pair to index
+        self._shard_pairs: list[int] = list(shards)
         self._open: tuple[BinaryIO, BinaryIO, BinaryIO] | None = None
         self._ids_in_shard = [0, 0]
 
@@ -307,7 +331,7 @@ class ShardWriter:
             self._open = None
 
     def close(self) -> list[int]:
-        if self._open is None:  # an empty split still has one (empty) shard
+        if not self._shard_pairs:  # an empty split still has one (empty) shard
             self._next_shard()
         self._close_shard()
         for f in self._text_files:

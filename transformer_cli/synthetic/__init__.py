@@ -6,7 +6,8 @@ text.py        cleaning it: empty, over-long, val/test and duplicate lines dropp
 cache.py       translations kept by line, per model and search: resumable, append-only
 generate.py    translating the lines a cache lacks (beam, sampling, noised beam; ensembles)
 noise.py       the noise of noised back-translation (Edunov et al. 2018)
-mixture.py     the training corpus: real pairs (upsampled), back- and forward-translated
-               pairs, tags; `training_corpus(cfg)` makes it for preprocessing and training
+mixture.py     each direction's pairs as files (`training_parts(cfg)`: the parts preprocessing
+               encodes beside the corpus), and `mixed_split`: what training draws from them
+               (the real pairs upsampled, tags put in front when batches are drawn)
 reverse.py     the reverse run of a config (languages swapped): the back-translation model
 """

@@ -1,34 +1,33 @@
-"""The training corpus of a config that makes pairs by translating text (a `synthetic:` or a
-`distill:` section: synthetic/directions.py), in `<data.dir>/<name>.synthetic/`:
+"""The pairs a config makes by translating text (a `synthetic:` or a `distill:` section:
+synthetic/directions.py), one source of pairs per direction, in `<data.dir>/<name>.synthetic/`:
 
-    train.<src>, train.<tgt>   the real training pairs (synthetic.real_upsample times; with
-                               distill:, once with distill.keep_original, else not), then the
-                               back-translated pairs (synthetic source, optionally tagged; the
-                               text as target), then the forward-translated pairs (the text as
-                               source; synthetic target), then the distilled ones (the training
-                               sources and the teachers' translations)
-    <val and test files>       copied from the real corpus
-    synthetic.json             what the corpus was made of (inputs' and caches' identities), the
-                               cleaning counts, the cost of the translations made for it
+    <direction>.<src>, <direction>.<tgt>   the pairs, in the text's order: for back_translation
+                               the synthetic sources and the text as targets; for
+                               forward_translation and distillation the text as sources and the
+                               synthetic targets (untagged: the tag is put in front when
+                               batches are drawn, data/mixed.py)
+    synthetic.json             what the pairs were made of (inputs' and caches' identities), the
+                               cleaning counts, the cost of the translations made for them
 
-Preprocessing and training use the folder as a `files` corpus. It is remade when its inputs
-change (a line added to the text, another model, the real corpus), and the translation caches
-(synthetic/cache.py) make that cheap: a night with new lines translates those lines alone.
+Preprocessing encodes each direction's files into a split of its own beside the real corpus's
+(data/parts.py: a night's new lines are appended, not the whole re-encoded), and training mixes
+them when batches are drawn (`mixed_split`: the real pairs `synthetic.real_upsample` times,
+each direction's pairs once, its tag in front). The files are remade when their inputs change
+(a line added to the text, another model), and the translation caches (synthetic/cache.py)
+make that cheap: a night with new lines translates those lines alone.
 
 One process makes a folder at a time (`.<name>.synthetic.lock` beside it; another waits, then
 finds it current); processes making other configs' folders share the caches they have in
 common, each translating lines the others have not taken. With `data.limit_train`, the limit
-applies to each source: at most that many real pairs, and that many lines of each text
-(translated only as far as they are used).
+applies to each source: at most that many real pairs (preprocessing), and that many lines of
+each text (translated only as far as they are used).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import logging
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,12 +35,15 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..config import Config
+from ..data.mixed import MixedSplit, Source
+from ..data.parts import PartInput
+from ..data.prepared import Prepared
+from ..data.shards import ShardedSplit
 from ..data.sources import (
     CorpusFile,
     explicit_source,
     fetch_corpus,
     iter_line_blocks,
-    iter_parallel,
     read_lines,
     resolve_source,
 )
@@ -49,7 +51,6 @@ from ..errors import UsageError
 from ..fsutil import atomic_write, atomic_write_json, exclusive_lock, file_record, file_sha256, recorded_sha256
 from ..inference.translate import TranslationBackend
 from ..threads import start_count
-from ..tokenizers.text_marks import tagged
 from .cache import TranslationCache, cache_folder
 from .corpora import text_files
 from .directions import Direction, directions, makes_pairs, real_copies
@@ -65,17 +66,49 @@ def synthetic_folder(cfg: Config) -> Path:
     return Path(cfg.data.dir) / f"{cfg.name}.synthetic"
 
 
-def training_corpus(cfg: Config, check_stop: Callable[[], None] | None = None) -> Config:
-    """`cfg` itself when it makes no pairs; else a copy whose corpus is its synthetic folder,
-    made (or brought up to date) first (data.limit_train applied there, to each source)."""
+def training_parts(cfg: Config, check_stop: Callable[[], None] | None = None) -> list[PartInput]:
+    """The sources of pairs `cfg` trains on beside its corpus (none when it makes no pairs),
+    made (or brought up to date) first."""
     if not makes_pairs(cfg):
-        return cfg
+        return []
     folder = synthesize(cfg, check_stop)
-    out = copy.deepcopy(cfg)
-    out.data.corpus, out.data.source, out.data.sha256 = "files", str(folder), {}
-    out.data.splits.train = "train"
-    out.data.limit_train = None
-    return out
+    langs = (cfg.data.src_lang, cfg.data.tgt_lang)
+    return [PartInput(d.name, _part_paths(folder, d.name, langs)) for d in directions(cfg)]
+
+
+def data_identity(cfg: Config, prepared: Prepared) -> str:
+    """What `cfg` trains on, as a run's identity takes it: the prepared folder's fingerprint and,
+    for a config that makes pairs, how `mixed_split` mixes its sources."""
+    if not makes_pairs(cfg):
+        return prepared.fingerprint
+    mix = {"train": real_copies(cfg), **{d.name: [1, d.tag] for d in directions(cfg)}}
+    return hashlib.sha256(json.dumps([prepared.fingerprint, mix], sort_keys=True).encode()).hexdigest()
+
+
+def _part_paths(folder: Path, name: str, langs: tuple[str, str]) -> tuple[Path, Path]:
+    return folder / f"{name}.{langs[0]}", folder / f"{name}.{langs[1]}"
+
+
+def mixed_split(cfg: Config, prepared: Prepared) -> ShardedSplit | MixedSplit:
+    """What `cfg` trains on from its prepared folder: the corpus's training split, or, for a
+    config that makes pairs, the real pairs `real_copies` times and each direction's pairs
+    once, its tag (when it has one) in front of its sources."""
+    real = prepared.split("train")
+    if not makes_pairs(cfg):
+        return real
+    sources = [Source("train", real, real_copies(cfg))]
+    for d in directions(cfg):
+        tag_ids = tuple(prepared.tokenizers.src.encode_batch([d.tag])[0]) if d.tag else ()
+        sources.append(Source(d.name, prepared.split(d.name), 1, d.tag, tag_ids))
+    mixed = MixedSplit(sources)
+    shares = [f"{len(s.split)} {s.name} pairs x{s.copies}{' (tagged)' if s.tag else ''}" for s in sources]
+    log.info("training mix, drawn as batches are made: %s; %d pairs an epoch", ", ".join(shares), len(mixed))
+    if not len(mixed):
+        raise UsageError(
+            f"nothing to train on: the real pairs stand {real_copies(cfg)} times and the pairs made by "
+            f"translating text number {sum(len(s.split) for s in sources[1:])}"
+        )
+    return mixed
 
 
 @dataclass
@@ -86,14 +119,13 @@ class Part:
     text: CleanText
     cache: TranslationCache
     synthetic_side: str
-    tag: str | None
     earlier: list[TranslationCache] = field(default_factory=list)  # a replaced model's (lineage.py)
     generation: Generation = field(default_factory=Generation)
     empty: int = 0  # empty translations, counted by `pairs`
 
     def identity(self) -> dict[str, Any]:
         keys = hashlib.sha256(self.text.keys.tobytes()).hexdigest()
-        out = {"translations": self.cache.identity, "lines_sha256": keys, "tag": self.tag}
+        out = {"translations": self.cache.identity, "lines_sha256": keys}
         if self.earlier:  # and how many lines each version gives
             fresh = int((~self.cache.missing(self.text.keys)).sum())
             out["earlier"] = {"caches": [c.identity for c in self.earlier], "fresh_lines": fresh}
@@ -101,7 +133,7 @@ class Part:
 
     def pairs(self) -> Iterator[tuple[str, str]]:
         """The pairs, in text order, but for lines whose translation is empty (`empty` counts
-        them): a tag alone is no source."""
+        them): no pair has an empty side."""
         translations = chained([self.cache, *self.earlier], self.text.keys)
         self.empty = 0
         for block in iter_line_blocks(self.text.path, BLOCK_LINES):
@@ -110,8 +142,7 @@ class Part:
                 if not synthetic:
                     self.empty += 1
                     continue
-                source, target = (synthetic, line) if self.synthetic_side == "src" else (line, synthetic)
-                yield (tagged(self.tag, source) if self.tag else source), target
+                yield (synthetic, line) if self.synthetic_side == "src" else (line, synthetic)
 
     def say_what_is_lost(self) -> None:
         """The lines left out for an empty translation: a warning (kept by --quiet) when that
@@ -173,29 +204,23 @@ def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None
     parts = [_part(cfg, d, backend, folder, evaluation, check_stop) for d, backend in opened]
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
     identity = {
-        "real": {f.path.name: f.sha256 for f in real.values()},
-        "real_upsample": real_copies(cfg),
         "parts": {p.name: p.identity() for p in parts},
         **({"limit_train": limit} if limit is not None else {}),
     }
-    if _current(folder, identity):
-        log.info("synthetic corpus up to date: %s", folder)
-        return
-    _write_train(folder, langs, real, parts, real_copies(cfg), limit)
-    for part in parts:
-        part.say_what_is_lost()
     if real_copies(cfg) == 0 and not cfg.distill.teachers:
         log.warning("warning: synthetic.real_upsample=0: the real pairs are not in the training corpus")
-    for (split, lang), f in real.items():
-        if split != "train":
-            stem = getattr(cfg.data.splits, split)
-            shutil.copyfile(f.path, folder / f"{stem}.{lang}{'.gz' if f.path.suffix == '.gz' else ''}")
-    records = {p.name: file_record(p, file_sha256(p)) for p in (folder / f"train.{lang}" for lang in langs)}
+    if _current(folder, identity):
+        log.info("synthetic pairs up to date: %s", folder)
+        return
+    for part in parts:
+        _write_pairs(part, _part_paths(folder, part.name, langs))
+        part.say_what_is_lost()
+    files = [path for part in parts for path in _part_paths(folder, part.name, langs)]
     atomic_write_json(
         folder / STATE,
         {
             "identity": identity,
-            "train_files": records,
+            "part_files": {p.name: file_record(p, file_sha256(p)) for p in files},
             "text": {p.name: p.text.counts.to_json() for p in parts},
             "translated": {
                 p.name: {
@@ -212,14 +237,14 @@ def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None
             },
         },
     )
-    log.info("synthetic corpus: %s", folder)
+    log.info("synthetic pairs: %s", folder)
 
 
 def _current(folder: Path, identity: dict[str, Any]) -> bool:
-    """Whether the folder holds the corpus of `identity`, its training files unchanged."""
+    """Whether the folder holds the pairs of `identity`, their files unchanged."""
     try:
         state = json.loads((folder / STATE).read_text(encoding="utf-8"))
-        records = state["train_files"]
+        records = state["part_files"]
         return bool(
             state["identity"] == identity
             and all(recorded_sha256(folder / name, record) == record["sha256"] for name, record in records.items())
@@ -228,36 +253,21 @@ def _current(folder: Path, identity: dict[str, Any]) -> bool:
         return False
 
 
-def _write_train(
-    folder: Path,
-    langs: tuple[str, str],
-    real: dict[tuple[str, str], CorpusFile],
-    parts: list[Part],
-    upsample: int,
-    limit: int | None,
-) -> None:
-    """train.<src> and train.<tgt>, side by side, each written atomically. With a `limit`, the
-    real pairs are the first `limit` with text on both sides (those preprocessing would keep)."""
-    train = [real[("train", lang)].path for lang in langs]
+def _write_pairs(part: Part, paths: tuple[Path, Path]) -> None:
+    """The part's pairs into its two files, each written atomically (the source side first:
+    both are read only once synthetic.json records them)."""
+    for index, path in enumerate(paths):
 
-    def side(index: int) -> Callable[[BinaryIO], None]:
-        def write(f: BinaryIO) -> None:
-            for _ in range(upsample):
-                left = limit
-                for block in iter_parallel(train[0], train[1], BLOCK_LINES):
-                    kept = [pair[index] for pair in zip(*block) if limit is None or all(x.strip() for x in pair)]
-                    if left is not None:
-                        kept, left = kept[:left], left - min(left, len(kept))
-                    f.write("".join(f"{line}\n" for line in kept).encode("utf-8"))
-                    if left == 0:
-                        break
-            for part in parts:
-                f.write("".join(f"{pair[index]}\n" for pair in part.pairs()).encode("utf-8"))
+        def write(f: BinaryIO, index: int = index) -> None:
+            block: list[str] = []
+            for pair in part.pairs():
+                block.append(f"{pair[index]}\n")
+                if len(block) == BLOCK_LINES:
+                    f.write("".join(block).encode("utf-8"))
+                    block = []
+            f.write("".join(block).encode("utf-8"))
 
-        return write
-
-    for index, lang in enumerate(langs):
-        atomic_write(folder / f"train.{lang}", side(index))
+        atomic_write(path, write)
 
 
 def _part(
@@ -273,7 +283,7 @@ def _part(
     text = cleaned_text(cfg, direction, folder, evaluation, check_stop)
     cache = open_cache(cfg, direction, backend, check_stop)
     decided = plan(cfg, direction, backend, cache, text.keys, check_stop)  # a replaced model's lines
-    part = Part(direction.name, text, cache, direction.synthetic_side, direction.tag, decided.earlier)
+    part = Part(direction.name, text, cache, direction.synthetic_side, decided.earlier)
     part.generation = translate_missing(
         text,
         cache,

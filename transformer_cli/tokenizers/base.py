@@ -32,6 +32,9 @@ class TrainingText(Protocol):
     in worker processes."""
 
     workers: int  # processes (and threads) fitting may use
+    # Marks the vocabularies must hold as tokens of their own, though the text may not show
+    # them (tokenizers/text_marks.py: the tags a mix of sources puts in front at batch time).
+    reserved: tuple[str, ...]
 
     def sample(self, size: int) -> Chunk:
         """A seeded uniform sample of at most `size` pairs (all of them when there are fewer)."""

@@ -117,6 +117,7 @@ class LinesText:
     sources: Sequence[str]
     targets: Sequence[str]
     workers: int = 1
+    reserved: tuple[str, ...] = ()
 
     def sample(self, size: int) -> Chunk:
         return sample_pairs(iter([(list(self.sources), list(self.targets))]), size)

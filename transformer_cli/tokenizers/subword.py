@@ -36,8 +36,11 @@ class SubwordTokenizer(Tokenizer):
         return self.sp.get_piece_size()
 
     @classmethod
-    def train(cls, lines: Sequence[str], cfg: TokenizerConfig, threads: int) -> SubwordTokenizer:
-        """Fit on `lines` (all of them: the caller bounds how many) with `threads` threads."""
+    def train(
+        cls, lines: Sequence[str], cfg: TokenizerConfig, threads: int, reserved: Sequence[str] = ()
+    ) -> SubwordTokenizer:
+        """Fit on `lines` (all of them: the caller bounds how many) with `threads` threads;
+        `reserved` become pieces of their own."""
         import sentencepiece as spm
 
         text = [line.lower() if cfg.lowercase else line for line in lines if line.strip()]
@@ -58,6 +61,7 @@ class SubwordTokenizer(Tokenizer):
                 bos_piece=SPECIALS[SOS],
                 eos_piece=SPECIALS[EOS],
                 input_sentence_size=0,
+                user_defined_symbols=list(reserved),
                 minloglevel=2,
                 num_threads=threads,
             )
@@ -84,9 +88,9 @@ class SubwordTokenizer(Tokenizer):
         one model for both sides (tokenizer.joint) or one each."""
         sources, targets = text.sample(cfg.fit_sample)
         if cfg.joint:
-            shared = cls.train([*sources, *targets], cfg, text.workers)
+            shared = cls.train([*sources, *targets], cfg, text.workers, text.reserved)
             return shared, shared
-        return cls.train(sources, cfg, text.workers), cls.train(targets, cfg, text.workers)
+        return cls.train(sources, cfg, text.workers, text.reserved), cls.train(targets, cfg, text.workers)
 
     def set_threads(self, threads: int) -> None:
         self.threads = threads

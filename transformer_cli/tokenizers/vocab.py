@@ -57,17 +57,19 @@ class Vocab:
         return cls.from_counts(Counter(tok for sent in sentences for tok in sent), min_freq, max_size)
 
     @classmethod
-    def from_counts(cls, counts: Counter[str], min_freq: int = 1, max_size: int | None = None) -> Vocab:
-        """Tokens seen at least `min_freq` times, most frequent first (ties alphabetical).
+    def from_counts(
+        cls, counts: Counter[str], min_freq: int = 1, max_size: int | None = None, reserved: Sequence[str] = ()
+    ) -> Vocab:
+        """Tokens seen at least `min_freq` times, most frequent first (ties alphabetical),
+        after the specials and the `reserved` tokens.
 
-        `max_size` caps the total size, specials included.
+        `max_size` caps the total size, specials and reserved tokens included.
         """
-        kept = sorted(
-            (t for t, c in counts.items() if c >= min_freq and t not in SPECIALS), key=lambda t: (-counts[t], t)
-        )
+        fixed = [*SPECIALS, *(t for t in reserved if t not in SPECIALS)]
+        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in fixed), key=lambda t: (-counts[t], t))
         if max_size is not None:
-            kept = kept[: max(0, max_size - len(SPECIALS))]
-        return cls([*SPECIALS, *kept])
+            kept = kept[: max(0, max_size - len(fixed))]
+        return cls([*fixed, *kept])
 
     def __len__(self) -> int:
         return len(self.itos)

@@ -96,7 +96,7 @@ class WordTokenizer(Tokenizer):
         for src_counts, tgt_counts in text.map(_count, _count_setup, (langs, cfg.lowercase)):
             totals[0].add(src_counts)
             totals[1].add(tgt_counts)
-        return cls.from_counts(langs[0], totals[0], cfg), cls.from_counts(langs[1], totals[1], cfg)
+        return cls.from_counts(langs[0], totals[0], cfg, text.reserved), cls.from_counts(langs[1], totals[1], cfg)
 
     @classmethod
     def blank(cls, lang: str, lowercase: bool) -> WordTokenizer:
@@ -104,9 +104,12 @@ class WordTokenizer(Tokenizer):
         return cls(lang, Vocab(SPECIALS), lowercase, (), ())
 
     @classmethod
-    def from_counts(cls, lang: str, counts: WordCounts, cfg: TokenizerConfig) -> WordTokenizer:
-        """The vocabulary and detokenization rules learned from the training text's counts."""
-        vocab = Vocab.from_counts(counts.tokens, cfg.min_freq, cfg.max_vocab)
+    def from_counts(
+        cls, lang: str, counts: WordCounts, cfg: TokenizerConfig, reserved: Sequence[str] = ()
+    ) -> WordTokenizer:
+        """The vocabulary and detokenization rules learned from the training text's counts
+        (`reserved`: tokens it holds whatever the counts)."""
+        vocab = Vocab.from_counts(counts.tokens, cfg.min_freq, cfg.max_vocab, reserved)
         # A token attaches on a side when, next to a word on that side, it was mostly written
         # without a space: "." and "'s" attach left, "(" attaches right.
         left_total: Counter[str] = Counter()

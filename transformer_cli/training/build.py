@@ -23,6 +23,7 @@ from ..device import autocast_dtype
 from ..errors import UsageError
 from ..machine import available_cpus
 from ..model.builders import build_model
+from ..synthetic.mixture import data_identity, mixed_split
 from ..threads import FixedThreads, Setting, Threads, ThreadTuner
 from .cadence import Cadence
 from .distributed import DistContext
@@ -75,7 +76,7 @@ def build_trainer(
     )
     data = TrainingData(
         cfg,
-        prepared.split("train"),
+        mixed_split(cfg, prepared),
         Augmentation.from_config(cfg, tokenizers),
         dist.rank,
         dist.world_size,
@@ -89,7 +90,7 @@ def build_trainer(
         data,
         optimization,
         Cadence(tc, stop, dist, device),
-        identity or run_identity(cfg, prepared.fingerprint),
+        identity or run_identity(cfg, data_identity(cfg, prepared)),
         show_progress,
         threads,
     )

@@ -218,10 +218,9 @@ def first_run(pairs: int, epochs: int) -> Decision:
 def facts_of(parent: Checkpoint, manifest: DataManifest) -> Facts:
     """The facts of continuing `parent` on the data of `manifest` (encoded with its tokenizers)."""
     record = parent.training if isinstance(parent.training, dict) else {}
-    train = manifest.splits["train"]
-    rates = train.unk_rate if manifest.tokenizer_from is not None else None
+    rates = manifest.training_unk_rate if manifest.tokenizer_from is not None else None
     return Facts(
-        train.pairs,
+        manifest.training_pairs,
         trained_pairs(parent),
         None if rates is None else max(rates.src, rates.tgt),
         _recorded(record, "continued_runs"),

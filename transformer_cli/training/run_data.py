@@ -1,8 +1,8 @@
-"""The data a run trains on, prepared: the config's corpus, or the corpus mixed with pairs made
-by translating text (a `synthetic:` or `distill:` section, synthetic/mixture.py), encoded with
-the parent model's tokenizers when
-the run continues one (train.init_from, training/parent.py). `tfm train`, `tfm preprocess`
-and `tfm evaluate` prepare it through here, so none of them rebuilds what another made."""
+"""The data a run trains on, prepared: the config's corpus, and the pairs it makes by
+translating text (a `synthetic:` or `distill:` section, synthetic/mixture.py) as parts beside
+it, encoded with the parent model's tokenizers when the run continues one (train.init_from,
+training/parent.py). `tfm train`, `tfm preprocess` and `tfm evaluate` prepare it through
+here, so none of them rebuilds what another made."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from ..config import Config
 from ..data.prepared import Prepared
 from ..data.preprocess import GivenTokenizers, prepare
-from ..synthetic.mixture import training_corpus
+from ..synthetic.mixture import training_parts
 from .parent import parent_tokenizers
 
 _UNSET: Any = object()
@@ -25,5 +25,5 @@ def prepare_run_data(
     the parent's tokenizers when the caller has resolved the parent already (tfm train)."""
     if given is _UNSET:
         given = parent_tokenizers(cfg)
-    corpus = training_corpus(cfg, check_stop)
-    return prepare(corpus, check_stop=check_stop, given=given, **options)
+    parts = training_parts(cfg, check_stop)
+    return prepare(cfg, check_stop=check_stop, given=given, parts=parts, **options)

@@ -22,6 +22,7 @@ from ..data import folder_lock
 from ..data.prepared import Prepared, load_prepared
 from ..data.preprocess import GivenTokenizers
 from ..errors import UsageError
+from ..synthetic.mixture import data_identity
 from .parent import PUBLISHED, Parent, lineage
 from .retrain_policy import Decision, decide, facts_of, first_run, read_stored, store
 from .run_data import prepare_run_data
@@ -132,11 +133,13 @@ class _Data:
 
 
 def _identity(cfg: Config, prepared: Prepared, parent: Parent | None) -> str:
-    return run_identity(cfg, prepared.fingerprint, lineage(cfg, prepared.tokenizers.vocabulary_digest(), parent))
+    return run_identity(
+        cfg, data_identity(cfg, prepared), lineage(cfg, prepared.tokenizers.vocabulary_digest(), parent)
+    )
 
 
 def _pairs(prepared: Prepared) -> int:
-    return prepared.manifest.splits["train"].pairs
+    return prepared.manifest.training_pairs
 
 
 def begun_without_decision(run: RunDir, identity: str) -> bool | None:

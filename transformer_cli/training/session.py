@@ -128,7 +128,7 @@ def run_training(
         trainer = build_trainer(
             _trained_config(cfg, start), prepared, run, device, dist_ctx, stop, show_progress, start.identity
         )
-        pairs = prepared.manifest.splits["train"].pairs
+        pairs = prepared.manifest.training_pairs
         trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
         resumed = _resume_or_start(trainer, restart, parent)
         trained = trainer.extend_if_asked()
