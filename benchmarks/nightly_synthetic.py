@@ -3,7 +3,7 @@ training step, beside the time its new translations took. Printed as JSON.
 
 Stand-ins keep it to minutes: the teacher (forward) and reverse models are base.yaml's shape
 after one training step, and the translation caches start filled with each task-2 caption as
-its own "translation" (what is timed is reading, mixing and encoding them, not making them).
+its own "translation" (what is timed is reading and encoding them, not making them).
 Then:
 
     night 1   +1% lines: 1,450 new German and 1,450 new English captions (task 1's, the English
@@ -12,7 +12,9 @@ Then:
               of synthetic.republished (keep; refresh_share 0.05) decides what is translated
 
 Each night's time to the first step is measured from the command's start to the log line
-"first optimizer step done" (one-second resolution). Run it alone on the machine.
+"first optimizer step done" (one-second resolution), with the log's lines saying what each
+part of the prepared folder encoded (its new pairs alone, or all of it when its earlier pairs
+changed). Run it alone on the machine.
 
     python benchmarks/nightly_synthetic.py        # TFM_DATA_SOURCE: Multi30k, task 2 beside it
 """
@@ -86,6 +88,9 @@ def night(config: Path, work: Path, name: str) -> dict[str, Any]:
         "the_rest_s": round(at - started - translating, 1),
         "lines_translated": {k: v["lines"] for k, v in state.items()},
         "policy_lines": [line.split(": ", 1)[1] for line in text.splitlines() if "was replaced" in line],
+        "encoding_lines": [
+            line.split(" ", 2)[2] for line in text.splitlines() if re.search(r"pairs encoded|encoding it whole", line)
+        ],
     }
 
 

@@ -19,6 +19,7 @@ MAX_LINES = 450
 LAYERS = [
     {"tokenizers"},
     {"data"},
+    {"corrections"},
     {"model"},
     {"inference"},
     {"export", "hf", "model_io"},
@@ -26,7 +27,7 @@ LAYERS = [
     {"synthetic"},
     {"training"},
     {"serving"},
-    {"cli", "cli_app", "cli_models", "cli_training"},
+    {"cli", "cli_app", "cli_feedback", "cli_models", "cli_training"},
 ]
 ABOVE = {name: set().union(*LAYERS[i + 1 :]) for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -2,8 +2,8 @@
 
 No training or data logic lives here. torch and spaCy are imported inside the commands, so
 `tfm --help` stays instant. The shared app and error mapping are in cli_app.py; the commands
-in cli_training.py (preprocess, train, config, publish) and cli_models.py (evaluate,
-translate, serve, export).
+in cli_training.py (preprocess, train, config, publish), cli_models.py (evaluate,
+translate, serve, export) and cli_feedback.py (feedback).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import sys
 
 from . import (
     allocator,
+    cli_feedback,  # noqa: F401
     cli_models,  # noqa: F401
     cli_training,  # noqa: F401
 )

@@ -265,7 +265,9 @@ def serve(
     paths = chosen_models(cfg, config, checkpoint)
     from .serving.server import serve as run_server
 
-    run_server(cfg.serve, paths, device, precision, cfg.decode.ensemble_weights, cfg.decode.ensemble_combine)
+    run_server(
+        cfg.serve, paths, device, precision, cfg.decode.ensemble_weights, cfg.decode.ensemble_combine, cfg.corrections
+    )
 
 
 @app.command()

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 import yaml
 
 from .config_checks import validate
+from .config_corrections import CorrectionsConfig
 from .config_synthetic import SyntheticConfig
 from .config_train import TrainConfig
 from .config_values import ConfigError, Section, checks_are_deferred
@@ -313,6 +314,7 @@ class Config:
     distill: DistillConfig = _section(DistillConfig, "Distillation from teacher models.")
     synthetic: SyntheticConfig = _section(SyntheticConfig, "Pairs made from monolingual text.")
     serve: ServeConfig = _section(ServeConfig, "The HTTP server.")
+    corrections: CorrectionsConfig = _section(CorrectionsConfig, "Users' corrections of translations.")
     export: ExportConfig = _section(ExportConfig, "tfm export.")
 
     def __post_init__(self) -> None:

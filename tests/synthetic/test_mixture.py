@@ -24,14 +24,12 @@ import transformer_cli as tfm
 from transformer_cli.config_loading import load_config
 from transformer_cli.synthetic.mixture import (
     STATE,
-    data_identity,
-    mixed_split,
     synthesize,
     synthetic_folder,
-    training_parts,
+    synthetic_parts,
 )
 from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
-from transformer_cli.training.run_data import prepare_run_data
+from transformer_cli.training.run_data import data_identity, prepare_run_data, training_split
 
 TFM = [sys.executable, "-m", "transformer_cli"]
 TRAIN = {"epochs": 2, "lr": 3e-3, "threads": 1, "batch_size": 32}
@@ -229,8 +227,8 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
     settings = ["decode.max_len_b=4", "decode.max_len_a=0", "data.min_train_pairs=30", "data.train_max_len=250"]
     cfg = load_config(str(path), settings)
     plain = load_config(str(write_config(tmp_path / "plain.yaml", tmp_path, corpus)))
-    assert training_parts(plain) == []  # no monolingual text: the corpus alone
-    parts = training_parts(cfg)
+    assert synthetic_parts(plain) == []  # no monolingual text: the corpus alone
+    parts = synthetic_parts(cfg)
     folder = synthetic_folder(cfg)
     assert folder == tmp_path / "data" / "mix.synthetic"
     assert [(p.name, p.paths) for p in parts] == [
@@ -247,7 +245,7 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
     prepared, rebuilt = prepare_run_data(cfg)
     assert rebuilt and set(prepared.manifest.parts) == {"back_translation", "forward_translation"}
     assert prepared.manifest.training_pairs == 30 + bt + ft
-    mixed = mixed_split(cfg, prepared)
+    mixed = training_split(cfg, prepared)
     real_de, real_en = ((corpus / f"train.{lang}").read_text().splitlines() for lang in ("de", "en"))
     lines = [mixed.lines(i) for i in range(len(mixed))]
     assert len(mixed) == 2 * 30 + bt + ft and [x for x, _ in lines[:60]] == real_de * 2
@@ -270,7 +268,7 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
         again, rebuilt = prepare_run_data(cfg)
     assert not rebuilt and {p: p.stat().st_mtime_ns for p in made} == before
     assert "synthetic pairs up to date" in caplog.text and "encoded" not in caplog.text
-    mixed = mixed_split(cfg, again)
+    mixed = training_split(cfg, again)
     assert len(mixed) == 30 + bt + ft and mixed.lines(30)[0] == bt_de[0]
     assert data_identity(cfg, again) != data_identity(load_config(str(path), settings), again)  # another run
 
@@ -288,7 +286,7 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
     assert shard.stat().st_ino == inode  # the earlier shard kept, not written again
     assert night.manifest.shards["back_translation"][0] == bt and len(night.manifest.shards["back_translation"]) == 2
     assert night.manifest.shards["train"] == prepared.manifest.shards["train"]
-    mixed = mixed_split(cfg, night)
+    mixed = training_split(cfg, night)
     assert [mixed.lines(i)[1] for i in range(30 + bt, 30 + bt + 2)] == [
         "A cat sleeps on a red sofa.",
         "Two children play in the snow.",
@@ -298,7 +296,7 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
     assert verify_folder(cfg.data_dir, night.manifest, full=True) is None
     # The same folder built from nothing holds the same ids.
     whole, _ = prepare_run_data(cfg, force=True)
-    fresh = mixed_split(cfg, whole)
+    fresh = training_split(cfg, whole)
     assert [fresh.pair(i)[0].tolist() for i in range(len(fresh))] == [
         p.tolist() for p in (mixed.pair(i)[0] for i in range(len(mixed)))
     ]

@@ -4,6 +4,8 @@
     POST /            the same (where Hugging Face's InferenceClient(base_url=...) posts)
     POST /attention   one sentence -> its translation and cross-attention weights (the page uses
                       it); admitted and queued as a translation is
+    POST /corrections a user's correction of a translation, with a corrections.store
+                      (serving/corrections.py); /translate then answers its source from memory
     GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config", "file"},
                        "defaults": {"beam_size", "max_beam_size"}}
     GET  /metrics     Prometheus text format
@@ -34,6 +36,7 @@ from ..api import Translator
 from ..config import ServeConfig
 from ..inference.outputs import Output
 from .batcher import Batcher, Overloaded
+from .corrections import ServedCorrections
 from .guard import Guard, ShedPace
 from .metrics import Metrics
 from .reloader import ModelWatcher
@@ -60,6 +63,7 @@ class Server:
     metrics: Metrics
     token: str | None
     tokenize_thread: ThreadPoolExecutor | None = None
+    corrections: ServedCorrections | None = None  # corrections.store's route and memory
     cut_off: int = 0  # requests answered 503 because serve.shutdown_grace_s ran out
 
     def count_cut_off(self) -> None:
@@ -109,7 +113,7 @@ def create_app(server: Server) -> FastAPI:
     @app.exception_handler(ClientError)
     async def client_error(request: Request, e: ClientError) -> JSONResponse:
         # 408: the client is still sending its body; closing is how it learns to stop
-        return _error(e.status, str(e), {"Connection": "close"} if e.status == 408 else None)
+        return _error(e.status, str(e), {**e.headers, **({"Connection": "close"} if e.status == 408 else {})})
 
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, e: Overloaded) -> JSONResponse:
@@ -142,9 +146,29 @@ def create_app(server: Server) -> FastAPI:
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
         req, model = await parsed(request, parse_translate)
-        out = await server.batcher.translate(req.lines, model.options(**req.parameters), model)
-        server.metrics.truncated.inc(len(out.truncated))
-        return JSONResponse(_items(out, model), headers={"X-Model-Sha256": model.sha256})
+        remembered = server.corrections.remembered(req.lines) if server.corrections else [None] * len(req.lines)
+        asked = [line for line, r in zip(req.lines, remembered) if r is None]
+        translated: list[dict[str, Any]] = []
+        if asked:
+            out = await server.batcher.translate(asked, model.options(**req.parameters), model)
+            server.metrics.truncated.inc(len(out.truncated))
+            translated = _items(out, model)
+        answers = iter(translated)
+        items = [
+            next(answers) if r is None else {"translation_text": r.translation, "from_memory": True, "correction": r.id}
+            for r in remembered
+        ]
+        return JSONResponse(items, headers={"X-Model-Sha256": model.sha256})
+
+    if server.corrections is not None:
+        corrections = server.corrections
+
+        @app.post("/corrections")
+        async def correct(request: Request) -> JSONResponse:
+            address = request.client.host if request.client else "-"
+            timeout = server.limits.body_timeout_s
+            answer = await corrections.post(request.headers, request.stream(), address, server.watcher.current, timeout)
+            return JSONResponse(answer)
 
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:

@@ -57,11 +57,12 @@ MAX_LENGTH_PENALTY = decode_bounds("length_penalty")[1]
 
 
 class ClientError(Exception):
-    """A request the server refuses: `status` is the HTTP status, the message says why."""
+    """A request the server refuses: `status` is the HTTP status, the message says why,
+    `headers` go with the answer (Retry-After)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.headers = status, headers or {}
 
 
 Languages = tuple[str, str]  # (source, target) codes: the model's, when it says
@@ -88,12 +89,17 @@ def _other_languages(raw: dict[str, Any], languages: Languages | None) -> str | 
 
 
 async def read_body(
-    content_length: str | None, chunks: AsyncIterator[bytes], max_bytes: int, timeout_s: float
+    content_length: str | None,
+    chunks: AsyncIterator[bytes],
+    max_bytes: int,
+    timeout_s: float,
+    bound_key: str = "serve.max_bytes",
 ) -> bytes:
-    """The request body, refused with 413 once it is longer than `max_bytes`, and with 408 unless
-    all of it has arrived within `timeout_s` seconds: the whole body, not each chunk, so that a
-    client sending a byte now and then cannot hold a connection (and a stopping server) for long."""
-    too_big = ClientError(413, f"request body larger than {max_bytes} bytes (serve.max_bytes)")
+    """The request body, refused with 413 once it is longer than `max_bytes` (the config's
+    `bound_key`), and with 408 unless all of it has arrived within `timeout_s` seconds: the whole
+    body, not each chunk, so that a client sending a byte now and then cannot hold a connection
+    (and a stopping server) for long."""
+    too_big = ClientError(413, f"request body larger than {max_bytes} bytes ({bound_key})")
     if content_length is not None and content_length.isdigit() and int(content_length) > max_bytes:
         raise too_big
 

@@ -19,11 +19,13 @@ import uvicorn
 from .. import allocator
 from ..api import Translator, open_translator
 from ..config import ServeConfig
+from ..config_corrections import CorrectionsConfig
 from ..errors import UsageError
 from ..machine import available_cpus
 from ..stop_signals import on_stop_signals
 from .app import Server, create_app
 from .batcher import Batcher
+from .corrections import ServedCorrections
 from .metrics import Metrics
 from .reloader import ModelWatcher
 
@@ -111,8 +113,10 @@ def build_server(
     token: str | None,
     ensemble_weights: Sequence[float] | None = None,
     ensemble_combine: str | None = None,
+    corrections: CorrectionsConfig | None = None,
 ) -> Server:
-    """The shared state of the routes around a loaded model (one, or an ensemble's)."""
+    """The shared state of the routes around a loaded model (one, or an ensemble's), and the
+    corrections of `corrections.store` when it is set."""
     metrics = Metrics()
     decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads, initargs=(threads,))
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
@@ -134,7 +138,8 @@ def build_server(
         sc.max_pending_s,
         sc.attention_slots,
     )
-    return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread)
+    served = ServedCorrections(corrections) if corrections is not None and corrections.store else None
+    return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread, served)
 
 
 def serve(
@@ -144,9 +149,16 @@ def serve(
     precision: str,
     ensemble_weights: Sequence[float] | None = None,
     ensemble_combine: str | None = None,
+    corrections: CorrectionsConfig | None = None,
 ) -> None:
-    """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT."""
+    """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT,
+    taking users' corrections into `corrections.store` when it is set."""
     token = read_token(sc)
+    if corrections is not None and corrections.store and token is None:
+        raise UsageError(
+            f"corrections.store: tfm serve takes corrections only behind a bearer token: set ${sc.token_env} "
+            "or serve.token_file"
+        )
     if token is None and not is_loopback(sc.host):
         log.warning(
             "warning: listening on %s without a bearer token: anyone who can reach it can "
@@ -160,7 +172,7 @@ def serve(
     model = open_translator(
         paths, device, precision, ensemble_weights=ensemble_weights, ensemble_combine=ensemble_combine
     )
-    state = build_server(model, sc, device, precision, threads, token, ensemble_weights, ensemble_combine)
+    state = build_server(model, sc, device, precision, threads, token, ensemble_weights, ensemble_combine, corrections)
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False
     uvicorn_log.setLevel(log.level)

@@ -6,8 +6,8 @@ text.py        cleaning it: empty, over-long, val/test and duplicate lines dropp
 cache.py       translations kept by line, per model and search: resumable, append-only
 generate.py    translating the lines a cache lacks (beam, sampling, noised beam; ensembles)
 noise.py       the noise of noised back-translation (Edunov et al. 2018)
-mixture.py     each direction's pairs as files (`training_parts(cfg)`: the parts preprocessing
-               encodes beside the corpus), and `mixed_split`: what training draws from them
-               (the real pairs upsampled, tags put in front when batches are drawn)
+mixture.py     each direction's pairs as files (`synthetic_parts(cfg)`: parts preprocessing
+               encodes beside the corpus), and `synthetic_sources`: those parts as sources of
+               the training mix (training/run_data.py), each tag put in front as batches are drawn
 reverse.py     the reverse run of a config (languages swapped): the back-translation model
 """

@@ -11,9 +11,10 @@ synthetic/directions.py), one source of pairs per direction, in `<data.dir>/<nam
 
 Preprocessing encodes each direction's files into a split of its own beside the real corpus's
 (data/parts.py: a night's new lines are appended, not the whole re-encoded), and training mixes
-them when batches are drawn (`mixed_split`: the real pairs `synthetic.real_upsample` times,
-each direction's pairs once, its tag in front). The files are remade when their inputs change
-(a line added to the text, another model), and the translation caches (synthetic/cache.py)
+them when batches are drawn (training/run_data.py: the real pairs `synthetic.real_upsample`
+times, each direction's pairs once, `synthetic_sources`, its tag in front). The files are
+remade when their inputs change (a line added to the text, another model), and the
+translation caches (synthetic/cache.py)
 make that cheap: a night with new lines translates those lines alone.
 
 One process makes a folder at a time (`.<name>.synthetic.lock` beside it; another waits, then
@@ -35,10 +36,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..config import Config
-from ..data.mixed import MixedSplit, Source
+from ..data.mixed import Source
 from ..data.parts import PartInput
 from ..data.prepared import Prepared
-from ..data.shards import ShardedSplit
 from ..data.sources import (
     CorpusFile,
     explicit_source,
@@ -66,9 +66,9 @@ def synthetic_folder(cfg: Config) -> Path:
     return Path(cfg.data.dir) / f"{cfg.name}.synthetic"
 
 
-def training_parts(cfg: Config, check_stop: Callable[[], None] | None = None) -> list[PartInput]:
-    """The sources of pairs `cfg` trains on beside its corpus (none when it makes no pairs),
-    made (or brought up to date) first."""
+def synthetic_parts(cfg: Config, check_stop: Callable[[], None] | None = None) -> list[PartInput]:
+    """The parts of pairs `cfg` makes by translating text (none when it makes none), made (or
+    brought up to date) first."""
     if not makes_pairs(cfg):
         return []
     folder = synthesize(cfg, check_stop)
@@ -76,39 +76,23 @@ def training_parts(cfg: Config, check_stop: Callable[[], None] | None = None) ->
     return [PartInput(d.name, _part_paths(folder, d.name, langs)) for d in directions(cfg)]
 
 
-def data_identity(cfg: Config, prepared: Prepared) -> str:
-    """What `cfg` trains on, as a run's identity takes it: the prepared folder's fingerprint and,
-    for a config that makes pairs, how `mixed_split` mixes its sources."""
-    if not makes_pairs(cfg):
-        return prepared.fingerprint
-    mix = {"train": real_copies(cfg), **{d.name: [1, d.tag] for d in directions(cfg)}}
-    return hashlib.sha256(json.dumps([prepared.fingerprint, mix], sort_keys=True).encode()).hexdigest()
-
-
 def _part_paths(folder: Path, name: str, langs: tuple[str, str]) -> tuple[Path, Path]:
     return folder / f"{name}.{langs[0]}", folder / f"{name}.{langs[1]}"
 
 
-def mixed_split(cfg: Config, prepared: Prepared) -> ShardedSplit | MixedSplit:
-    """What `cfg` trains on from its prepared folder: the corpus's training split, or, for a
-    config that makes pairs, the real pairs `real_copies` times and each direction's pairs
-    once, its tag (when it has one) in front of its sources."""
-    real = prepared.split("train")
-    if not makes_pairs(cfg):
-        return real
-    sources = [Source("train", real, real_copies(cfg))]
+def synthetic_sources(cfg: Config, prepared: Prepared) -> list[Source]:
+    """Each direction's part of `prepared` as a source of the training mix: once an epoch, its
+    tag (when it has one) in front of its sources."""
+    out = []
     for d in directions(cfg):
         tag_ids = tuple(prepared.tokenizers.src.encode_batch([d.tag])[0]) if d.tag else ()
-        sources.append(Source(d.name, prepared.split(d.name), 1, d.tag, tag_ids))
-    mixed = MixedSplit(sources)
-    shares = [f"{len(s.split)} {s.name} pairs x{s.copies}{' (tagged)' if s.tag else ''}" for s in sources]
-    log.info("training mix, drawn as batches are made: %s; %d pairs an epoch", ", ".join(shares), len(mixed))
-    if not len(mixed):
-        raise UsageError(
-            f"nothing to train on: the real pairs stand {real_copies(cfg)} times and the pairs made by "
-            f"translating text number {sum(len(s.split) for s in sources[1:])}"
-        )
-    return mixed
+        out.append(Source(d.name, prepared.split(d.name), 1, d.tag, tag_ids))
+    return out
+
+
+def mix_identity(cfg: Config) -> dict[str, Any]:
+    """How the directions' parts are mixed, as a run's identity takes it."""
+    return {d.name: [1, d.tag] for d in directions(cfg)}
 
 
 @dataclass

@@ -23,12 +23,12 @@ from ..device import autocast_dtype
 from ..errors import UsageError
 from ..machine import available_cpus
 from ..model.builders import build_model
-from ..synthetic.mixture import data_identity, mixed_split
 from ..threads import FixedThreads, Setting, Threads, ThreadTuner
 from .cadence import Cadence
 from .distributed import DistContext
 from .loop import Trainer
 from .optim import Optimization
+from .run_data import data_identity, training_split
 from .run_dir import RunDir, run_identity
 from .signals import GracefulStop
 from .step import criterion
@@ -76,7 +76,7 @@ def build_trainer(
     )
     data = TrainingData(
         cfg,
-        mixed_split(cfg, prepared),
+        training_split(cfg, prepared),
         Augmentation.from_config(cfg, tokenizers),
         dist.rank,
         dist.world_size,

@@ -22,10 +22,9 @@ from ..data import folder_lock
 from ..data.prepared import Prepared, load_prepared
 from ..data.preprocess import GivenTokenizers
 from ..errors import UsageError
-from ..synthetic.mixture import data_identity
 from .parent import PUBLISHED, Parent, lineage
 from .retrain_policy import Decision, decide, facts_of, first_run, read_stored, store
-from .run_data import prepare_run_data
+from .run_data import data_identity, prepare_run_data
 from .run_dir import RunDir, run_identity
 
 log = logging.getLogger("tfm")

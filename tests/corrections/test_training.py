@@ -1,0 +1,55 @@
+"""corrections/training.py: the accepted corrections as a part of the training data: the latest
+of each source, in acceptance order (a new one appends), mixed in corrections.weight times."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from helpers import write_config
+
+from transformer_cli.config_loading import load_config
+from transformer_cli.corrections.store import Correction, CorrectionStore
+from transformer_cli.corrections.training import PART, accepted, corrections_folder, corrections_part
+from transformer_cli.training.run_data import data_identity, prepare_run_data, training_split
+
+
+def test_the_accepted_corrections_are_a_part_weighted_in_the_mix(tmp_path, corpus_dir, caplog):
+    store = CorrectionStore(tmp_path / "store")
+    t = time.time() - 100
+    store.add(
+        [
+            Correction("Ein Hund rennt .", "A dog runs .", client="a", time=t),
+            Correction("Eine Katze schläft .", "A cat sleeps .", client="b", time=t + 1),
+            Correction("Ein Hund rennt .", "A dog is running .", client="a", time=t + 2),  # replaces the first
+            Correction("Ein Haus .", "A house .", status="held", reasons=["x"], time=t + 3),
+        ]
+    )
+    assert [c.corrected for c in accepted(store)] == ["A cat sleeps .", "A dog is running ."]
+    path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
+    cfg = load_config(str(path))
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        prepared, _ = prepare_run_data(cfg)
+        mixed = training_split(cfg, prepared)
+    assert "corrections: 2 accepted from 2 client(s) (x4 an epoch), 1 held for review" in caplog.text
+    assert prepared.manifest.parts[PART].pairs == 2 and len(mixed) == 300 + 4 * 2
+    assert [mixed.lines(i) for i in (300, 301, 302)] == [
+        ("Eine Katze schläft .", "A cat sleeps ."),
+        ("Ein Hund rennt .", "A dog is running ."),
+        ("Eine Katze schläft .", "A cat sleeps ."),
+    ]
+    heavier = load_config(str(path), ["corrections.weight=8"])
+    assert data_identity(heavier, prepared) != data_identity(cfg, prepared)  # another run, nothing encoded
+    assert len(training_split(heavier, prepared)) == 300 + 8 * 2
+    store.add([Correction("Ein Baum .", "A tree .")])
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        prepare_run_data(cfg)
+    assert f"{PART}: 1 new pairs encoded, 2 kept as they were" in caplog.text
+
+
+def test_no_store_or_nothing_accepted_is_no_part(tmp_path, corpus_dir):
+    cfg = load_config(str(write_config(tmp_path / "small.yaml", tmp_path, corpus_dir)))
+    assert corrections_part(cfg) is None
+    cfg.corrections.store = str(tmp_path / "empty")
+    assert corrections_part(cfg) is None and not corrections_folder(cfg).exists()

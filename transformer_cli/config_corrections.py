@@ -1,0 +1,47 @@
+"""The `corrections:` section of the schema: translations corrected by their users, posted to
+`tfm serve` or added from files (transformer_cli/corrections/), answered from memory at once
+and trained on by the next run of the config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .config_values import Section
+from .config_values import schema_field as _f
+
+
+@dataclass
+class CorrectionsConfig(Section):
+    """Users' corrections: where they are kept, how they are guarded, how much they weigh."""
+
+    SECTION: ClassVar[str] = "corrections"
+
+    store: str | None = _f(
+        None,
+        "The folder corrections are kept in (shared by tfm serve, tfm feedback and training); "
+        "null: corrections are off (tfm serve has no POST /corrections).",
+    )
+    weight: int = _f(
+        4, "Each accepted correction stands this many times in an epoch of the next training run.", ge=0, le=1000
+    )
+    memory: bool = _f(
+        True, "tfm serve answers a source equal to an accepted correction's (spaces aside) with the correction."
+    )
+    max_bytes: int = _f(16384, "A correction request's body size in bytes (more: 413).", ge=64, le=1 << 24)
+    per_minute: int = _f(30, "Corrections one client may post a minute (more: 429).", ge=1, le=1_000_000)
+    per_client_per_day: int = _f(
+        500, "Corrections of one client accepted a day (UTC); later ones are held for review.", ge=0, le=10_000_000
+    )
+    max_length_ratio: float = _f(
+        3.0, "Held when one side is this many times longer than the other (in characters).", ge=1.0, le=1000.0
+    )
+    same_script: bool = _f(
+        True, "Held when the corrected translation is mostly written in another script than the output it corrects."
+    )
+    max_unk_rate: float = _f(
+        0.2,
+        "Held when more of the corrected translation's tokens than this are unknown to the model.",
+        ge=0.0,
+        le=1.0,
+    )

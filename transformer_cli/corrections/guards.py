@@ -1,0 +1,89 @@
+"""What a correction must pass before it trains and is answered from memory: the guards of the
+`corrections:` section. One that fails is kept as "held" with its reasons (`tfm feedback list
+--held`, then `accept` or `reject`), never dropped:
+
+    empty            a side without text
+    length ratio     one side corrections.max_length_ratio times longer than the other
+    copy             the corrected translation is the source itself
+    script           the correction is mostly written in another script than the output it
+                     corrects (corrections.same_script)
+    unknown tokens   more than corrections.max_unk_rate of its tokens are <unk> to the model
+    repeated         the same source and correction already accepted
+    client's cap     the client already has corrections.per_client_per_day accepted today (UTC)
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from ..config_corrections import CorrectionsConfig
+from .store import Check, Correction
+
+UnknownShare = Callable[[str], float]  # a text -> the share of its tokens that are <unk>
+DAY_S = 86_400
+
+
+def normalised(text: str) -> str:
+    """`text` as sources are matched: Unicode NFC, spaces collapsed and trimmed."""
+    return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def script(text: str) -> str | None:
+    """The script most of `text`'s letters are written in (LATIN, CYRILLIC, CJK, ...)."""
+    counts = Counter(unicodedata.name(c, "?").split(" ")[0] for c in text if c.isalpha())
+    return counts.most_common(1)[0][0] if counts else None
+
+
+class Guards:
+    """The guards of one store (see the module docstring): `check` gives a correction its
+    status and reasons, counting what it accepts per client and day."""
+
+    def __init__(self, cfg: CorrectionsConfig, accepted: Iterable[Correction], unknown_share: UnknownShare | None):
+        self.cfg, self.unknown_share = cfg, unknown_share
+        self.seen: set[tuple[str, str]] = set()
+        self.today: Counter[tuple[str, int]] = Counter()
+        for c in accepted:
+            self._count(c)
+
+    def _count(self, c: Correction) -> None:
+        self.seen.add((normalised(c.source), normalised(c.corrected)))
+        self.today[(c.client or "", int(c.time // DAY_S))] += 1
+
+    def reasons(self, c: Correction) -> list[str]:
+        """Why `c` is held (empty: it passes)."""
+        cfg, source, corrected = self.cfg, normalised(c.source), normalised(c.corrected)
+        if not source or not corrected:
+            return ["a side without text"]
+        out = []
+        if max(len(source), len(corrected)) > cfg.max_length_ratio * min(len(source), len(corrected)):
+            out.append(f"one side is over {cfg.max_length_ratio:g} times longer than the other")
+        if corrected == source:
+            out.append("the correction is the source itself")
+        if cfg.same_script and c.output and script(c.output) and script(corrected) != script(c.output):
+            out.append(f"written in {script(corrected)}, the output it corrects in {script(c.output)}")
+        if self.unknown_share is not None and (share := self.unknown_share(corrected)) > cfg.max_unk_rate:
+            out.append(f"{share:.0%} of its tokens are unknown to the model")
+        if (source, corrected) in self.seen:
+            out.append("already accepted")
+        if self.today[(c.client or "", int(c.time // DAY_S))] >= cfg.per_client_per_day:
+            out.append(f"the client's {cfg.per_client_per_day} corrections of the day are accepted already")
+        return out
+
+    def check(self, c: Correction) -> Correction:
+        """`c` with its status: accepted (and counted), or held with its reasons."""
+        c.reasons = self.reasons(c)
+        c.status = "held" if c.reasons else "accepted"
+        if not c.reasons:
+            self._count(c)
+        return c
+
+
+def guarded(cfg: CorrectionsConfig, unknown_share: UnknownShare | None = None) -> Check:
+    """The store's check (`CorrectionStore.add`): the guards over the corrections accepted so far."""
+
+    def check(known: list[Correction], c: Correction) -> Correction:
+        return Guards(cfg, [k for k in known if k.status == "accepted"], unknown_share).check(c)
+
+    return check

@@ -1,0 +1,43 @@
+"""A translation memory in front of the model: the accepted corrections of a store by their
+normalised source (corrections/guards.py's `normalised`), read again whenever the store's log
+has grown, so a correction one process accepts is answered by every process serving from the
+same store at its next request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .guards import normalised
+from .store import CorrectionStore
+
+
+@dataclass(frozen=True)
+class Remembered:
+    """What the memory answers for a source."""
+
+    translation: str
+    id: str
+
+
+class TranslationMemory:
+    """The accepted corrections of `store`, by source (see the module docstring)."""
+
+    def __init__(self, store: CorrectionStore):
+        self.store = store
+        self._by_source: dict[str, Remembered] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Take in what the store's log gained (a stat when it gained nothing)."""
+        if self.store.refresh() or not self._by_source:
+            self._by_source = {
+                normalised(c.source): Remembered(c.corrected, c.id)
+                for c in sorted(self.store.corrections(), key=lambda c: c.time)
+                if c.status == "accepted"
+            }
+
+    def lookup(self, source: str) -> Remembered | None:
+        return self._by_source.get(normalised(source))
+
+    def __len__(self) -> int:
+        return len(self._by_source)

@@ -1,0 +1,70 @@
+"""The accepted corrections of a config's store as a part of its training data (data/parts.py):
+`<data.dir>/<name>.corrections/corrections.<src>` and `.<tgt>`, the latest accepted correction
+of each source, in the order they were accepted, so a night with new corrections appends to
+the part and encodes those alone. Training mixes them in `corrections.weight` times an epoch."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from functools import partial
+from pathlib import Path
+from typing import BinaryIO
+
+from ..config import Config
+from ..data.parts import PartInput
+from ..fsutil import atomic_write, exclusive_lock
+from .guards import normalised
+from .store import Correction, CorrectionStore
+
+PART = "corrections"
+log = logging.getLogger("tfm")
+
+
+def _write(text: bytes, f: BinaryIO) -> None:
+    f.write(text)
+
+
+def corrections_folder(cfg: Config) -> Path:
+    return Path(cfg.data.dir) / f"{cfg.name}.corrections"
+
+
+def accepted(store: CorrectionStore) -> list[Correction]:
+    """The latest accepted correction of each source, in the order they were accepted."""
+    latest: dict[str, Correction] = {}
+    for c in sorted(store.corrections(), key=lambda c: c.time):
+        if c.status == "accepted":
+            latest.pop(normalised(c.source), None)  # a later one of the same source goes last
+            latest[normalised(c.source)] = c
+    return list(latest.values())
+
+
+def corrections_part(cfg: Config) -> PartInput | None:
+    """The config's accepted corrections as a part (None: corrections off, or none accepted);
+    one log line says how many, from how many clients, and how many are held."""
+    if cfg.corrections.store is None:
+        return None
+    store = CorrectionStore(cfg.corrections.store)
+    every = store.corrections()
+    chosen = accepted(store)[: cfg.data.limit_train]
+    held = sum(c.status == "held" for c in every)
+    clients = Counter(c.client or "-" for c in chosen)
+    log.info(
+        "corrections: %d accepted from %d client(s) (x%d an epoch), %d held for review (tfm feedback list --held)",
+        len(chosen),
+        len(clients),
+        cfg.corrections.weight,
+        held,
+    )
+    if not chosen:
+        return None
+    folder = corrections_folder(cfg)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = (folder / f"{PART}.{cfg.data.src_lang}", folder / f"{PART}.{cfg.data.tgt_lang}")
+    sides = ([normalised(c.source) for c in chosen], [normalised(c.corrected) for c in chosen])
+    with exclusive_lock(folder / ".lock"):
+        for path, side in zip(paths, sides):
+            text = "".join(f"{line}\n" for line in side).encode("utf-8")
+            if not path.is_file() or path.read_bytes() != text:
+                atomic_write(path, partial(_write, text))
+    return PartInput(PART, paths)
