@@ -298,3 +298,23 @@ def random_id_pairs(n: int, vocab: int, seed: int = 0):
     ]
     lines = [(f"Quelle {i} äöü", f"target {i}") for i in range(n)]
     return pairs, lines
+
+
+def fit_tokenizers(
+    tokenizer_cfg, src_lang: str, tgt_lang: str, src_lines, tgt_lines, threads: int = 1
+) -> TokenizerPair:
+    """tokenizer.kind's tokenizers fitted on lines held in memory."""
+    from transformer_cli.seams import TOKENIZERS
+    from transformer_cli.tokenizers.pair import LinesText, TokenizerPair
+
+    text = LinesText(src_lines, tgt_lines, threads)
+    src, tgt = TOKENIZERS[tokenizer_cfg.kind].fit(tokenizer_cfg, (src_lang, tgt_lang), text)
+    return TokenizerPair(src, tgt, joint=src is tgt)
+
+
+def config_from_dict(raw: dict):
+    """A Config rebuilt from its dict (as a checkpoint records it), checked as it is built."""
+    from transformer_cli.config import Config
+    from transformer_cli.config_values import build_section
+
+    return build_section(Config, raw, "")

@@ -169,3 +169,21 @@ def test_open_backend_checks_its_arguments_and_sets_the_threads_it_is_given(chec
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_add_corrections_writes_the_configs_store_through_its_guards(tmp_path, corpus_dir):
+    from helpers import write_config
+
+    import transformer_cli as tfm
+    from transformer_cli.corrections.store import CorrectionStore
+    from transformer_cli.errors import UsageError
+
+    cfg = write_config(tmp_path / "c.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
+    ok, copy = tfm.add_corrections(str(cfg), [("Ein Hund .", "A dog ."), ("Ein Hund .", "Ein Hund .")], client="app")
+    assert (ok.status, copy.status, copy.reasons) == ("accepted", "held", ["the correction is the source itself"])
+    assert [c.id for c in CorrectionStore(tmp_path / "store").corrections()] == [ok.id, copy.id]
+    with pytest.raises(TypeError, match="corrected is int, not str"):
+        tfm.add_corrections(str(cfg), [("Ein Hund .", 5)])
+    plain = write_config(tmp_path / "p.yaml", tmp_path, corpus_dir)
+    with pytest.raises(UsageError, match="corrections.store is not set"):
+        tfm.add_corrections(str(plain), [("a", "b")])

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import config_from_dict
 
 from transformer_cli.config import Config
-from transformer_cli.config_loading import config_from_dict, load_config, packaged_configs
+from transformer_cli.config_loading import load_config, packaged_configs
 
 
 def test_shipped_configs_load_and_validate():

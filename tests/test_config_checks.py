@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from helpers import config_from_dict
 
 from transformer_cli.config import Config
 from transformer_cli.config_checks import check_choices, validate
-from transformer_cli.config_loading import config_from_dict
 from transformer_cli.config_values import ConfigError, checks_deferred
 
 

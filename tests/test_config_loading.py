@@ -8,11 +8,11 @@ import copy
 from pathlib import Path
 
 import pytest
+from helpers import config_from_dict
 
 from transformer_cli.config import Config
 from transformer_cli.config_loading import (
     command_for,
-    config_from_dict,
     given_overrides,
     load_config,
     resolve_config_path,

@@ -5,9 +5,10 @@ with (lookup, as_before); every problem a ConfigError naming its key."""
 from __future__ import annotations
 
 import pytest
+from helpers import config_from_dict
 
 from transformer_cli.config import Config, DecodeConfig, TokenizerConfig
-from transformer_cli.config_loading import config_from_dict, load_config
+from transformer_cli.config_loading import load_config
 from transformer_cli.config_values import (
     ConfigError,
     apply_override,

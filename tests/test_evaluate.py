@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from helpers import sentence_pairs
+from helpers import fit_tokenizers, sentence_pairs
 
 from transformer_cli.config import DecodeConfig, TokenizerConfig
 from transformer_cli.data.batching import collate
@@ -17,7 +17,6 @@ from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
-from transformer_cli.tokenizers.pair import fit_tokenizers
 from transformer_cli.tokenizers.vocab import PAD, TFM_IDS, Framing
 
 CPU = torch.device("cpu")

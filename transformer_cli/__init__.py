@@ -1,6 +1,6 @@
 """tfm: train, evaluate and serve Transformer translation models from the command line.
 
-The Python API (`load`, `Translator`; see transformer_cli/api.py) is imported on first use, so
+The Python API (`load`, `Translator`, `add_corrections`; see transformer_cli/api.py) is imported on first use, so
 `import transformer_cli` (and `tfm --help`) does not import torch.
 """
 
@@ -10,11 +10,11 @@ from typing import Any
 
 from .version import __version__
 
-__all__ = ["Translator", "load", "__version__"]
+__all__ = ["Translator", "add_corrections", "load", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("load", "Translator"):
+    if name in ("load", "Translator", "add_corrections"):
         from . import api
 
         return getattr(api, name)

@@ -35,6 +35,7 @@ from .threads import AUTO, Setting, ThreadTuner, parse_setting
 DECODE_WATCH_S = 0.1
 
 if TYPE_CHECKING:  # imported when used: `import transformer_cli` does not import torch
+    from .corrections.store import Correction
     from .inference.translate import TranslationBackend
 
 
@@ -394,3 +395,24 @@ def _checked_lines(method: str, lines: Iterable[Any]) -> Iterator[str]:
         raise TypeError(f"{method}() takes a list of lines, not one string")
     for i, line in enumerate(lines):
         yield _checked_text(f"{method}(): lines[{i}]", line)
+
+
+def add_corrections(
+    config: str,
+    corrections: Sequence[tuple[str, str]],
+    client: str | None = None,
+    overrides: Sequence[str] = (),
+) -> list[Correction]:
+    """Store users' corrections, (source, corrected translation) pairs, in the config's
+    corrections.store, each through its guards, as `tfm feedback add` does; returns them with
+    their ids and status ("accepted", or "held" with reasons). Accepted ones are answered from
+    memory by `tfm serve` at once and trained on by the config's next run."""
+    from .config_loading import load_config
+    from .corrections.guards import guarded
+    from .corrections.store import Correction, CorrectionStore
+
+    cfg = load_config(config, list(overrides))
+    if cfg.corrections.store is None:
+        raise UsageError("corrections.store is not set: name the folder corrections are kept in")
+    made = [Correction(_checked_text("source", s), _checked_text("corrected", c), None, client) for s, c in corrections]
+    return CorrectionStore(cfg.corrections.store).add(made, guarded(cfg.corrections))

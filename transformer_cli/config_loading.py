@@ -183,14 +183,6 @@ def _blame(keys: tuple[str, ...], origins: Origins) -> str:
     return ", ".join(dict.fromkeys(place for place in found if place))
 
 
-def config_from_dict(raw: dict[str, Any]) -> Config:
-    """Rebuild a Config saved in a checkpoint or run directory (checked as it is built). The
-    plugins it names are not imported: reading a file runs no code it names (a config that is
-    loaded, or the Python API's caller, imports them)."""
-    cfg: Config = build_section(Config, raw, "")
-    return cfg
-
-
 def _import_plugins_of(raw: dict[str, Any]) -> None:
     """Import the plugins a config's mapping names (a value of another type is left for the
     schema's check to refuse)."""

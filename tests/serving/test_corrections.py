@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 
 from serving.serve_helpers import SENTENCES, Served, toy_model_args
 
@@ -120,3 +121,85 @@ def test_a_client_past_its_minute_is_told_when_to_come_back(monkeypatch):
     assert refused.value.status == 429 and refused.value.headers == {"Retry-After": "41"}
     now[0] += 40.5  # the first left the window
     limit.admit("a")
+
+
+def test_no_acknowledged_correction_is_lost_across_a_reload_and_a_sigkill_under_load(trained, tmp_path):
+    """4 clients post corrections while 4 translate; the model is re-published (hot reload), then
+    the server is SIGKILLed and started again: every correction answered 200 is in the store, and
+    the new server answers each from memory."""
+    import shutil
+    import threading
+
+    import httpx
+    from serving.serve_helpers import republish
+
+    from transformer_cli.corrections.store import CorrectionStore as Store
+
+    model = tmp_path / "published.pt"
+    shutil.copyfile(trained["run"] / "published.pt", model)
+    args, store = _args(trained, tmp_path, "corrections.per_minute=100000", "serve.reload_poll_s=0.1")
+    args[args.index("--checkpoint") + 1] = str(model)
+    server = {"now": Served(*args, log_to=tmp_path / "a.log")}
+    acked: list[tuple[str, str]] = []
+    translated = [0]
+    stop = threading.Event()
+
+    def post(i: int) -> None:
+        n = 0
+        while not stop.is_set():
+            source = f"Satz {i}-{n} ."
+            try:
+                r = httpx.post(
+                    server["now"].url + "/corrections",
+                    json={"source": source, "corrected": f"Sentence {i}-{n} .", "client": f"c{i}"},
+                    headers=AUTH,
+                    timeout=10,
+                )
+            except httpx.TransportError:
+                continue  # the server is down: try again
+            if r.status_code == 200:
+                acked.append((r.json()["id"], source))
+            n += 1
+
+    def translate(i: int) -> None:
+        while not stop.is_set():
+            try:
+                r = httpx.post(
+                    server["now"].url + "/translate", json={"inputs": SENTENCES[i]}, headers=AUTH, timeout=10
+                )
+                translated[0] += r.status_code == 200
+            except httpx.TransportError:
+                continue
+
+    threads = [threading.Thread(target=f, args=(i,)) for f in (post, translate) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        wait = time.monotonic() + 60
+        while len(acked) < 20 and time.monotonic() < wait:
+            time.sleep(0.05)
+        sha = republish(model, model, "a new version")
+        while server["now"].sha256() != sha and time.monotonic() < wait:
+            time.sleep(0.05)
+        assert server["now"].sha256() == sha  # reloaded under load
+        before = len(acked)
+        while len(acked) < before + 20 and time.monotonic() < wait:
+            time.sleep(0.05)
+        server["now"].tfm.proc.send_signal(signal.SIGKILL)
+        server["now"].tfm.wait(30)
+        server["now"] = Served(*args, log_to=tmp_path / "b.log")
+        killed_at = len(acked)
+        while len(acked) < killed_at + 20 and time.monotonic() < wait:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    try:
+        stored = {c.id: c for c in Store(store).corrections()}
+        lost = [i for i, _ in acked if i not in stored]
+        assert len(acked) >= 60 and lost == [] and translated[0] > 0
+        answers = server["now"].post("/translate", json={"inputs": [s for _, s in acked[-8:]]}, headers=AUTH).json()
+        assert all(a.get("from_memory") for a in answers)
+    finally:
+        server["now"].stop()

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from helpers import sentence_pairs
+from helpers import fit_tokenizers, sentence_pairs
 
 from transformer_cli.config import TokenizerConfig
-from transformer_cli.tokenizers.pair import LinesText, TokenizerPair, fit_tokenizers, vocabulary_digest
+from transformer_cli.tokenizers.pair import LinesText, TokenizerPair, vocabulary_digest
 from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER, tagged
 from transformer_cli.tokenizers.truecase import Truecaser
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from helpers import sentence_pairs
+from helpers import fit_tokenizers, sentence_pairs
 
 from transformer_cli.config import TokenizerConfig
-from transformer_cli.tokenizers.pair import fit_tokenizers
 from transformer_cli.tokenizers.text_marks import (
     BACK_TRANSLATION_TAG,
     FILLER,

@@ -5,11 +5,10 @@ words, counts that add up chunk by chunk, and its state."""
 from __future__ import annotations
 
 import pytest
-from helpers import sentence_pairs
+from helpers import fit_tokenizers, sentence_pairs
 
 from transformer_cli.config import TokenizerConfig
 from transformer_cli.errors import UsageError
-from transformer_cli.tokenizers.pair import fit_tokenizers
 from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, UNK
 from transformer_cli.tokenizers.word import WordCounts, WordTokenizer
 

@@ -223,10 +223,11 @@ def spacy_parent(path: Path) -> Path:
     """A real tfm checkpoint of an untrained model with spaCy word vocabularies (one per side)
     fitted on the synthetic corpus, recording the tokenizer settings it was made with."""
 
+    from helpers import fit_tokenizers
+
     from transformer_cli.config import Config, TokenizerConfig
     from transformer_cli.model.transformer import Seq2SeqTransformer
     from transformer_cli.model.transformer_config import TransformerConfig
-    from transformer_cli.tokenizers.pair import fit_tokenizers
 
     pairs = sentence_pairs(300)
     cfg = Config(name=path.stem)

@@ -10,7 +10,7 @@ from training.test_train import make_trainer, small_config
 
 from transformer_cli.config_train import TrainConfig
 from transformer_cli.data.batching import collate
-from transformer_cli.training.optim import lr_factor
+from transformer_cli.seams import SCHEDULES
 
 
 def test_accumulated_batches_make_the_step_of_one_batch_of_all_their_pairs(tmp_path):
@@ -61,9 +61,9 @@ def test_r_drop_without_dropout_is_the_plain_step(tmp_path):
 
 def test_lr_schedules():
     cfg = TrainConfig(schedule="inverse_sqrt", warmup_steps=100)
-    factors = [lr_factor(cfg, s) for s in range(400)]
+    factors = [SCHEDULES[cfg.schedule](cfg, s) for s in range(400)]
     assert factors[99] == 1.0 and factors[0] == 0.01 and math.isclose(factors[399], 0.5)
-    assert lr_factor(TrainConfig(), 12345) == 1.0
+    assert SCHEDULES[TrainConfig().schedule](TrainConfig(), 12345) == 1.0
 
 
 def test_weight_decay_skips_biases_and_layer_norms():

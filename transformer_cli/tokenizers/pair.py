@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import TokenizerConfig
 from ..errors import first_line
-from ..seams import TOKENIZERS
 from .base import Chunk, Tokenizer, sample_pairs, tokenizer_from_state
 from .text_marks import strip_marks
 from .truecase import Truecaser
@@ -125,16 +123,3 @@ class LinesText:
     def map(self, fn: Callable[[Chunk], Any], setup: Callable[..., None], args: tuple[Any, ...]) -> Iterator[Any]:
         setup(*args)
         yield fn((list(self.sources), list(self.targets)))
-
-
-def fit_tokenizers(
-    cfg: TokenizerConfig,
-    src_lang: str,
-    tgt_lang: str,
-    src_lines: Sequence[str],
-    tgt_lines: Sequence[str],
-    threads: int = 1,
-) -> TokenizerPair:
-    """tokenizer.kind's tokenizers learned from training text held in memory."""
-    src, tgt = TOKENIZERS[cfg.kind].fit(cfg, (src_lang, tgt_lang), LinesText(src_lines, tgt_lines, threads))
-    return TokenizerPair(src, tgt, joint=src is tgt)

@@ -69,11 +69,6 @@ def constant(cfg: TrainConfig, step: int) -> float:
     return 1.0
 
 
-def lr_factor(cfg: TrainConfig, step: int) -> float:
-    """Multiplier of cfg.lr before optimizer step `step` (0-based): train.schedule's."""
-    return SCHEDULES[cfg.schedule](cfg, step)
-
-
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainConfig) -> torch.optim.lr_scheduler.LambdaLR:
     schedule = SCHEDULES[cfg.schedule]  # an unknown name is refused here, before the first step
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: schedule(cfg, step))
