@@ -85,30 +85,26 @@ def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
     return items
 
 
-def create_app(server: Server) -> FastAPI:
-    @contextlib.asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(server.batcher.run()), asyncio.create_task(server.watcher.run())]
-        yield  # uvicorn has drained the requests in flight when this resumes
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        server.decode_thread.shutdown(wait=True)
-        server.reload_thread.shutdown(wait=False, cancel_futures=True)
-        if server.tokenize_thread is not None:
-            server.tokenize_thread.shutdown(wait=False, cancel_futures=True)
+async def _translations(server: Server, req: TranslateRequest, model: Translator) -> list[dict[str, Any]]:
+    """One response item per input line: from the translation memory (a line an accepted
+    correction's source), else from the model."""
+    remembered = server.corrections.remembered(req.lines) if server.corrections else [None] * len(req.lines)
+    asked = [line for line, r in zip(req.lines, remembered) if r is None]
+    translated: list[dict[str, Any]] = []
+    if asked:
+        out = await server.batcher.translate(asked, model.options(**req.parameters), model)
+        server.metrics.truncated.inc(len(out.truncated))
+        translated = _items(out, model)
+    answers = iter(translated)
+    return [
+        next(answers) if r is None else {"translation_text": r.translation, "from_memory": True, "correction": r.id}
+        for r in remembered
+    ]
 
-    app = FastAPI(title="tfm", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    pace = ShedPace()  # of the 503s the guard answers and of those the batcher raises
-    app.add_middleware(
-        Guard,
-        metrics=server.metrics,
-        token=server.token,
-        cut_off=server.count_cut_off,
-        busy=server.batcher.busy,
-        pace=pace,
-    )
-    page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+
+def _answer_errors(app: FastAPI, pace: ShedPace) -> None:
+    """Every error as {"error": "one line"}: a client's mistake, a shed request (paced as the
+    guard paces its own), a path or method the router does not know, and a bug."""
 
     @app.exception_handler(ClientError)
     async def client_error(request: Request, e: ClientError) -> JSONResponse:
@@ -130,49 +126,79 @@ def create_app(server: Server) -> FastAPI:
         """A bug: one line to the client; uvicorn logs the traceback."""
         return _error(500, f"internal error ({type(e).__name__}); see the server log")
 
-    async def parsed(
-        request: Request, parse: Callable[[Any, ServeConfig, Languages | None], TranslateRequest]
-    ) -> tuple[TranslateRequest, Translator]:
-        body = await read_body(
-            request.headers.get("content-length"),
-            request.stream(),
-            server.limits.max_bytes,
-            server.limits.body_timeout_s,
-        )
-        model = server.watcher.current
-        return parse(parse_json(body), server.limits, model.languages), model
+
+def _take_corrections(app: FastAPI, server: Server, corrections: ServedCorrections) -> None:
+    """POST /corrections (serving/corrections.py)."""
+
+    @app.post("/corrections")
+    async def correct(request: Request) -> JSONResponse:
+        address = request.client.host if request.client else "-"
+        timeout = server.limits.body_timeout_s
+        answer = await corrections.post(request.headers, request.stream(), address, server.watcher.current, timeout)
+        return JSONResponse(answer)
+
+
+def _lifespan(server: Server) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """The server's background tasks (the batcher, the model watcher) while the app runs, and
+    its threads stopped after uvicorn has drained the requests in flight."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(server.batcher.run()), asyncio.create_task(server.watcher.run())]
+        yield  # uvicorn has drained the requests in flight when this resumes
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        server.decode_thread.shutdown(wait=True)
+        server.reload_thread.shutdown(wait=False, cancel_futures=True)
+        if server.tokenize_thread is not None:
+            server.tokenize_thread.shutdown(wait=False, cancel_futures=True)
+
+    return lifespan
+
+
+async def _parsed(
+    server: Server, request: Request, parse: Callable[[Any, ServeConfig, Languages | None], TranslateRequest]
+) -> tuple[TranslateRequest, Translator]:
+    """A translation or attention request's body, read within its bounds and parsed against the
+    model that will answer it."""
+    body = await read_body(
+        request.headers.get("content-length"),
+        request.stream(),
+        server.limits.max_bytes,
+        server.limits.body_timeout_s,
+    )
+    model = server.watcher.current
+    return parse(parse_json(body), server.limits, model.languages), model
+
+
+def create_app(server: Server) -> FastAPI:
+    app = FastAPI(title="tfm", lifespan=_lifespan(server), docs_url=None, redoc_url=None, openapi_url=None)
+    pace = ShedPace()  # of the 503s the guard answers and of those the batcher raises
+    app.add_middleware(
+        Guard,
+        metrics=server.metrics,
+        token=server.token,
+        cut_off=server.count_cut_off,
+        busy=server.batcher.busy,
+        pace=pace,
+    )
+    page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+    _answer_errors(app, pace)
 
     @app.post("/")
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
-        req, model = await parsed(request, parse_translate)
-        remembered = server.corrections.remembered(req.lines) if server.corrections else [None] * len(req.lines)
-        asked = [line for line, r in zip(req.lines, remembered) if r is None]
-        translated: list[dict[str, Any]] = []
-        if asked:
-            out = await server.batcher.translate(asked, model.options(**req.parameters), model)
-            server.metrics.truncated.inc(len(out.truncated))
-            translated = _items(out, model)
-        answers = iter(translated)
-        items = [
-            next(answers) if r is None else {"translation_text": r.translation, "from_memory": True, "correction": r.id}
-            for r in remembered
-        ]
+        req, model = await _parsed(server, request, parse_translate)
+        items = await _translations(server, req, model)
         return JSONResponse(items, headers={"X-Model-Sha256": model.sha256})
 
     if server.corrections is not None:
-        corrections = server.corrections
-
-        @app.post("/corrections")
-        async def correct(request: Request) -> JSONResponse:
-            address = request.client.host if request.client else "-"
-            timeout = server.limits.body_timeout_s
-            answer = await corrections.post(request.headers, request.stream(), address, server.watcher.current, timeout)
-            return JSONResponse(answer)
+        _take_corrections(app, server, server.corrections)
 
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:
-        req, model = await parsed(request, parse_attention)
+        req, model = await _parsed(server, request, parse_attention)
         att = await server.batcher.attention(req.lines[0], model.options(**req.parameters), model)
         return JSONResponse(
             {
