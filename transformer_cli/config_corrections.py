@@ -45,3 +45,10 @@ class CorrectionsConfig(Section):
         ge=0.0,
         le=1.0,
     )
+    served_per_day: int = _f(
+        0,
+        "Opt-in self-training: tfm serve keeps up to this many distinct sources it translated a day "
+        "(UTC) in <store>/served.<src>, text a config's synthetic.forward_translation.text can name; 0: none.",
+        ge=0,
+        le=10_000_000,
+    )

@@ -8,7 +8,9 @@ import time
 
 from helpers import write_config
 
+from transformer_cli.config_corrections import CorrectionsConfig
 from transformer_cli.config_loading import load_config
+from transformer_cli.corrections.guards import guarded
 from transformer_cli.corrections.store import Correction, CorrectionStore
 from transformer_cli.corrections.training import PART, accepted, corrections_folder, corrections_part
 from transformer_cli.training.run_data import data_identity, prepare_run_data, training_split
@@ -25,13 +27,17 @@ def test_the_accepted_corrections_are_a_part_weighted_in_the_mix(tmp_path, corpu
             Correction("Ein Haus .", "A house .", status="held", reasons=["x"], time=t + 3),
         ]
     )
+    flood = [Correction(f"Satz {i} .", f"Sentence {i} .", client="flood") for i in range(4)]
+    store.add(flood, guarded(CorrectionsConfig(store="s", per_client_per_day=0)))
     assert [c.corrected for c in accepted(store)] == ["A cat sleeps .", "A dog is running ."]
     path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
     cfg = load_config(str(path))
     with caplog.at_level(logging.INFO, logger="tfm"):
         prepared, _ = prepare_run_data(cfg)
         mixed = training_split(cfg, prepared)
-    assert "corrections: 2 accepted from 2 client(s) (x4 an epoch), 1 held for review" in caplog.text
+    assert "corrections: 2 accepted from 2 client(s) (x4 an epoch), 5 held for review" in caplog.text
+    capped = "corrections: client flood reached its daily cap (corrections.per_client_per_day): 4 of its"
+    assert capped in caplog.text
     assert prepared.manifest.parts[PART].pairs == 2 and len(mixed) == 300 + 4 * 2
     assert [mixed.lines(i) for i in (300, 301, 302)] == [
         ("Eine Katze schläft .", "A cat sleeps ."),

@@ -72,8 +72,8 @@ def test_a_correction_is_durable_at_its_200_and_served_from_memory_by_every_serv
         one.stop()
 
 
-def test_a_correction_that_fails_the_guards_is_held_not_served(trained, tmp_path):
-    args, store = _args(trained, tmp_path)
+def test_a_correction_that_fails_the_guards_is_held_not_served_and_served_sources_are_kept(trained, tmp_path):
+    args, store = _args(trained, tmp_path, "corrections.served_per_day=2")
     server = Served(*args, log_to=tmp_path / "serve.log")
     try:
         source = SENTENCES[2]
@@ -86,6 +86,8 @@ def test_a_correction_that_fails_the_guards_is_held_not_served(trained, tmp_path
         assert r.json()["reasons"] == ["the correction is the source itself"]
         answer = server.post("/translate", json={"inputs": source}, headers=AUTH).json()
         assert "from_memory" not in answer[0]
+        server.post("/translate", json={"inputs": [source, *SENTENCES[3:5]]}, headers=AUTH)
+        assert (store / "served.de").read_text().splitlines() == [source, SENTENCES[3]]  # 2 a day, each once
     finally:
         assert server.stop() == 0
 

@@ -6,5 +6,6 @@ store.py      the append-only, durable log every writer and reader shares
 guards.py     what a correction must pass to be accepted (else it is held for review)
 memory.py     the accepted corrections by source: the translation memory tfm serve answers from
 files.py      corrections from TSV and TMX files (tfm feedback add)
+served.py     opt-in: the sources tfm serve translated, kept as text for forward translation
 training.py   the accepted corrections as a part of the training data (data/parts.py)
 """

@@ -23,6 +23,7 @@ from .store import Check, Correction
 
 UnknownShare = Callable[[str], float]  # a text -> the share of its tokens that are <unk>
 DAY_S = 86_400
+OVER_CAP = "corrections of the day are accepted already"  # the end of the cap's reason
 
 
 def normalised(text: str) -> str:
@@ -68,7 +69,7 @@ class Guards:
         if (source, corrected) in self.seen:
             out.append("already accepted")
         if self.today[(c.client or "", int(c.time // DAY_S))] >= cfg.per_client_per_day:
-            out.append(f"the client's {cfg.per_client_per_day} corrections of the day are accepted already")
+            out.append(f"the client's {cfg.per_client_per_day} {OVER_CAP}")
         return out
 
     def check(self, c: Correction) -> Correction:
@@ -78,6 +79,11 @@ class Guards:
         if not c.reasons:
             self._count(c)
         return c
+
+
+def over_cap(c: Correction) -> bool:
+    """Whether `c` was held for its client's daily cap."""
+    return any(r.endswith(OVER_CAP) for r in c.reasons)
 
 
 def guarded(cfg: CorrectionsConfig, unknown_share: UnknownShare | None = None) -> Check:

@@ -14,7 +14,7 @@ from typing import BinaryIO
 from ..config import Config
 from ..data.parts import PartInput
 from ..fsutil import atomic_write, exclusive_lock
-from .guards import normalised
+from .guards import normalised, over_cap
 from .store import Correction, CorrectionStore
 
 PART = "corrections"
@@ -56,6 +56,14 @@ def corrections_part(cfg: Config) -> PartInput | None:
         cfg.corrections.weight,
         held,
     )
+    capped = Counter(c.client or "-" for c in every if c.status == "held" and over_cap(c))
+    for client, n in sorted(capped.items()):
+        log.info(
+            "corrections: client %s reached its daily cap (corrections.per_client_per_day): %d of its "
+            "corrections held, not trained on",
+            client,
+            n,
+        )
     if not chosen:
         return None
     folder = corrections_folder(cfg)

@@ -95,6 +95,8 @@ async def _translations(server: Server, req: TranslateRequest, model: Translator
         out = await server.batcher.translate(asked, model.options(**req.parameters), model)
         server.metrics.truncated.inc(len(out.truncated))
         translated = _items(out, model)
+        if server.corrections is not None:
+            await server.corrections.keep_served(asked)
     answers = iter(translated)
     return [
         next(answers) if r is None else {"translation_text": r.translation, "from_memory": True, "correction": r.id}

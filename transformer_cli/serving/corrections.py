@@ -9,8 +9,9 @@
 
 and the translation memory: a /translate input equal to an accepted correction's source is
 answered with the correction (`"from_memory": true`), by this and every other process serving
-from the store, from their next request on. The route needs the bearer token (serve refuses a
-store without one).
+from the store, from their next request on. With corrections.served_per_day, the sources the
+model translated are kept as self-training text (corrections/served.py). The route needs the
+bearer token (serve refuses a store without one).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from ..api import Translator
 from ..config_corrections import CorrectionsConfig
 from ..corrections.guards import guarded
 from ..corrections.memory import Remembered, TranslationMemory
+from ..corrections.served import ServedText
 from ..corrections.store import Correction, CorrectionStore, StoreFull
 from ..errors import TfmError
 from .requests import ClientError, parse_json, read_body
@@ -53,12 +55,18 @@ class PerMinute:
 class ServedCorrections:
     """The store, its memory and the limits of one server (see the module docstring)."""
 
-    def __init__(self, cfg: CorrectionsConfig):
+    def __init__(self, cfg: CorrectionsConfig, source_lang: str):
         assert cfg.store is not None
         self.cfg = cfg
         self.store = CorrectionStore(cfg.store)
         self.memory = TranslationMemory(self.store)
         self.rate = PerMinute(cfg.per_minute)
+        self.served = ServedText(cfg.store, source_lang, cfg.served_per_day) if cfg.served_per_day else None
+
+    async def keep_served(self, lines: list[str]) -> None:
+        """Keep the sources the model translated as self-training text (corrections.served_per_day)."""
+        if self.served is not None:
+            await asyncio.to_thread(self.served.add, lines)
 
     def remembered(self, lines: list[str]) -> list[Remembered | None]:
         """Each line's accepted correction, if any (none when corrections.memory is off)."""

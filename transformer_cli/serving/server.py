@@ -138,7 +138,8 @@ def build_server(
         sc.max_pending_s,
         sc.attention_slots,
     )
-    served = ServedCorrections(corrections) if corrections is not None and corrections.store else None
+    source_lang = model.languages[0] if model.languages else "src"
+    served = ServedCorrections(corrections, source_lang) if corrections is not None and corrections.store else None
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread, served)
 
 
