@@ -13,21 +13,51 @@ import transformer_cli
 
 PACKAGE = Path(transformer_cli.__file__).parent
 MAX_LINES = 450
-# The layers, bottom up (docs/architecture.md): a sub-package imports from its own layer and
-# the ones below it. The modules beside them (config, errors, fsutil, records, ...) sit below
-# all of them; the CLI modules above all.
+# The layers, bottom up (docs/architecture.md): a module imports, when it runs, from its own
+# layer and the ones below it (imports under `if TYPE_CHECKING:` are for type checkers only).
+# A sub-package is one name; the top-level modules stand in layers too: the host, config and
+# file helpers below everything, the model files' and the API's with their layers, the CLI on top.
+BASE = {
+    "allocator",
+    "checkpoint",
+    "config",
+    "config_checks",
+    "config_corrections",
+    "config_docs",
+    "config_loading",
+    "config_synthetic",
+    "config_train",
+    "config_values",
+    "cpu_load",
+    "device",
+    "errors",
+    "extras",
+    "fsutil",
+    "loss",
+    "machine",
+    "plots",
+    "priority",
+    "provenance",
+    "records",
+    "registry",
+    "seams",
+    "stop_signals",
+    "threads",
+    "version",
+}
 LAYERS = [
+    BASE,
     {"tokenizers"},
     {"data"},
     {"corrections"},
     {"model"},
     {"inference"},
-    {"export", "hf", "model_io"},
+    {"export", "hf", "model_io", "model_source"},
     {"evaluate", "api"},
     {"synthetic"},
     {"training"},
     {"serving"},
-    {"cli", "cli_app", "cli_feedback", "cli_models", "cli_training"},
+    {"cli", "cli_app", "cli_feedback", "cli_models", "cli_training", "__init__", "__main__"},
 ]
 ABOVE = {name: set().union(*LAYERS[i + 1 :]) for i, layer in enumerate(LAYERS) for name in layer}
 
@@ -53,37 +83,35 @@ def test_every_sub_package_is_installed():
     assert not missing, f"add them to [tool.setuptools] packages: {missing}"
 
 
-def _imported_packages(path: Path) -> set[str]:
-    """The top-level parts of transformer_cli that `path` imports (relative or absolute)."""
+def test_every_module_imports_only_downward():
+    upward = {}
+    for path in _modules():
+        rel = path.relative_to(PACKAGE).parts
+        layer = rel[0] if len(rel) > 1 else path.stem  # a sub-package, or a top-level module
+        assert layer in ABOVE, f"{layer}: put it in a layer of LAYERS"
+        bad = _run_time_packages(path) & ABOVE[layer]
+        if bad:
+            upward["/".join(rel)] = sorted(bad)
+    assert not upward, f"imports from a layer above: {upward}"
+
+
+def _run_time_packages(path: Path) -> set[str]:
+    """The top-level parts of transformer_cli (a sub-package or a module) that `path` imports
+    when it runs, relative or absolute, function-local imports included."""
     depth = len(path.relative_to(PACKAGE).parts) - 1  # 0: a top-level module
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _run_time_imports(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:  # relative: climb to the package root
                 if node.level <= depth:
                     continue  # within the sub-package
                 parts = (node.module or "").split(".")
-                names = [parts[0]] if parts[0] else [a.name for a in node.names]
+                found.update([parts[0]] if parts[0] else [a.name for a in node.names])
             elif (module := node.module or "").startswith("transformer_cli."):
-                names = [module.split(".")[1]]
-            else:
-                continue
-            found.update(names)
-        elif isinstance(node, ast.Import):
+                found.add(module.split(".")[1])
+        else:
             found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("transformer_cli."))
     return found
-
-
-def test_sub_packages_import_only_downward():
-    upward = {}
-    for path in _modules():
-        rel = path.relative_to(PACKAGE).parts
-        if len(rel) < 2 or rel[0] not in ABOVE:  # the sub-packages
-            continue
-        bad = _imported_packages(path) & ABOVE[rel[0]]
-        if bad:
-            upward["/".join(rel)] = sorted(bad)
-    assert not upward, f"imports from a layer above: {upward}"
 
 
 def _module_name(path: Path) -> str:
