@@ -127,8 +127,10 @@ SCRIPT = textwrap.dedent("""\
     from transformer_cli.errors import UsageError
     from transformer_cli.seams import CRITERIA, SCHEDULES
 
+    known_before = "ep_loss" in CRITERIA  # `in` looks at the entry points as a lookup does
     cfg = load_config(sys.argv[1])
-    out = {"imported_at_load": "toy_extension.losses" in sys.modules,
+    out = {"known_before": known_before,"imported_at_load": "toy_extension.losses" in sys.modules,
+           "known_by_in": "ep_halving" in SCHEDULES,
            "loss": CRITERIA[cfg.train.criterion](cfg.train, 0),
            "schedule": SCHEDULES[cfg.train.schedule](cfg.train, 2), "errors": []}
     for _ in range(2):
@@ -162,6 +164,7 @@ def test_entry_points_of_an_installed_distribution_register_and_a_broken_one_is_
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["imported_at_load"] is False  # known by its entry point, imported when used
+    assert out["known_before"] is True and out["known_by_in"] is True
     assert (out["loss"], out["schedule"]) == ("the loss of an installed package", 0.25)
     line = _line(bad, "optimizer")
     expected = (

@@ -198,6 +198,9 @@ class Registry(Generic[T]):
         return build_section(settings, dict(given or {}), key)
 
     def __contains__(self, name: object) -> bool:
+        """Whether `name` is an entry, installed packages' entry points included (as `find`)."""
+        if isinstance(name, str) and name not in self._entries:
+            load_plugins(self.kind, self)
         return name in self._entries
 
     def __iter__(self) -> Iterator[str]:
