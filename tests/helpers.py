@@ -318,3 +318,24 @@ def config_from_dict(raw: dict):
     from transformer_cli.config_values import build_section
 
     return build_section(Config, raw, "")
+
+
+def on_a_small_disk(tmp_path: Path, size: str, script: str, folder: str) -> list[str]:
+    """The lines `python -c script DISK/folder` prints when DISK is a tmpfs of `size` (e.g.
+    "256k") of its own, in a private mount namespace (`unshare`): a real full disk without
+    root. The test is skipped where the machine allows no such namespace."""
+    import pytest
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    command = f'mount -t tmpfs -o size={size} tmpfs {disk} && exec {sys.executable} -c "$0" {disk}/{folder}'
+    r = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", command, script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if r.returncode != 0 and "unshare" in r.stderr:
+        pytest.skip(f"no private mount namespaces here: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import on_a_small_disk
 
 from transformer_cli.config_corrections import CorrectionsConfig
 from transformer_cli.corrections.guards import guarded
@@ -81,18 +82,6 @@ print(len(CorrectionStore(sys.argv[1]).corrections()) == n, n > 0)
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare: no private mount namespaces here")
 def test_a_full_disk_is_one_line_naming_the_log_and_keeps_every_whole_record(tmp_path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    script = f'mount -t tmpfs -o size=128k tmpfs {disk} && exec {sys.executable} -c "$0" {disk}/s'
-    r = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, FULL_DISK],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if r.returncode != 0 and "unshare" in r.stderr:
-        pytest.skip(f"no private mount namespaces here: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    error, counts = r.stdout.splitlines()
-    assert error == f"cannot store corrections in {disk}/s/corrections.jsonl: no space left on device"
+    error, counts = on_a_small_disk(tmp_path, "128k", FULL_DISK, "s")
+    assert error == f"cannot store corrections in {tmp_path}/disk/s/corrections.jsonl: no space left on device"
     assert counts == "True True"

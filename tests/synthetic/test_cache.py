@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import on_a_small_disk
 
 from transformer_cli.errors import TfmError
 from transformer_cli.synthetic.cache import STATE, Cost, TranslationCache, cache_folder
@@ -220,18 +221,7 @@ print(TranslationCache(Path(sys.argv[1]), {"models": ["abc"]}).rows == cache.row
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="unshare: no private mount namespaces here")
 def test_a_full_disk_names_the_file_and_counts_only_whole_rows(tmp_path):
     disk = tmp_path / "disk"
-    disk.mkdir()
-    script = f'mount -t tmpfs -o size=256k tmpfs {disk} && exec {sys.executable} -c "$0" {disk}/c'
-    r = subprocess.run(
-        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, FULL_DISK],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if r.returncode != 0 and "unshare" in r.stderr:
-        pytest.skip(f"no private mount namespaces here: {r.stderr.strip()}")
-    assert r.returncode == 0, r.stderr
-    error, counts = r.stdout.splitlines()
+    error, counts = on_a_small_disk(tmp_path, "256k", FULL_DISK, "c")
     assert error.startswith(f"cannot write {disk}/c/") or error.startswith(
         f"cannot write the translation cache file {disk}/c/"
     )
