@@ -25,6 +25,7 @@ BASE = {
     "config_corrections",
     "config_docs",
     "config_loading",
+    "config_sections",
     "config_synthetic",
     "config_train",
     "config_values",

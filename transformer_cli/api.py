@@ -103,7 +103,8 @@ def open_backend(
             f"{paths[0]}: {ENGINES.unknown(engine)} (an export of a plugin's format: "
             "name the plugin in the config's plugins:, or install it)"
         )
-    return opener(Path(paths[0]), device, precision, decode, threads)
+    backend: TranslationBackend = opener(Path(paths[0]), device, precision, decode, threads)
+    return backend
 
 
 def open_torch(

@@ -4,17 +4,29 @@ culprit first, so that the loader can say which file and line (or --set) gave ea
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .config_synthetic import NOISED_BEAM
+from .config_sections import DataConfig, DecodeConfig, DistillConfig, ModelConfig, TokenizerConfig
+from .config_synthetic import NOISED_BEAM, SyntheticConfig
+from .config_train import TrainConfig
 from .config_values import ConfigError, lookup
 from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS
 
-if TYPE_CHECKING:  # the schema calls these checks (Config.__post_init__): its type only
-    from .config import Config
+
+class Checked(Protocol):
+    """What the checks read of a config (config.Config, which calls them as it is built)."""
+
+    name: str
+    data: DataConfig
+    tokenizer: TokenizerConfig
+    model: ModelConfig
+    train: TrainConfig
+    decode: DecodeConfig
+    distill: DistillConfig
+    synthetic: SyntheticConfig
 
 
-def validate(cfg: Config) -> None:
+def validate(cfg: Checked) -> None:
     """Checks that involve more than one key (a ConfigError holding the keys, the culprit first):
     every name a registry gives is known (the config's plugins imported by whoever read it:
     config_loading), with the chosen entry's options; the architecture's own checks; the rest."""
@@ -95,7 +107,7 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"name={cfg.name!r} must be a plain directory name", "name")
 
 
-def check_choices(cfg: Config) -> None:
+def check_choices(cfg: Checked) -> None:
     """Every key that names a registry's entry names one (an unknown name: a ConfigError that
     lists the known ones), and the entry's options are its settings (seams.CHOSEN_BY_CONFIG)."""
     for registry in CHOSEN_BY_CONFIG:
@@ -117,7 +129,7 @@ def check_choices(cfg: Config) -> None:
         )
 
 
-def _check_synthetic(cfg: Config) -> None:
+def _check_synthetic(cfg: Checked) -> None:
     ft, bt = cfg.synthetic.forward_translation, cfg.synthetic.back_translation
     if bt.search != NOISED_BEAM:  # a decode.strategy (a plugin's: known once plugins are in)
         SEARCH_STRATEGIES.check(bt.search, "synthetic.back_translation.search")

@@ -10,83 +10,62 @@ dotted path as the value): registry.py and docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .registry import Registry
 
-if TYPE_CHECKING:  # the entries' types, for type checkers only: this module imports no layer
-    import torch
-
-    from .config import Config, DecodeConfig
-    from .config_train import TrainConfig
-    from .data.augment import Transform
-    from .data.sources import ParallelCorpus
-    from .export.exporter import Exporter
-    from .inference.strategies import SearchStrategy
-    from .inference.translate import TranslationBackend
-    from .model.builders import Architecture
-    from .synthetic.corpora import NamedText
-    from .tokenizers.base import Tokenizer
-    from .training.step import Criterion
-
+# The registries hold their entries untyped (`Registry[Any]`): this module imports no layer,
+# not even for type checkers, so the layers that implement the entries stay above it. Each
+# reader types what it takes out where it reads it (e.g. `kind: type[Tokenizer] =
+# TOKENIZERS[name]`); what an entry must be is said beside each registry.
 TFM = "transformer_cli."  # tfm's own modules
-# The entries' types (strings: only type checkers read them)
-MakeTransform = Callable[["Config"], "Transform | None"]
-MakeCriterion = Callable[["TrainConfig", int], "Criterion"]
-MakeOptimizer = Callable[[list[dict[str, Any]], "TrainConfig", "torch.device"], "torch.optim.Optimizer"]
-Schedule = Callable[["TrainConfig", int], float]
-OpenEngine = Callable[[Path, str, str, "DecodeConfig | None", Any], "TranslationBackend"]
 
 # model.architecture: an Architecture (model/builders.py): a builder and the dataclass of the
 # `model:` section (config.ModelConfig or a subclass), which is the entry's settings.
-ARCHITECTURES: Registry[Architecture] = Registry("architectures", "model architecture", "model.architecture")
+ARCHITECTURES: Registry[Any] = Registry("architectures", "model architecture", "model.architecture")
 ARCHITECTURES.register(
     "transformer", TFM + "model.builders:TRANSFORMER", settings=TFM + "model.transformer_config:TransformerConfig"
 )
 
 # tokenizer.kind: a Tokenizer subclass (tokenizers/base.py); its own keys: tokenizer.options
-TOKENIZERS: Registry[type[Tokenizer]] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind", "tokenizer.options")
+TOKENIZERS: Registry[Any] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind", "tokenizer.options")
 TOKENIZERS.register("spacy", TFM + "tokenizers.word:WordTokenizer")
 TOKENIZERS.register("sentencepiece", TFM + "tokenizers.subword:SubwordTokenizer")
 TOKENIZERS.register("piece-vocab", TFM + "tokenizers.piece_vocab:PieceVocabTokenizer")
 
 # data.corpus: a ParallelCorpus (data/sources.py); its own keys: data.corpus_options
-CORPORA: Registry[ParallelCorpus] = Registry("corpora", "parallel corpus", "data.corpus", "data.corpus_options")
+CORPORA: Registry[Any] = Registry("corpora", "parallel corpus", "data.corpus", "data.corpus_options")
 CORPORA.register("multi30k", TFM + "data.sources:MULTI30K")
 CORPORA.register("files", TFM + "data.sources:FILES")
 
 # synthetic.*.text: a monolingual corpus known by name (synthetic/corpora.py); the other values
 # are `parallel` (the config's own training side) and files or folders
-TEXT_CORPORA: Registry[NamedText] = Registry(
-    "text_corpora", "monolingual corpus", "synthetic.*.text", keywords=("parallel",)
-)
+TEXT_CORPORA: Registry[Any] = Registry("text_corpora", "monolingual corpus", "synthetic.*.text", keywords=("parallel",))
 TEXT_CORPORA.register("multi30k-task2", TFM + "synthetic.corpora:MULTI30K_TASK2")
 
-# train.transforms: config -> a Transform or None (data/augment.py)
-TRANSFORMS: Registry[MakeTransform] = Registry("transforms", "transform", "train.transforms", arity=1)
+# train.transforms: (config) -> a data.augment.Transform, or None when its settings do nothing
+TRANSFORMS: Registry[Any] = Registry("transforms", "transform", "train.transforms", arity=1)
 TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise")
 
 # train.criterion: (train settings, target pad id) -> a criterion (training/step.py); its own
 # keys: train.criterion_options
-CRITERIA: Registry[MakeCriterion] = Registry(
+CRITERIA: Registry[Any] = Registry(
     "criteria", "training criterion", "train.criterion", "train.criterion_options", arity=2
 )
 CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config")
 
-# train.optimizer: (parameter groups, train settings, device) -> a torch optimizer (training/optim.py)
-OPTIMIZERS: Registry[MakeOptimizer] = Registry("optimizers", "optimizer", "train.optimizer", arity=3)
+# train.optimizer: (parameter groups, train settings, torch device) -> a torch optimizer (training/optim.py)
+OPTIMIZERS: Registry[Any] = Registry("optimizers", "optimizer", "train.optimizer", arity=3)
 OPTIMIZERS.register("adam", TFM + "training.optim:ADAM")
 OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW")
 
 # train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py)
-SCHEDULES: Registry[Schedule] = Registry("schedules", "learning-rate schedule", "train.schedule", arity=2)
+SCHEDULES: Registry[Any] = Registry("schedules", "learning-rate schedule", "train.schedule", arity=2)
 SCHEDULES.register("constant", TFM + "training.optim:constant")
 SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt")
 
 # decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
-SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry(
+SEARCH_STRATEGIES: Registry[Any] = Registry(
     "search_strategies", "search strategy", "decode.strategy", "decode.strategy_options", keywords=("auto",)
 )
 SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY")
@@ -94,13 +73,14 @@ SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM")
 SEARCH_STRATEGIES.register("sample", TFM + "inference.strategies:SAMPLING")
 
 # export.format (tfm export --format): an Exporter (export/exporter.py); its keys: export.options
-EXPORTERS: Registry[Exporter] = Registry("exporters", "export format", "export.format", "export.options")
+EXPORTERS: Registry[Any] = Registry("exporters", "export format", "export.format", "export.options")
 EXPORTERS.register("ctranslate2", TFM + "export.bundle:CT2_EXPORTER", settings=TFM + "export.options:Ct2Options")
 EXPORTERS.register("hf", TFM + "hf.export:HF_EXPORTER")
 
-# The engine an export's manifest names -> the function that opens the folder as a
-# TranslationBackend, with api.open_backend's arguments (a path without a manifest: torch).
-ENGINES: Registry[OpenEngine] = Registry("engines", "export engine", arity=5)
+# The engine an export's manifest names -> the function (path, device, precision, decode
+# settings or None, threads) that opens the folder as an inference.translate.TranslationBackend,
+# with api.open_backend's arguments (a path without a manifest: torch).
+ENGINES: Registry[Any] = Registry("engines", "export engine", arity=5)
 ENGINES.register("torch", TFM + "api:open_torch")
 ENGINES.register("transformers", TFM + "api:open_torch")  # tfm export --format hf: a MarianMT folder
 ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")

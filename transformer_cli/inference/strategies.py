@@ -110,6 +110,7 @@ GREEDY, BEAM, SAMPLING = Greedy(), Beam(), Sampling()  # seams.py names them
 
 def strategy_for(d: DecodeConfig) -> SearchStrategy:
     """decode.strategy, or (auto) greedy for a beam of one and beam search for more."""
-    if d.strategy == "auto":
-        return SEARCH_STRATEGIES["greedy" if d.beam_size == 1 else "beam"]
-    return SEARCH_STRATEGIES[d.strategy]
+    chosen: SearchStrategy = SEARCH_STRATEGIES[
+        ("greedy" if d.beam_size == 1 else "beam") if d.strategy == "auto" else d.strategy
+    ]
+    return chosen

@@ -57,4 +57,5 @@ def build_model(
 ) -> TranslationModel[Any]:
     """A new model of `architecture` (its weights freshly initialised) for vocabularies of
     these sizes and special ids (the tokenizers')."""
-    return ARCHITECTURES[architecture].build(cfg, src_vocab_size, tgt_vocab_size, src_ids, tgt_ids)
+    family: Architecture = ARCHITECTURES[architecture]
+    return family.build(cfg, src_vocab_size, tgt_vocab_size, src_ids, tgt_ids)

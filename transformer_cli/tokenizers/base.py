@@ -140,7 +140,7 @@ class Tokenizer(ABC):
 
 def tokenizer_from_state(state: dict[str, Any]) -> Tokenizer:
     """Rebuild a tokenizer from its `state()` (by its kind; an unknown one is a ValueError)."""
-    kind = TOKENIZERS.find(state["kind"])
+    kind: type[Tokenizer] | None = TOKENIZERS.find(state["kind"])
     if kind is None:
         raise ValueError(f"unknown tokenizer kind {state['kind']!r} (known: {', '.join(TOKENIZERS.names())})")
     return kind.from_state(state)

@@ -42,7 +42,8 @@ ADAMW = _adam(torch.optim.AdamW)
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
     """train.optimizer over the model's parameter groups."""
-    return OPTIMIZERS[cfg.optimizer](parameter_groups(model, cfg.weight_decay), cfg, device)
+    optimizer: torch.optim.Optimizer = OPTIMIZERS[cfg.optimizer](parameter_groups(model, cfg.weight_decay), cfg, device)
+    return optimizer
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -55,4 +55,5 @@ def criterion(tc: TrainConfig, pad_id: int) -> Criterion:
     makes a criterion from the train settings and the target <pad> id (its own settings:
     CRITERIA.options(tc.criterion, tc.criterion_options)); called with (net, batch, dtype), it
     returns the batch's summed training loss and summed NLL."""
-    return CRITERIA[tc.criterion](tc, pad_id)
+    made: Criterion = CRITERIA[tc.criterion](tc, pad_id)
+    return made
