@@ -31,7 +31,16 @@ def validate(cfg: Checked) -> None:
     every name a registry gives is known (the config's plugins imported by whoever read it:
     config_loading), with the chosen entry's options; the architecture's own checks; the rest."""
     check_choices(cfg)
-    t, tr, d = cfg.tokenizer, cfg.train, cfg.data
+    _check_text(cfg.tokenizer, cfg.train)
+    cfg.model.check(cfg)
+    _check_batches(cfg.train)
+    _check_decode(cfg.decode)
+    _check_synthetic(cfg)
+    _check_runs(cfg)
+
+
+def _check_text(t: TokenizerConfig, tr: TrainConfig) -> None:
+    """Subword sampling needs a tokenizer that samples; the source noise's shares fit in one."""
     if t.sampling and not TOKENIZERS[t.kind].samples:
         raise ConfigError(
             f"tokenizer.sampling needs a tokenizer that samples segmentations (sentencepiece; {t.kind} has one)",
@@ -44,7 +53,10 @@ def validate(cfg: Checked) -> None:
             "train.source_lowercase",
             "train.source_uppercase",
         )
-    cfg.model.check(cfg)
+
+
+def _check_batches(tr: TrainConfig) -> None:
+    """One batch size (sentences or tokens), Adam's betas, the warmup inverse_sqrt needs."""
     if tr.batch_size is None and tr.batch_tokens is None:
         raise ConfigError(
             "set train.batch_size (sentences) or train.batch_tokens (token budget)",
@@ -63,13 +75,16 @@ def validate(cfg: Checked) -> None:
         raise ConfigError(
             "train.schedule: inverse_sqrt needs train.warmup_steps >= 1", "train.warmup_steps", "train.schedule"
         )
-    if cfg.decode.n_best > cfg.decode.beam_size:
+
+
+def _check_decode(dc: DecodeConfig) -> None:
+    """n_best within the beam (one draw when sampling); one weight per ensemble model."""
+    if dc.n_best > dc.beam_size:
         raise ConfigError(
-            f"decode.n_best={cfg.decode.n_best} must be <= decode.beam_size={cfg.decode.beam_size}",
+            f"decode.n_best={dc.n_best} must be <= decode.beam_size={dc.beam_size}",
             "decode.n_best",
             "decode.beam_size",
         )
-    dc = cfg.decode
     if dc.strategy == "sample" and dc.n_best > 1:
         raise ConfigError(
             "decode.strategy: sample draws one translation: set decode.n_best to 1", "decode.n_best", "decode.strategy"
@@ -82,7 +97,11 @@ def validate(cfg: Checked) -> None:
             "decode.ensemble_weights",
             "decode.ensemble",
         )
-    _check_synthetic(cfg)
+
+
+def _check_runs(cfg: Checked) -> None:
+    """The rest: distillation's weights, two languages, the parent, retrain's epochs, the name."""
+    tr, d = cfg.train, cfg.data
     if cfg.distill.weights is not None and len(cfg.distill.weights) != len(cfg.distill.teachers):
         raise ConfigError(
             f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",

@@ -91,6 +91,18 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             raise ConfigError(f"{key} must be a mapping (got {value!r})", key)
         item = get_args(tp)[1]
         return {str(k): _coerce(v, item, f"{key}.{k}") for k, v in value.items()}
+    scalar = _scalar(value, tp, key)
+    if scalar is not _NOT_THIS:
+        return scalar
+    raise ConfigError(f"{key} must be {_type_name(tp)} (got {value!r})", key)
+
+
+_NOT_THIS: Any = object()  # _scalar: the value is not of that type
+
+
+def _scalar(value: Any, tp: Any, key: str) -> Any:
+    """`value` as a bool, int, float or str `tp` (from YAML's own types or from text, as
+    `--set` gives it), or _NOT_THIS; a float that is no finite number is a ConfigError."""
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -115,10 +127,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             if not math.isfinite(number):
                 raise ConfigError(f"{key} must be a finite number (got {value!r})", key)
             return number
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    raise ConfigError(f"{key} must be {_type_name(tp)} (got {value!r})", key)
+    elif tp is str and isinstance(value, str):
+        return value
+    return _NOT_THIS
 
 
 _BOUND_OPS = {"ge": (operator.ge, ">="), "le": (operator.le, "<="), "gt": (operator.gt, ">"), "lt": (operator.lt, "<")}

@@ -346,28 +346,10 @@ def _build(
     built: list[DataManifest] = []
 
     def build(folder: Path) -> None:
-        stats: dict[str, SplitStats] = {}
         with progress_bar(f"encoding ({pair.src.kind}, {workers} processes)") as bar:
-            train_settings = EncodeSettings(dtype, cfg.data.train_max_len, not pair.src.lowercase)
-            with ChunkPool(workers, setup, (pair.state(), train_settings)) as pool:
-                stats["train"] = encode_split(
-                    ShardWriter(folder, "train", langs, dtype, cfg.data.shard_tokens),
-                    train.chunks(),
-                    pool,
-                    check_stop,
-                    bar,
-                )
+            stats = _encode_corpus(cfg, folder, pair, dtype, train, evaluation, check_stop, bar)
             if given is not None:
                 log.info("%s", unknown_line(stats["train"].oov_rate(), langs))
-            with ChunkPool(1, setup, (pair.state(), EncodeSettings(dtype))) as pool:
-                for s in EVAL_SPLITS:
-                    stats[s] = encode_split(
-                        ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens),
-                        _chunked(evaluation[s]),
-                        pool,
-                        check_stop,
-                        bar,
-                    )
             encoded = encode_parts(cfg, folder, parts, pair, dtype, None, check_stop, bar)
         _check_enough(cfg, stats["train"], train.empty, sum(e.record.pairs for e in encoded.values()))
         if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
@@ -398,6 +380,31 @@ def _build(
     except WriteError as e:  # a full disk: said as the data's problem
         raise TfmError(f"cannot write preprocessed data to {cfg.data_dir}: {e.reason}") from None
     return pair, built[0]
+
+
+def _encode_corpus(
+    cfg: Config,
+    folder: Path,
+    pair: TokenizerPair,
+    dtype: str,
+    train: TrainingPairs,
+    evaluation: dict[str, tuple[list[str], list[str]]],
+    check_stop: Callable[[], None] | None,
+    bar: Any,
+) -> dict[str, SplitStats]:
+    """The corpus's splits encoded into `folder`: the training pairs in `train.workers`
+    processes (spellings counted for the truecaser), the evaluation splits in one."""
+    langs = (cfg.data.src_lang, cfg.data.tgt_lang)
+    stats: dict[str, SplitStats] = {}
+    train_settings = EncodeSettings(dtype, cfg.data.train_max_len, not pair.src.lowercase)
+    with ChunkPool(train.workers, setup, (pair.state(), train_settings)) as pool:
+        writer = ShardWriter(folder, "train", langs, dtype, cfg.data.shard_tokens)
+        stats["train"] = encode_split(writer, train.chunks(), pool, check_stop, bar)
+    with ChunkPool(1, setup, (pair.state(), EncodeSettings(dtype))) as pool:
+        for s in EVAL_SPLITS:
+            writer = ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens)
+            stats[s] = encode_split(writer, _chunked(evaluation[s]), pool, check_stop, bar)
+    return stats
 
 
 def _encoded_with(cfg: Config, given: GivenTokenizers | None) -> Config:
