@@ -25,11 +25,14 @@ class TranslationMemory:
     def __init__(self, store: CorrectionStore):
         self.store = store
         self._by_source: dict[str, Remembered] = {}
+        self._version = -1  # of the store's corrections that _by_source was made from
         self.refresh()
 
     def refresh(self) -> None:
-        """Take in what the store's log gained (a stat when it gained nothing)."""
-        if self.store.refresh() or not self._by_source:
+        """Take in what the store's log gained, whoever read it (a stat when it gained nothing)."""
+        self.store.refresh()
+        if self.store.version != self._version:
+            self._version = self.store.version
             self._by_source = {
                 normalised(c.source): Remembered(c.corrected, c.id)
                 for c in sorted(self.store.corrections(), key=lambda c: c.time)

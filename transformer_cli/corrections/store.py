@@ -22,6 +22,7 @@ import contextlib
 import errno
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -67,37 +68,47 @@ class CorrectionStore:
         self.path = self.folder / LOG
         self._read = 0  # bytes of the log folded into _known
         self._known: dict[str, Correction] = {}
+        self.version = 0  # how many times _known changed: a reader rebuilds what it made of it
+        self._mutex = threading.Lock()  # _read, _known and version, between this process's threads
 
-    def refresh(self) -> bool:
-        """Fold in what the log gained since the last read (a stat when nothing); whether it had."""
+    def refresh(self) -> None:
+        """Fold in what the log gained since the last read (a stat when nothing)."""
+        with self._mutex:
+            self._refresh()
+
+    def _refresh(self) -> None:
         try:
             if os.stat(self.path).st_size == self._read:
-                return False
+                return
         except FileNotFoundError:
-            return False
+            return
         new = []
         for record, end in self.records(self._read):
             new.append(record)
             self._read = end
-        fold(iter(new), self._known)
-        return bool(new)
+        if new:
+            fold(iter(new), self._known)
+            self.version += 1
 
     def corrections(self) -> list[Correction]:
         """Every correction with its current status, in the order they came."""
-        self.refresh()
-        return list(self._known.values())
+        with self._mutex:
+            self._refresh()
+            return list(self._known.values())
 
     def add(self, corrections: list[Correction], check: Check | None = None) -> list[Correction]:
         """Append `corrections` durably (all or none), each first given its status by `check`
         with every correction stored before it (under the lock: what other processes added
         counts too)."""
         with self._locked() as fd:
-            self.refresh()
+            with self._mutex:
+                self._refresh()
+                known = list(self._known.values())
             if check is not None:
                 for c in corrections:
-                    check(list(self._known.values()), c)
-                    self._known[c.id] = c
-            self._write(fd, [asdict(c) for c in corrections])
+                    check(known, c)
+                    known.append(c)
+            self._write(fd, [asdict(c) for c in corrections])  # read back by the next refresh
         return corrections
 
     def decide(self, ids: list[str], decision: str) -> list[str]:
@@ -105,7 +116,8 @@ class CorrectionStore:
         the store does not hold (nothing is recorded then)."""
         with self._locked() as fd:
             self.refresh()
-            unknown = [i for i in ids if i not in self._known]
+            with self._mutex:
+                unknown = [i for i in ids if i not in self._known]
             if not unknown:
                 self._write(fd, [{"id": i, "time": time.time(), "decision": decision} for i in ids])
         return unknown
