@@ -29,3 +29,21 @@ def test_the_memory_answers_accepted_corrections_and_follows_the_log(tmp_path):
     other.decide([later.id], "rejected")
     memory.refresh()
     assert memory.lookup("Ein Hund .").translation == "A dog ."
+
+
+def test_a_correction_another_thread_read_from_the_log_is_not_missed(tmp_path):
+    """The memory rebuilds when the store's corrections changed, whoever read the log: here a
+    write of this process reads another process's correction in before the memory looks."""
+    store = CorrectionStore(tmp_path / "s")
+    store.add([Correction("Ein Hund .", "A dog .")])
+    memory = TranslationMemory(store)
+    CorrectionStore(tmp_path / "s").add([Correction("Eine Katze .", "A cat .")])  # another process
+    seen = []
+
+    def check(known, c):  # runs inside this process's add, after it read the log, before it writes
+        memory.refresh()
+        seen.append(memory.lookup("Eine Katze ."))
+        return c
+
+    store.add([Correction("Ein Baum .", "A tree .")], check)
+    assert seen[0] is not None and seen[0].translation == "A cat ."
