@@ -42,6 +42,7 @@ from ..export.exporter import Exporter
 from ..export.manifest import ExportManifest
 from ..extras import import_extra
 from ..fsutil import atomic_write_folder
+from ..model.transformer_config import TransformerConfig
 from ..tokenizers.base import Tokenizer
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.piece_vocab import PieceVocabTokenizer
@@ -94,53 +95,18 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
     src, tgt = tokenizers.src, tokenizers.tgt
     src_order, tgt_order = (vocab_order(t.vocab_size, t.ids.pad) for t in (src, tgt))
     src_vocab, tgt_vocab = _pieces(src, src_order), _pieces(tgt, tgt_order)
-    separate = src_vocab != tgt_vocab
     new_id = {tfm: i for i, tfm in enumerate(tgt_order)}
     pad, eos, start = new_id[tgt.ids.pad], new_id[tgt.ids.eos], new_id[tgt.ids.sos]
     state = reorder_vocab(to_hf(checkpoint.weights, cfg), src_order, tgt_order)
     interleaved = cfg.sinusoid_layout == "interleaved"
     if interleaved:
         state = permute_features(state, feature_order(cfg.d_model))
-    decode = checkpoint.config.get("decode", {})
     written: list[ExportManifest] = []
+    files = _settings_files(cfg, checkpoint, tokenizers, (pad, eos, start), src_vocab, tgt_vocab)
 
     def write(folder: Path) -> None:
-        def dump(name: str, value: Any) -> None:
+        for name, value in files.items():
             (folder / name).write_text(json.dumps(value, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-        dump("config.json", hf_config(cfg, src.vocab_size, tgt.vocab_size, pad, eos, start))
-        dump(
-            "generation_config.json",
-            {
-                "decoder_start_token_id": start,
-                "eos_token_id": eos,
-                "forced_eos_token_id": eos,
-                # tfm's cap on any output: max_len tokens with <eos>; max_length counts the start token
-                "pad_token_id": pad,
-                "max_length": cfg.max_len + 1,
-                "num_beams": decode.get("beam_size", 1),
-                "length_penalty": decode.get("length_penalty", 1.0),
-                "early_stopping": True,
-            },
-        )  # tfm's beam ends once beam_size hypotheses have
-        names = src.id_to_token([src.ids.unk, src.ids.pad, src.ids.eos])
-        langs = checkpoint.config.get("data", {})
-        dump(
-            "tokenizer_config.json",
-            {
-                "tokenizer_class": "MarianTokenizer",
-                "unk_token": names[0],
-                "pad_token": names[1],
-                "eos_token": names[2],
-                "model_max_length": cfg.max_len,
-                "separate_vocabs": separate,
-                "source_lang": langs.get("src_lang"),
-                "target_lang": langs.get("tgt_lang"),
-            },
-        )
-        dump("vocab.json", src_vocab)
-        if separate:
-            dump("target_vocab.json", tgt_vocab)
         (folder / "source.spm").write_bytes(_spm(src))
         (folder / "target.spm").write_bytes(_spm(tgt))
         safetensors.save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
@@ -159,6 +125,53 @@ def export_hf(checkpoint: Checkpoint, source: Path, output: Path) -> tuple[Expor
 
     atomic_write_folder(output, write)
     return written[0], round(time.perf_counter() - started, 3)
+
+
+def _settings_files(
+    cfg: TransformerConfig,
+    checkpoint: Checkpoint,
+    tokenizers: TokenizerPair,
+    ids: tuple[int, int, int],
+    src_vocab: dict[str, int],
+    tgt_vocab: dict[str, int],
+) -> dict[str, Any]:
+    """The folder's JSON files by name: the model's config, its generation settings (tfm's
+    decoding defaults), the tokenizer's, and the vocabularies (`ids`: pad, eos and decoder start
+    in the exported order)."""
+    pad, eos, start = ids
+    src, tgt = tokenizers.src, tokenizers.tgt
+    decode = checkpoint.config.get("decode", {})
+    names = src.id_to_token([src.ids.unk, src.ids.pad, src.ids.eos])
+    langs = checkpoint.config.get("data", {})
+    separate = src_vocab != tgt_vocab
+    files: dict[str, Any] = {
+        "config.json": hf_config(cfg, src.vocab_size, tgt.vocab_size, pad, eos, start),
+        "generation_config.json": {
+            "decoder_start_token_id": start,
+            "eos_token_id": eos,
+            "forced_eos_token_id": eos,
+            # tfm's cap on any output: max_len tokens with <eos>; max_length counts the start token
+            "pad_token_id": pad,
+            "max_length": cfg.max_len + 1,
+            "num_beams": decode.get("beam_size", 1),
+            "length_penalty": decode.get("length_penalty", 1.0),
+            "early_stopping": True,  # tfm's beam ends once beam_size hypotheses have
+        },
+        "tokenizer_config.json": {
+            "tokenizer_class": "MarianTokenizer",
+            "unk_token": names[0],
+            "pad_token": names[1],
+            "eos_token": names[2],
+            "model_max_length": cfg.max_len,
+            "separate_vocabs": separate,
+            "source_lang": langs.get("src_lang"),
+            "target_lang": langs.get("tgt_lang"),
+        },
+        "vocab.json": src_vocab,
+    }
+    if separate:
+        files["target_vocab.json"] = tgt_vocab
+    return files
 
 
 class HfExporter(Exporter):

@@ -32,7 +32,7 @@ from ..synthetic.directions import makes_pairs
 from ..synthetic.mixture import help_translate
 from ..synthetic.sharing import threads_each
 from .build import build_trainer
-from .distributed import init_distributed, peer_lost, shutdown_distributed
+from .distributed import DistContext, init_distributed, peer_lost, shutdown_distributed
 from .loop import Trainer
 from .metrics import described
 from .parent import Parent, continued_config, resolve_parent
@@ -102,7 +102,7 @@ def run_training(
     handler = None
     in_order = False  # whether this process ends as every rank does (for the others' peer watch)
     stop = GracefulStop()
-    stage = "preparing the data"
+    stage = Stage()
     data_held = False  # the data folder, held for reading while this session uses it
     try:
         parent = None
@@ -113,45 +113,11 @@ def run_training(
             log.info("tfm %s", " ".join(sys.argv[1:]))
             parent = resolve_parent(cfg, run)  # refused (exit 2) before anything is made
         stop.__enter__()  # from here on a signal is honoured at the next safe point
-        if dist_ctx.is_main:
-            if makes_pairs(cfg):
-                stage = "making the synthetic corpus (the translations so far are kept)"
-            start = start_run(cfg, run, parent, stop.check, restart)  # train.retrain decides here
-        elif makes_pairs(cfg):  # the other ranks share the translating, not wait for it
-            stage = "translating text beside the first rank (the translations so far are kept)"
-            help_translate(_helping(cfg, dist_ctx.world_size), stop.check)
-        dist_ctx.barrier()
-        if not dist_ctx.is_main:
-            start = start_other_rank(cfg, run, resolve_parent(cfg, run, repair=False))
+        start = _started(cfg, run, parent, dist_ctx, stop, restart, stage)
         data_held = True
-        prepared, parent = start.prepared, start.parent
-        trainer = build_trainer(
-            _trained_config(cfg, start), prepared, run, device, dist_ctx, stop, show_progress, start.identity
-        )
-        pairs = prepared.manifest.training_pairs
-        trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
-        resumed = _resume_or_start(trainer, restart, parent)
-        trained = trainer.extend_if_asked()
-        if resumed and trained and start.decision is not None and not start.fresh and dist_ctx.is_main:
-            log.info("continued training: as this run decided when it started: %s", start.decision.outcome)
-        p = trainer.progress
-        if not trained:
-            log.info(
-                "run %s already finished (%s, step %d, best Val. Loss %.3f): nothing to do; --restart trains it again",
-                run.path,
-                p.stop_reason,
-                p.step,
-                p.best_valid_loss,
-            )
-        else:
-            stage = "training"
-            _train(trainer, resumed)
-        decision = None
-        if dist_ctx.is_main:
-            stage = "deciding the promotion"
-            decision = _promote(cfg, run, prepared, device, stop, start)
+        outcome = _trained(cfg, run, start, device, dist_ctx, stop, show_progress, restart, stage)
         in_order = True
-        return TrainOutcome(trained, p, decision)
+        return outcome
     except StoppedBySignal:  # every rank stopped at the same step
         in_order = True
         raise
@@ -159,7 +125,8 @@ def run_training(
         in_order = True
         raise StoppedBySignal(
             e.signum,
-            f"stopped by signal {e.signum} while {stage}; nothing half-done was kept (run the same command to go on)",
+            f"stopped by signal {e.signum} while {stage.now}; nothing half-done was kept "
+            "(run the same command to go on)",
         ) from None
     except RuntimeError as e:
         lost = peer_lost(e, dist_ctx)
@@ -175,6 +142,80 @@ def run_training(
             handler.close()
         run.unlock()
         shutdown_distributed(in_order)
+
+
+@dataclass
+class Stage:
+    """What a session is doing, for the line a stop signal outside the training loop gets."""
+
+    now: str = "preparing the data"
+
+
+def _started(
+    cfg: Config,
+    run: RunDir,
+    parent: Parent | None,
+    dist_ctx: DistContext,
+    stop: GracefulStop,
+    restart: bool,
+    stage: Stage,
+) -> RunStart:
+    """The run's start on every rank: the first prepares the data and takes train.retrain's
+    decision (translating text first for a config that makes pairs, the other ranks beside it),
+    the others then read what it made."""
+    if dist_ctx.is_main:
+        if makes_pairs(cfg):
+            stage.now = "making the synthetic corpus (the translations so far are kept)"
+        start = start_run(cfg, run, parent, stop.check, restart)  # train.retrain decides here
+    elif makes_pairs(cfg):  # the other ranks share the translating, not wait for it
+        stage.now = "translating text beside the first rank (the translations so far are kept)"
+        help_translate(_helping(cfg, dist_ctx.world_size), stop.check)
+    dist_ctx.barrier()
+    if not dist_ctx.is_main:
+        start = start_other_rank(cfg, run, resolve_parent(cfg, run, repair=False))
+    return start
+
+
+def _trained(
+    cfg: Config,
+    run: RunDir,
+    start: RunStart,
+    device: torch.device,
+    dist_ctx: DistContext,
+    stop: GracefulStop,
+    show_progress: bool,
+    restart: bool,
+    stage: Stage,
+) -> TrainOutcome:
+    """Train the started run (resumed, begun, or found finished), then, on the first rank,
+    decide its promotion."""
+    prepared, parent = start.prepared, start.parent
+    trainer = build_trainer(
+        _trained_config(cfg, start), prepared, run, device, dist_ctx, stop, show_progress, start.identity
+    )
+    pairs = prepared.manifest.training_pairs
+    trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
+    resumed = _resume_or_start(trainer, restart, parent)
+    trained = trainer.extend_if_asked()
+    if resumed and trained and start.decision is not None and not start.fresh and dist_ctx.is_main:
+        log.info("continued training: as this run decided when it started: %s", start.decision.outcome)
+    p = trainer.progress
+    if not trained:
+        log.info(
+            "run %s already finished (%s, step %d, best Val. Loss %.3f): nothing to do; --restart trains it again",
+            run.path,
+            p.stop_reason,
+            p.step,
+            p.best_valid_loss,
+        )
+    else:
+        stage.now = "training"
+        _train(trainer, resumed)
+    decision = None
+    if dist_ctx.is_main:
+        stage.now = "deciding the promotion"
+        decision = _promote(cfg, run, prepared, device, stop, start)
+    return TrainOutcome(trained, p, decision)
 
 
 def _helping(cfg: Config, world_size: int) -> Config:
