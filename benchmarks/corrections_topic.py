@@ -5,8 +5,9 @@ published`), scored night by night on the topic's test sentences and on the rest
 test2016, against a retrain from scratch on all the data. Printed as JSON.
 
 The topic is fixed here, before any result: training, validation and test pairs whose English
-side names a dog (`TOPIC`: 1,942 of the 29,000 training pairs, 75 of test2016's 1,000). Validation stays whole (what the
-recipe selects on); test2016 is cut into its topic and rest parts and only reported.
+side names a dog (`TOPIC`: 1,942 of the 29,000 training pairs, 75 of test2016's 1,000).
+Validation stays whole (what the recipe selects on); test2016 is cut into its topic and rest
+parts and only reported.
 
     python benchmarks/corrections_topic.py                      # base.yaml, 3 nights (hours on 2 CPU cores)
     python benchmarks/corrections_topic.py --recipe tiny.yaml --nights 2 --limit 2000   # a dry run
