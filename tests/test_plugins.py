@@ -99,7 +99,7 @@ def _at(path: Path, key: str) -> str:
 
 
 def test_each_toy_comes_with_its_own_keys_read_and_checked_as_the_configs(tmp_path, isolated):
-    from transformer_cli.seams import CORPORA, CRITERIA, EXPORTERS, SEARCH_STRATEGIES, TOKENIZERS
+    from transformer_cli.seams import CORPORA, CRITERIA, EXPORTERS, OPTIMIZERS, SCHEDULES, SEARCH_STRATEGIES, TOKENIZERS
 
     cfg = load_config(str(toy_config(tmp_path, tmp_path / "corpus")))
     assert type(cfg.model).__name__ == "ToyModelConfig" and cfg.model.width == 32
@@ -119,6 +119,21 @@ def test_each_toy_comes_with_its_own_keys_read_and_checked_as_the_configs(tmp_pa
     assert _error(path) == f"{_at(path, 'width')}: model.width=31 must be even"  # the toy's own check
     path = toy_config(tmp_path, tmp_path, train={"criterion_options": {"scal": 3}})
     assert _error(path).startswith(f"{_at(path, 'scal')}: unknown key 'train.criterion_options.scal' (did you mean")
+    path = toy_config(
+        tmp_path,
+        tmp_path,
+        train={"optimizer": "toy_sgd", "optimizer_options": {"momentum": 0.9}, "schedule": "toy_decay"},
+    )
+    cfg = load_config(str(path))  # an optimizer's and a schedule's own keys, as a criterion's
+    assert OPTIMIZERS.options(cfg.train.optimizer, cfg.train.optimizer_options).momentum == 0.9
+    assert SCHEDULES[cfg.train.schedule](cfg.train, 2) == 0.25
+    path = toy_config(tmp_path, tmp_path, train={"optimizer": "toy_sgd", "optimizer_options": {"moment": 0.9}})
+    assert _error(path).startswith(f"{_at(path, 'moment')}: unknown key 'train.optimizer_options.moment' (did you")
+    path = toy_config(tmp_path, tmp_path, train={"optimizer": "adam", "optimizer_options": {"momentum": 0.9}})
+    assert _error(path) == (
+        f"{_at(path, 'optimizer_options')}: train.optimizer_options: the optimizer 'adam' takes no options "
+        "(got momentum)"
+    )
     path = toy_config(tmp_path, tmp_path, decode={"strategy_options": {"max_tokens": "few"}})
     assert _error(path) == (
         f"{_at(path, 'max_tokens')}: decode.strategy_options.max_tokens must be an integer (got 'few')"
@@ -149,8 +164,8 @@ def test_each_toy_comes_with_its_own_keys_read_and_checked_as_the_configs(tmp_pa
         ),
         ("export", "format", "toy_cpy", "export format 'toy_cpy' (known: ctranslate2, hf, toy_copy)"),
         ("data", "corpus", "toy_corpse", "parallel corpus 'toy_corpse' (known: files, multi30k, toy_corpus)"),
-        ("train", "optimizer", "adamm", "optimizer 'adamm' (known: adam, adamw)"),
-        ("train", "schedule", "cosine", "learning-rate schedule 'cosine' (known: constant, inverse_sqrt)"),
+        ("train", "optimizer", "adamm", "optimizer 'adamm' (known: adam, adamw, toy_sgd)"),
+        ("train", "schedule", "cosine", "learning-rate schedule 'cosine' (known: constant, inverse_sqrt, toy_decay)"),
         ("train", "transforms", ["nois"], "transform 'nois' (known: source_noise)"),
     ],
 )

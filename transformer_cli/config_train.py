@@ -119,6 +119,9 @@ class TrainConfig(Section):
     )
     accumulate: int = _f(1, "Batches per optimizer step (gradient accumulation).", ge=1, le=100_000)
     optimizer: str = _f("adam", "adam, adamw (decoupled weight decay), or one a plugin registers (seams.OPTIMIZERS).")
+    optimizer_options: dict[str, Any] = _f(
+        {}, "The optimizer's own settings, for one that has them (a plugin's).", added=True
+    )
     lr: float = _f(5e-4, "Learning rate (the peak, after warmup, with inverse_sqrt).", gt=0.0)
     betas: list[float] = _f([0.9, 0.98], "Adam's beta1, beta2.")
     eps: float = _f(1e-9, "Adam's epsilon.", gt=0.0)
@@ -167,6 +170,9 @@ class TrainConfig(Section):
         "constant",
         "Learning-rate schedule: constant, inverse_sqrt (the paper's "
         "warmup then 1/sqrt(step)), or one a plugin registers (seams.SCHEDULES).",
+    )
+    schedule_options: dict[str, Any] = _f(
+        {}, "The schedule's own settings, for one that has them (a plugin's).", added=True
     )
     warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
     seed: int = _f(1234, "Seed of weights, dropout and batch order (a run is reproducible).")

@@ -54,13 +54,17 @@ CRITERIA: Registry[Any] = Registry(
 )
 CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config")
 
-# train.optimizer: (parameter groups, train settings, torch device) -> a torch optimizer (training/optim.py)
-OPTIMIZERS: Registry[Any] = Registry("optimizers", "optimizer", "train.optimizer", arity=3)
+# train.optimizer: (parameter groups, train settings, torch device) -> a torch optimizer (training/optim.py);
+# its own keys: train.optimizer_options (read by the entry: OPTIMIZERS.options(name, given))
+OPTIMIZERS: Registry[Any] = Registry("optimizers", "optimizer", "train.optimizer", "train.optimizer_options", arity=3)
 OPTIMIZERS.register("adam", TFM + "training.optim:ADAM")
 OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW")
 
-# train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py)
-SCHEDULES: Registry[Any] = Registry("schedules", "learning-rate schedule", "train.schedule", arity=2)
+# train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py); its own
+# keys: train.schedule_options
+SCHEDULES: Registry[Any] = Registry(
+    "schedules", "learning-rate schedule", "train.schedule", "train.schedule_options", arity=2
+)
 SCHEDULES.register("constant", TFM + "training.optim:constant")
 SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt")
 

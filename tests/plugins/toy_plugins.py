@@ -4,6 +4,8 @@ names it in a config's `plugins:`, and tfm imports it before reading the rest of
     model.architecture: toy        model.width, model.layers        (not the Transformer's keys)
     tokenizer.kind: toy_chars      tokenizer.options.space
     train.criterion: toy_scaled    train.criterion_options.scale
+    train.optimizer: toy_sgd       train.optimizer_options.momentum
+    train.schedule: toy_decay      train.schedule_options.factor
     decode.strategy: toy_short     decode.strategy_options.max_tokens
     export.format: toy_copy        export.options.note              (and its engine, toy_copy)
     data.corpus: toy_corpus        data.corpus_options.folder, .suffix
@@ -36,7 +38,16 @@ from transformer_cli.model.builders import register_architecture
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
 from transformer_cli.model_io import read_model
-from transformer_cli.seams import CORPORA, CRITERIA, ENGINES, EXPORTERS, SEARCH_STRATEGIES, TOKENIZERS
+from transformer_cli.seams import (
+    CORPORA,
+    CRITERIA,
+    ENGINES,
+    EXPORTERS,
+    OPTIMIZERS,
+    SCHEDULES,
+    SEARCH_STRATEGIES,
+    TOKENIZERS,
+)
 from transformer_cli.tokenizers.base import Tokenizer, strip_specials
 from transformer_cli.tokenizers.vocab import SPECIALS, Vocab
 
@@ -149,6 +160,33 @@ CRITERIA.register(
     "toy_scaled",
     lambda tc, pad_id: ScaledNll(pad_id, CRITERIA.options(tc.criterion, tc.criterion_options).scale),
     settings=ScaleOptions,
+)
+
+
+# -- train.optimizer: toy_sgd, train.schedule: toy_decay -----------------------------------------
+@dataclass
+class SgdOptions:
+    momentum: float = 0.0
+
+
+def toy_sgd(groups: list[dict[str, Any]], tc: Any, device: Any) -> Any:
+    import torch
+
+    momentum = OPTIMIZERS.options(tc.optimizer, tc.optimizer_options).momentum
+    used(f"optimizer momentum={momentum}")
+    return torch.optim.SGD(groups, lr=tc.lr, momentum=momentum)
+
+
+@dataclass
+class DecayOptions:
+    factor: float = 0.5
+
+
+OPTIMIZERS.register("toy_sgd", toy_sgd, settings=SgdOptions)
+SCHEDULES.register(
+    "toy_decay",
+    lambda tc, step: SCHEDULES.options(tc.schedule, tc.schedule_options).factor ** step,
+    settings=DecayOptions,
 )
 
 
