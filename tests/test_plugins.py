@@ -134,6 +134,12 @@ def test_each_toy_comes_with_its_own_keys_read_and_checked_as_the_configs(tmp_pa
         f"{_at(path, 'optimizer_options')}: train.optimizer_options: the optimizer 'adam' takes no options "
         "(got momentum)"
     )
+    path = toy_config(tmp_path, tmp_path, train={"valid_decode": "toy_short"})  # validation by any strategy
+    assert load_config(str(path)).train.valid_decode == "toy_short"
+    path = toy_config(tmp_path, tmp_path, train={"valid_decode": "toy_shrot"})
+    assert _error(path).startswith(
+        f"{_at(path, 'valid_decode')}: train.valid_decode: unknown search strategy 'toy_shrot'"
+    )
     path = toy_config(tmp_path, tmp_path, decode={"strategy_options": {"max_tokens": "few"}})
     assert _error(path) == (
         f"{_at(path, 'max_tokens')}: decode.strategy_options.max_tokens must be an integer (got 'few')"

@@ -56,7 +56,9 @@ def _check_text(t: TokenizerConfig, tr: TrainConfig) -> None:
 
 
 def _check_batches(tr: TrainConfig) -> None:
-    """One batch size (sentences or tokens), Adam's betas, the warmup inverse_sqrt needs."""
+    """One batch size (sentences or tokens), Adam's betas, the warmup inverse_sqrt needs, a
+    known search for validation BLEU."""
+    SEARCH_STRATEGIES.check(tr.valid_decode, "train.valid_decode")
     if tr.batch_size is None and tr.batch_tokens is None:
         raise ConfigError(
             "set train.batch_size (sentences) or train.batch_tokens (token budget)",

@@ -232,8 +232,11 @@ class TrainConfig(Section):
     )
     valid_every: int | None = _f(None, "Also validate every N steps (null: once per epoch).", resumable=True, ge=1)
     valid_bleu: bool = _f(False, "Also decode the validation set and log sacreBLEU/chrF.", resumable=True)
-    valid_decode: Literal["greedy", "beam"] = _f(
-        "greedy", "Decoding for validation BLEU: greedy, or beam search with decode.beam_size.", resumable=True
+    valid_decode: str = _f(
+        "greedy",
+        "Decoding for validation BLEU: a search strategy (seams.SEARCH_STRATEGIES): greedy, beam (with "
+        "decode.beam_size), or one a plugin registers (with decode.strategy_options).",
+        resumable=True,
     )
     patience: int | None = _f(None, "Stop after this many validations without improvement.", resumable=True, ge=1)
     checkpoint_every_steps: int | None = _f(None, "Also save last.pt every N steps.", resumable=True, ge=1)

@@ -30,3 +30,16 @@ def test_the_record_of_an_epoch_end():
     assert ValidationRecord.read(r.to_json()) == r  # as metrics.jsonl and checkpoints hold it
     mid_epoch = validation_record(p, False, train, valid, 200, 0.001)
     assert mid_epoch.epoch == 3 and not mid_epoch.end_of_epoch  # the epoch under way
+
+
+def test_validation_decodes_with_the_strategy_train_valid_decode_names():
+    from transformer_cli.config import Config
+    from transformer_cli.training.validation import decode_label, valid_decode_settings
+
+    cfg = Config()
+    cfg.decode.beam_size, cfg.decode.strategy = 4, "sample"  # translation's own search is not validation's
+    greedy = valid_decode_settings(cfg)
+    assert (greedy.strategy, greedy.beam_size, decode_label(greedy)) == ("greedy", 1, "greedy")
+    cfg.train.valid_decode = "beam"
+    beam = valid_decode_settings(cfg)
+    assert (beam.strategy, beam.beam_size, beam.n_best, decode_label(beam)) == ("beam", 4, 1, "beam 4")

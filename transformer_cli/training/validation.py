@@ -60,9 +60,11 @@ def validation_record(
 
 
 def valid_decode_settings(cfg: Config) -> DecodeConfig:
-    """train.valid_decode: greedy, or beam search with the decode section's beam size."""
-    beam = cfg.decode.beam_size if cfg.train.valid_decode == "beam" else 1
-    return dataclasses.replace(cfg.decode, beam_size=beam, n_best=1)
+    """train.valid_decode's search: greedy, beam search with the decode section's beam size, or
+    another strategy with the decode section's settings; one translation a sentence."""
+    strategy = cfg.train.valid_decode
+    beam = 1 if strategy == "greedy" else cfg.decode.beam_size
+    return dataclasses.replace(cfg.decode, strategy=strategy, beam_size=beam, n_best=1)
 
 
 def decode_label(settings: DecodeConfig) -> str:
