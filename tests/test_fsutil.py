@@ -139,3 +139,18 @@ def test_a_folder_that_cannot_be_made_is_a_write_error_naming_it(tmp_path):
     with pytest.raises(WriteError) as caught:
         atomic_write_folder(final, lambda d: None)
     assert str(caught.value) == f"cannot write {final}: File exists: {tmp_path / 'file'}"
+
+
+def test_append_whole_lines_drops_a_cut_short_line_first(tmp_path):
+    import os
+
+    from transformer_cli.fsutil import append_whole_lines
+
+    path = tmp_path / "log"
+    path.write_bytes(b"one\ntw")  # a writer killed mid-line
+    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        append_whole_lines(fd, b"two\nthree\n")
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"one\ntwo\nthree\n"

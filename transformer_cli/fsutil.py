@@ -344,3 +344,33 @@ def recorded_sha256(path: Path, record: Mapping[str, Any] | None) -> str | None:
     if (st.st_size, st.st_mtime_ns) != (record.get("size"), record.get("mtime_ns")):
         return None
     return str(record.get("sha256"))
+
+
+def append_whole_lines(fd: int, data: bytes, sync: bool = True) -> None:
+    """Append `data`, whole lines, to the file open at `fd` (O_RDWR | O_APPEND, under the caller's lock):
+    a line a killed writer cut short goes first, every byte is written (a write stops short on
+    a filling disk: go on until it fails) and, with `sync`, is on disk at return; an OSError
+    leaves the file as it was before the call, but for that cut-short line."""
+    size = _whole_lines_size(fd)
+    os.ftruncate(fd, size)
+    written = 0
+    try:
+        while written < len(data):
+            written += os.write(fd, data[written:])
+        if sync:
+            os.fsync(fd)
+    except OSError:
+        os.ftruncate(fd, size)  # nothing half-written
+        raise
+
+
+def _whole_lines_size(fd: int) -> int:
+    """The size of the open file up to its last newline."""
+    pos = os.fstat(fd).st_size
+    while pos > 0:
+        step = min(4096, pos)
+        cut = os.pread(fd, step, pos - step).rfind(b"\n")
+        if cut >= 0:
+            return pos - step + cut + 1
+        pos -= step
+    return 0

@@ -11,10 +11,8 @@ import os
 import time
 from pathlib import Path
 
-from ..fsutil import exclusive_lock
-from .guards import normalised
-
-DAY_S = 86_400
+from ..fsutil import append_whole_lines, exclusive_lock
+from .guards import DAY_S, normalised
 
 
 def _key(line: str) -> bytes:
@@ -61,11 +59,9 @@ class ServedText:
                     new.append(line)
             if new:
                 data = "".join(f"{line}\n" for line in new).encode("utf-8")
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
-                    written = 0
-                    while written < len(data):
-                        written += os.write(fd, data[written:])
+                    append_whole_lines(fd, data, sync=False)
                 finally:
                     os.close(fd)
                 self._read += len(data)

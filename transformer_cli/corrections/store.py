@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TfmError, UsageError
-from ..fsutil import exclusive_lock
+from ..fsutil import append_whole_lines, exclusive_lock
 
 LOG = "corrections.jsonl"
 STATUSES = ("accepted", "held", "rejected")
@@ -124,13 +124,12 @@ class CorrectionStore:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[int]:
-        """The log open for appending under the store's lock, a line cut short removed first."""
+        """The log open for appending under the store's lock."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with exclusive_lock(self.folder / ".lock"):
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
-                    os.ftruncate(fd, _whole_lines_size(self.path))  # a killed writer's last line goes
                     yield fd
                 finally:
                     os.close(fd)
@@ -139,13 +138,9 @@ class CorrectionStore:
 
     def _write(self, fd: int, records: list[dict[str, Any]]) -> None:
         data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
-        size, written = os.fstat(fd).st_size, 0
         try:
-            while written < len(data):  # a write may stop short (a disk filling up): go on until it fails
-                written += os.write(fd, data[written:])
-            os.fsync(fd)
+            append_whole_lines(fd, data)
         except OSError as e:
-            os.ftruncate(fd, size)  # nothing half-written
             raise self._error(e) from None
 
     def _error(self, e: OSError) -> TfmError:
@@ -181,19 +176,3 @@ def fold(records: Iterator[dict[str, Any]], found: dict[str, Correction]) -> Non
         else:
             known = {k: v for k, v in record.items() if k in Correction.__dataclass_fields__}
             found[record["id"]] = Correction(**known)
-
-
-def _whole_lines_size(path: Path) -> int:
-    """The size of the file up to its last newline."""
-    with open(path, "rb") as f:
-        end = f.seek(0, os.SEEK_END)
-        pos = end
-        while pos > 0:
-            step = min(4096, pos)
-            f.seek(pos - step)
-            block = f.read(step)
-            cut = block.rfind(b"\n")
-            if cut >= 0:
-                return pos - step + cut + 1
-            pos -= step
-        return 0

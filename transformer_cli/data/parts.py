@@ -127,7 +127,7 @@ def encode_part(
     old = earlier[1].parts.get(part.name) if earlier else None
     now = part.records(langs, old)
     grown = earlier is not None and old is not None and grown_from(old, now, part.paths, langs)
-    if earlier is not None and old is not None and grown:
+    if grown and earlier is not None and old is not None:  # (the last two: for the type checker)
         stats = SplitStats(old.pairs, list(old.tokens), list(old.longest), list(old.unknown), old.too_long)
         shards = earlier[1].shards[part.name]
         _carry(earlier[0], folder, part.name, langs, len(shards))
