@@ -129,7 +129,7 @@ def measure(
     result: dict[str, Any] = {
         "precision": str(trainer.dtype or "fp32").replace("torch.", ""),
         "compile": cfg.train.compile,
-        "rdrop_alpha": cfg.train.rdrop_alpha,
+        "rdrop_alpha": cfg.train.criterion_options.get("rdrop_alpha", 0.0),
         "data_workers": trainer.data.workers,
         "steps": steps,
         "tokens": tokens,
@@ -196,7 +196,7 @@ def main() -> None:
     )
     ap.add_argument("--precision", nargs="+", default=["auto"], help="fp32 / bf16 / auto, one run each")
     ap.add_argument("--compile", nargs="+", default=["false"], help="false / true, one run each")
-    ap.add_argument("--rdrop-alpha", nargs="+", default=["0"], help="train.rdrop_alpha, one run each")
+    ap.add_argument("--rdrop-alpha", nargs="+", default=["0"], help="train.criterion_options.rdrop_alpha, one run each")
     ap.add_argument(
         "--data-workers", nargs="+", default=["null"], help="train.data_workers, one run each (null: the default)"
     )
@@ -256,7 +256,7 @@ def main() -> None:
                 *[f"--set={o}" for o in args.overrides],
                 f"--set=train.precision={precision}",
                 f"--set=train.compile={compiled}",
-                f"--set=train.rdrop_alpha={alpha}",
+                f"--set=train.criterion_options.rdrop_alpha={alpha}",
                 f"--set=train.data_workers={workers}",
             ]
             out = subprocess.run(cmd, capture_output=True, text=True)

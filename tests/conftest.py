@@ -44,7 +44,13 @@ def trained(tmp_path_factory, corpus_dir):
                 work,
                 corpus_dir,
                 model={"d_model": 64, "n_heads": 4, "d_ff": 128},
-                train={"epochs": 10, "lr": 3e-3, "schedule": "inverse_sqrt", "warmup_steps": 30, "batch_size": 32},
+                train={
+                    "epochs": 10,
+                    "lr": 3e-3,
+                    "schedule": "inverse_sqrt",
+                    "schedule_options": {"warmup_steps": 30},
+                    "batch_size": 32,
+                },
             )
             r = run_tfm("train", "--config", str(cfg))
             assert r.returncode == 0, r.stderr

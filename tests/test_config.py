@@ -27,7 +27,8 @@ def test_seed_matches_the_notebook_recipe():
     assert (m.n_encoder_layers, m.n_decoder_layers, m.d_model, m.n_heads, m.d_ff) == (3, 3, 256, 8, 512)
     assert (m.dropout, m.positional, m.max_len) == (0.1, "learned", 100)
     assert (tr.optimizer, tr.lr, tr.clip_norm, tr.batch_size, tr.epochs) == ("adam", 5e-4, 1.0, 128, 10)
-    assert tr.label_smoothing == 0.0 and tr.schedule == "constant"
+    assert tr.criterion_options == {"label_smoothing": 0.0} and tr.schedule == "constant"
+    assert tr.optimizer_options == {"betas": [0.9, 0.999], "eps": 1e-8}
 
 
 def test_resolved_config_round_trips():

@@ -29,9 +29,9 @@ def deferred(raw: dict[str, Any]) -> Config:
             ("tokenizer.sampling", "tokenizer.kind"),
         ),
         (
-            {"train": {"source_lowercase": 0.6, "source_uppercase": 0.5}},
-            "train.source_lowercase + train.source_uppercase must be at most 1",
-            ("train.source_lowercase", "train.source_uppercase"),
+            {"train": {"transform_options": {"source_noise": {"lowercase": 0.6, "uppercase": 0.5}}}},
+            "train.transform_options.source_noise.lowercase + uppercase must be at most 1",
+            ("train.transform_options.source_noise.lowercase", "train.transform_options.source_noise.uppercase"),
         ),
         (
             {"train": {"batch_size": None, "batch_tokens": None}},
@@ -43,11 +43,15 @@ def deferred(raw: dict[str, Any]) -> Config:
             "train.batch_size and train.batch_tokens are exclusive",
             ("train.batch_size", "train.batch_tokens"),
         ),
-        ({"train": {"betas": [0.9]}}, "train.betas must be two numbers in [0, 1) (got [0.9])", ("train.betas",)),
         (
-            {"train": {"schedule": "inverse_sqrt", "warmup_steps": 0}},
-            "train.schedule: inverse_sqrt needs train.warmup_steps >= 1",
-            ("train.warmup_steps", "train.schedule"),
+            {"train": {"optimizer_options": {"betas": [0.9]}}},
+            "train.optimizer_options.betas must be two numbers in [0, 1) (got [0.9])",
+            ("train.optimizer_options.betas",),
+        ),
+        (
+            {"train": {"schedule": "inverse_sqrt", "schedule_options": {"warmup_steps": 0}}},
+            "train.schedule_options.warmup_steps=0 is out of range: must be >= 1",
+            ("train.schedule_options.warmup_steps",),
         ),
         (
             {"decode": {"beam_size": 2, "n_best": 3}},
@@ -56,7 +60,7 @@ def deferred(raw: dict[str, Any]) -> Config:
         ),
         (
             {"decode": {"strategy": "sample", "beam_size": 4, "n_best": 2}},
-            "decode.strategy: sample draws one translation",
+            "decode.strategy: sample returns 1 translation a source: set decode.n_best to 1 or fewer",
             ("decode.n_best", "decode.strategy"),
         ),
         (

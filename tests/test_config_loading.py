@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from helpers import config_from_dict
 
-from transformer_cli.config import Config
+from transformer_cli.config import Config, DecodeConfig
 from transformer_cli.config_loading import (
     command_for,
     given_overrides,
     load_config,
     resolve_config_path,
 )
+from transformer_cli.config_values import build_section
 from transformer_cli.errors import UsageError
 
 
@@ -96,7 +97,10 @@ def test_errors_name_the_file_and_line_that_gave_the_value(tmp_path):
         ("train: {lr: 1.0e-3}\nmodle:\n  n_heads: 8\n", "3: unknown key 'modle' (did you mean 'model'?)"),
         ("model:\n  d_model: 64\n  n_head: 8\n", "4: unknown key 'model.n_head' (did you mean 'model.n_heads'?)"),
         ("model:\n  d_model: abc\n", "3: model.d_model must be an integer (got 'abc')"),
-        ("train:\n  betas: [0.9, x]\n", "3: train.betas[1] must be a number (got 'x')"),
+        (
+            "train:\n  optimizer_options:\n    betas: [0.9, x]\n",
+            "4: train.optimizer_options.betas[1] must be a number (got 'x')",
+        ),
     ]:
         p.write_text("# the parent\n" + parent)
         child = write(tmp_path, "extends: p.yaml\ntrain: {epochs: 5}\n")
@@ -164,3 +168,95 @@ def test_a_saved_config_is_rebuilt_with_its_checks_and_without_importing_its_plu
     raw["model"] = {**raw["model"], "n_heads": 5}
     with pytest.raises(UsageError, match="model.n_heads=5 must divide model.d_model=256"):
         config_from_dict(raw)
+
+
+OLD_KEYS = """\
+train:
+  betas: [0.9, 0.99]
+  label_smoothing: 0.1
+  schedule: inverse_sqrt
+  warmup_steps: 300
+  source_lowercase: 0.2
+decode:
+  sampling_topk: 5
+  strategy: sample
+"""
+NEW_KEYS = """\
+train:
+  optimizer_options: {betas: [0.9, 0.99]}
+  criterion_options: {label_smoothing: 0.1}
+  schedule: inverse_sqrt
+  schedule_options: {warmup_steps: 300}
+  transform_options: {source_noise: {lowercase: 0.2}}
+decode:
+  strategy_options: {topk: 5}
+  strategy: sample
+"""
+
+
+def test_keys_moved_into_the_entries_settings_still_read_with_a_warning_each(tmp_path, caplog):
+    """The built-ins' settings moved beside their names (train.betas -> train.optimizer_options.
+    betas, ...): a config of the old keys reads as the new one, the same run (its identity), and
+    each old key is one warning naming its line and its new key."""
+    from transformer_cli.training.run_dir import run_identity
+
+    old, new = write(tmp_path, OLD_KEYS, "old.yaml"), write(tmp_path, NEW_KEYS, "new.yaml")
+    with caplog.at_level("WARNING"):
+        was = load_config(str(old), ["train.eps=1.0e-8"])
+    now = load_config(str(new), ["train.optimizer_options.eps=1.0e-8"])
+    assert was.train == now.train and was.decode == now.decode
+    assert run_identity(was, "data") == run_identity(now, "data")
+    warnings = [r.getMessage() for r in caplog.records]
+    assert f"warning: {old}:2: train.betas is now train.optimizer_options.betas" in "\n".join(warnings)
+    assert any("--set train.eps=1.0e-8: train.eps is now train.optimizer_options.eps" in w for w in warnings)
+    assert any(f"{old}:8: decode.sampling_topk is now decode.strategy_options.topk" in w for w in warnings)
+    assert len(warnings) == 6
+
+
+def test_an_old_key_the_chosen_entry_has_no_use_for_is_dropped_with_a_warning(tmp_path, caplog):
+    cfg_path = write(tmp_path, "train:\n  schedule: constant\n  warmup_steps: 400\n")
+    with caplog.at_level("WARNING"):
+        cfg = load_config(str(cfg_path))
+    assert cfg.train.schedule_options == {}
+    assert [r.getMessage() for r in caplog.records] == [
+        f"warning: {cfg_path}:3: train.warmup_steps is ignored: the learning-rate schedule 'constant' "
+        "has no setting 'warmup_steps' (drop it)"
+    ]
+
+
+def test_an_old_key_beside_its_new_one_or_options_of_an_unchosen_transform_are_refused(tmp_path):
+    both = write(tmp_path, "train:\n  eps: 1.0e-8\n  optimizer_options: {eps: 1.0e-7}\n")
+    assert "train.eps is the old name of train.optimizer_options.eps: give train.optimizer_options.eps alone" in _error(
+        both
+    )
+    unchosen = write(tmp_path, "train:\n  transforms: []\n  transform_options: {source_noise: {lowercase: 0.1}}\n")
+    assert _error(unchosen) == (
+        f"{unchosen}:3: train.transform_options.source_noise: 'source_noise' is not in train.transforms (none)"
+    )
+
+
+def test_a_saved_decode_section_of_an_earlier_version_reads_silently(caplog):
+    """A checkpoint's settings hold every old key at its default: read as the entries' defaults."""
+    saved = {"beam_size": 4, "strategy": "auto", "sampling_topk": 0, "sampling_temperature": 1.0, "sampling_seed": None}
+    with caplog.at_level("WARNING"):
+        decode = build_section(DecodeConfig, saved, "decode")
+    assert decode.strategy_options == {} and decode.beam_size == 4 and not caplog.records
+
+
+def test_a_childs_old_key_overrides_its_parents_new_one_and_null_drops_options(tmp_path, caplog):
+    """In an extends chain each file's old keys move before the files merge: a child's
+    train.warmup_steps overrides base's schedule_options; a child choosing another entry drops
+    the parent's options with null."""
+    child = write(tmp_path, "extends: base.yaml\ntrain:\n  warmup_steps: 300\n")
+    assert load_config(child).train.schedule_options == {"warmup_steps": 300}
+    constant = write(tmp_path, "extends: base.yaml\ntrain:\n  schedule: constant\n", "constant.yaml")
+    assert _error(constant).endswith(
+        "train.schedule_options: the learning-rate schedule 'constant' takes no options (got warmup_steps)"
+    )
+    dropped = write(
+        tmp_path,
+        "extends: base.yaml\ntrain:\n  schedule: constant\n  schedule_options: null\n"
+        "  continued: {schedule_options: null}\n",
+        "d.yaml",
+    )
+    assert load_config(dropped).train.schedule_options == {}

@@ -34,12 +34,12 @@ def test_overrides_are_typed(tmp_path):
             "model.tie_output=false",
             "train.patience=3",
             "data.splits.train=mytrain",
-            "train.betas=[0.8, 0.9]",
+            "train.optimizer_options.betas=[0.8, 0.9]",
         ],
     )
     assert cfg.train.lr == 3e-4 and isinstance(cfg.train.lr, float)
     assert cfg.model.tie_output is False and cfg.train.patience == 3
-    assert cfg.data.splits.train == "mytrain" and cfg.train.betas == [0.8, 0.9]
+    assert cfg.data.splits.train == "mytrain" and cfg.train.optimizer_options["betas"] == [0.8, 0.9]
     assert load_config("tiny.yaml", ["train.patience=null"]).train.patience is None
 
 
@@ -85,10 +85,10 @@ def test_sections_made_in_python_are_checked_as_yaml_would_be():
 def test_values_are_coerced_to_their_fields_types_and_each_problem_names_its_key():
     built = build_section(
         DecodeConfig,
-        {"beam_size": "4", "length_penalty": 1, "ensemble": ["a.pt"], "sampling_seed": "null"},
+        {"beam_size": "4", "length_penalty": 1, "ensemble": ["a.pt"], "ensemble_weights": "null"},
         "decode",
     )
-    assert (built.beam_size, built.length_penalty, built.ensemble, built.sampling_seed) == (4, 1.0, ["a.pt"], None)
+    assert (built.beam_size, built.length_penalty, built.ensemble, built.ensemble_weights) == (4, 1.0, ["a.pt"], None)
     assert isinstance(built.length_penalty, float)
     for raw, message, keys in [
         ({"beam_size": True}, "decode.beam_size must be an integer (got True)", ("decode.beam_size",)),

@@ -10,7 +10,7 @@ from .config_sections import DataConfig, DecodeConfig, DistillConfig, ModelConfi
 from .config_synthetic import NOISED_BEAM, SyntheticConfig
 from .config_train import TrainConfig
 from .config_values import ConfigError, lookup
-from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS
+from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, SCHEDULES, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS
 
 
 class Checked(Protocol):
@@ -31,7 +31,7 @@ def validate(cfg: Checked) -> None:
     every name a registry gives is known (the config's plugins imported by whoever read it:
     config_loading), with the chosen entry's options; the architecture's own checks; the rest."""
     check_choices(cfg)
-    _check_text(cfg.tokenizer, cfg.train)
+    _check_text(cfg.tokenizer)
     cfg.model.check(cfg)
     _check_batches(cfg.train)
     _check_decode(cfg.decode)
@@ -39,25 +39,18 @@ def validate(cfg: Checked) -> None:
     _check_runs(cfg)
 
 
-def _check_text(t: TokenizerConfig, tr: TrainConfig) -> None:
-    """Subword sampling needs a tokenizer that samples; the source noise's shares fit in one."""
+def _check_text(t: TokenizerConfig) -> None:
+    """Subword sampling needs a tokenizer that samples."""
     if t.sampling and not TOKENIZERS[t.kind].samples:
         raise ConfigError(
             f"tokenizer.sampling needs a tokenizer that samples segmentations (sentencepiece; {t.kind} has one)",
             "tokenizer.sampling",
             "tokenizer.kind",
         )
-    if tr.source_lowercase + tr.source_uppercase > 1.0:
-        raise ConfigError(
-            "train.source_lowercase + train.source_uppercase must be at most 1",
-            "train.source_lowercase",
-            "train.source_uppercase",
-        )
 
 
 def _check_batches(tr: TrainConfig) -> None:
-    """One batch size (sentences or tokens), Adam's betas, the warmup inverse_sqrt needs, a
-    known search for validation BLEU."""
+    """One batch size (sentences or tokens), a known search for validation BLEU."""
     SEARCH_STRATEGIES.check(tr.valid_decode, "train.valid_decode")
     if tr.batch_size is None and tr.batch_tokens is None:
         raise ConfigError(
@@ -71,25 +64,24 @@ def _check_batches(tr: TrainConfig) -> None:
             "train.batch_size",
             "train.batch_tokens",
         )
-    if len(tr.betas) != 2 or not all(0.0 <= b < 1.0 for b in tr.betas):
-        raise ConfigError(f"train.betas must be two numbers in [0, 1) (got {tr.betas})", "train.betas")
-    if tr.schedule == "inverse_sqrt" and tr.warmup_steps < 1:
-        raise ConfigError(
-            "train.schedule: inverse_sqrt needs train.warmup_steps >= 1", "train.warmup_steps", "train.schedule"
-        )
 
 
 def _check_decode(dc: DecodeConfig) -> None:
-    """n_best within the beam (one draw when sampling); one weight per ensemble model."""
+    """n_best within the beam (and what the strategy returns); one weight per ensemble model."""
     if dc.n_best > dc.beam_size:
         raise ConfigError(
             f"decode.n_best={dc.n_best} must be <= decode.beam_size={dc.beam_size}",
             "decode.n_best",
             "decode.beam_size",
         )
-    if dc.strategy == "sample" and dc.n_best > 1:
+    settings = None if dc.strategy in SEARCH_STRATEGIES.keywords else SEARCH_STRATEGIES.settings_of(dc.strategy)
+    most = getattr(settings, "MOST_N_BEST", None)  # a strategy that returns fewer than a beam does
+    if most is not None and dc.n_best > most:
         raise ConfigError(
-            "decode.strategy: sample draws one translation: set decode.n_best to 1", "decode.n_best", "decode.strategy"
+            f"decode.strategy: {dc.strategy} returns {most} translation{'s' if most > 1 else ''} a source: "
+            f"set decode.n_best to {most} or fewer",
+            "decode.n_best",
+            "decode.strategy",
         )
     if dc.ensemble_weights is not None and (
         len(dc.ensemble_weights) != len(dc.ensemble) or not all(w > 0 for w in dc.ensemble_weights)
@@ -130,15 +122,27 @@ def _check_runs(cfg: Checked) -> None:
 
 def check_choices(cfg: Checked) -> None:
     """Every key that names a registry's entry names one (an unknown name: a ConfigError that
-    lists the known ones), and the entry's options are its settings (seams.CHOSEN_BY_CONFIG)."""
+    lists the known ones), and the entry's options are its settings (seams.CHOSEN_BY_CONFIG):
+    of a list of entries (train.transforms), each one's under its name."""
     for registry in CHOSEN_BY_CONFIG:
         value = lookup(cfg, registry.key)
-        names = value if isinstance(value, list) else [value]
-        for name in names:
-            registry.check(name)
         given = lookup(cfg, registry.options_key) if registry.options_key else None
-        if given:  # (none given: nothing to check, and the entry is not imported to look)
-            registry.options(value, given)
+        if not isinstance(value, list):
+            registry.check(value)
+            if given:  # (none given: nothing to check, and the entry is not imported to look)
+                registry.options(value, given)
+            continue
+        for name in value:
+            registry.check(name)
+        for name, options in (given or {}).items():
+            key = f"{registry.options_key}.{name}"
+            if name not in value:
+                raise ConfigError(f"{key}: {name!r} is not in {registry.key} ({', '.join(value) or 'none'})", key)
+            registry.options(name, options, key)
+    continued = cfg.train.continued.schedule_options
+    if continued:
+        options = {**cfg.train.schedule_options, **continued}
+        SCHEDULES.options(cfg.train.schedule, options, "train.continued.schedule_options")
     settings = ARCHITECTURES.settings_of(cfg.model.architecture)
     if type(cfg.model) is not settings:
         raise ConfigError(

@@ -14,6 +14,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from .config import Config
 from .config_values import lookup, split_optional
 from .records import field_default
+from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TFM
 
 MARKDOWN_BAR = " \\| "  # a | inside a Markdown table cell
 
@@ -60,19 +61,46 @@ def _rows(section: Any, prefix: str = "") -> list[tuple[str, dataclasses.Field[A
 
 
 def describe(cfg: Config) -> str:
-    """A resolved config, key by key, with each key's help, type, bounds and default."""
+    """A resolved config, key by key, with each key's help, type, bounds and default; an
+    options mapping as the chosen entry's settings, key by key (train.optimizer_options.betas)."""
+    chosen = _chosen_settings(cfg)
     lines = []
     for key, f, tp in _rows(cfg):
-        value, default = lookup(cfg, key), field_default(f)
-        notes = [_type_text(tp)]
-        if _bounds_text(f.metadata):
-            notes.append(_bounds_text(f.metadata))
-        notes.append(f"default {_value_text(default)}" if value != default else "default")
-        if f.metadata.get("resumable"):
-            notes.append("resumable")
-        lines.append(f"{key} = {_value_text(value)}")
-        lines.append(f"    {f.metadata.get('help', '')} [{'; '.join(notes)}]")
+        if key not in chosen:
+            lines += _described(key, lookup(cfg, key), f, tp)
+            continue
+        for prefix, settings in chosen[key]:
+            for sub_key, sub_f, sub_tp in _rows(settings, f"{prefix}."):
+                lines += _described(sub_key, getattr(settings, sub_f.name), sub_f, sub_tp)
     return "\n".join(lines)
+
+
+def _described(key: str, value: Any, f: dataclasses.Field[Any], tp: Any) -> list[str]:
+    default = field_default(f)
+    notes = [_type_text(tp)]
+    if _bounds_text(f.metadata):
+        notes.append(_bounds_text(f.metadata))
+    notes.append(f"default {_value_text(default)}" if value != default else "default")
+    if f.metadata.get("resumable"):
+        notes.append("resumable")
+    return [f"{key} = {_value_text(value)}", f"    {f.metadata.get('help', '')} [{'; '.join(notes)}]"]
+
+
+def _chosen_settings(cfg: Config) -> dict[str, list[tuple[str, Any]]]:
+    """options key -> (the key its settings go under, the settings read) of each chosen entry
+    that has settings: one for train.optimizer_options, one per transform for
+    train.transform_options (the architecture's are the model section itself)."""
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for registry in CHOSEN_BY_CONFIG:
+        if not registry.options_key:
+            continue
+        value, given = lookup(cfg, registry.key), lookup(cfg, registry.options_key)
+        for name in value if isinstance(value, list) else [value]:
+            key = f"{registry.options_key}.{name}" if isinstance(value, list) else registry.options_key
+            settings = registry.options(name, given.get(name) if isinstance(value, list) else given, key)
+            if settings is not None:
+                out.setdefault(registry.options_key, []).append((key, settings))
+    return out
 
 
 def schema_markdown() -> str:
@@ -112,8 +140,50 @@ def schema_markdown() -> str:
             help_text = field_.metadata.get("help", "")
             if field_.metadata.get("resumable"):
                 help_text += " *Resumable.*"
-            out.append(
-                f"| `{key}` | {_type_text(tp, MARKDOWN_BAR)} | `{_value_text(field_default(field_))}` | "
-                f"{_bounds_text(field_.metadata)} | {help_text} |"
-            )
-    return "\n".join(out) + "\n"
+            out.append(_markdown_row(key, field_, tp, help_text))
+    return "\n".join(out + _entries_markdown()) + "\n"
+
+
+def _markdown_row(key: str, f: dataclasses.Field[Any], tp: Any, help_text: str) -> str:
+    return (
+        f"| `{key}` | {_type_text(tp, MARKDOWN_BAR)} | `{_value_text(field_default(f))}` | "
+        f"{_bounds_text(f.metadata)} | {help_text} |"
+    )
+
+
+def _entries_markdown() -> list[str]:
+    """The settings of tfm's own entries, under the options key that holds them (a plugin's
+    entries document their own)."""
+    out = [
+        "",
+        "## Settings of tfm's own entries",
+        "",
+        "Each entry a config chooses by name reads its own keys from the options mapping beside "
+        "its name (`train.optimizer` → `train.optimizer_options`). The keys these moved from "
+        "(`train.betas`, `train.warmup_steps`, `train.label_smoothing`, `train.source_lowercase`, "
+        "...) are still read, each with a warning naming its new key.",
+    ]
+    for registry in CHOSEN_BY_CONFIG:
+        by_settings: dict[type, list[str]] = {}
+        for name in registry.names():
+            settings = registry.settings_of(name) if registry.options_key and registry is not ARCHITECTURES else None
+            if settings is not None and registry.provider(name).startswith(TFM):
+                by_settings.setdefault(settings, []).append(name)
+        for settings, names in by_settings.items():
+            many = isinstance(field_default(_field_of(Config, registry.key)), list)
+            prefix = f"{registry.options_key}.{names[0]}" if many else registry.options_key
+            out += ["", f"### `{registry.key}`: {', '.join(names)}", "", " ".join((settings.__doc__ or "").split())]
+            out += ["", "| key | type | default | bounds | help |", "|---|---|---|---|---|"]
+            hints = get_type_hints(settings)
+            for f in dataclasses.fields(settings):
+                out.append(_markdown_row(f"{prefix}.{f.name}", f, hints[f.name], f.metadata.get("help", "")))
+    return out
+
+
+def _field_of(cls: type, key: str) -> dataclasses.Field[Any]:
+    """The schema field of a dotted key (train.transforms)."""
+    section: Any = cls
+    *path, last = key.split(".")
+    for part in path:
+        section = get_type_hints(section)[part]
+    return {f.name: f for f in dataclasses.fields(section)}[last]

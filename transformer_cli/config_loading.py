@@ -6,6 +6,8 @@ model.d_model=256``.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import shlex
 from importlib import resources
 from pathlib import Path
@@ -15,9 +17,20 @@ import yaml
 
 from .config import Config
 from .config_checks import validate
-from .config_values import ConfigError, apply_override, build_section, checks_deferred
+from .config_values import (
+    ConfigError,
+    apply_override,
+    build_section,
+    checks_deferred,
+    lookup,
+    moved_into_place,
+    moved_keys_noted,
+)
 from .errors import UsageError
 from .registry import import_plugins
+from .seams import CHOSEN_BY_CONFIG
+
+log = logging.getLogger("tfm")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -103,10 +116,14 @@ def _key_lines(node: yaml.Node, path: Path, prefix: str = "") -> Origins:
 
 
 def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
-    """`child` over `parent`, section by section (a child's section updates the parent's)."""
+    """`child` over `parent`, section by section (a child's section updates the parent's); a
+    child's null for a mapping drops the parent's (an entry's options, when the child chooses
+    another entry: `schedule: constant` with `schedule_options: null`)."""
     merged = dict(parent)
     for key, value in child.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "sha256":
+        if value is None and isinstance(merged.get(key), dict) and key != "sha256":
+            del merged[key]
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict) and key != "sha256":
             merged[key] = _merge(merged[key], value)
         else:
             merged[key] = value
@@ -118,6 +135,13 @@ def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[st
     file first, then like any config name), and where each key was set: the file and line that
     gave its value, a child's over its parent's."""
     raw, origins = _read_mapping(path)
+    try:
+        with moved_keys_noted() as moved:  # (this file's old keys, before a child's override them)
+            raw = moved_into_place(Config, raw)
+    except ConfigError as e:  # an old key beside its new one
+        raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
+    for old, new in moved:
+        origins[new] = origins[old]
     _plugins_beside(raw, path.parent)
     parent = raw.pop("extends", None)
     if parent is None:
@@ -143,15 +167,19 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     An error names where the value at fault came from: `file:line` (of the file in the extends
     chain that set it), or the `--set` (both when a check involves both)."""
     path = resolve_config_path(spec)
-    raw, origins = _resolved_mapping(path)
+    with moved_keys_noted() as moved:
+        raw, origins = _resolved_mapping(path)
     raw.setdefault("name", Path(path).stem)
     try:
         _import_plugins_of(raw)  # first: they may add the keys read below
-        with checks_deferred():  # validated once the overrides are in
-            cfg: Config = build_section(Config, raw, "")
-        for assignment in overrides or []:  # their own errors name the --set
-            origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
+        with moved_keys_noted() as set_moved:
+            with checks_deferred():  # validated once the overrides are in
+                cfg: Config = build_section(Config, raw, "")
+            for assignment in overrides or []:  # their own errors name the --set
+                origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
+        moved += set_moved
         import_plugins(cfg.plugins)  # (those a --set adds)
+        _settle_moved(cfg, moved, origins)
         validate(cfg)
     except ConfigError as e:
         raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
@@ -197,3 +225,54 @@ def _plugins_beside(raw: dict[str, Any], folder: Path) -> None:
     plugins = raw.get("plugins")
     if isinstance(plugins, list) and all(isinstance(p, str) for p in plugins):
         raw["plugins"] = [str((folder / p).resolve()) if p.endswith(".py") or "/" in p else p for p in plugins]
+
+
+def _settle_moved(cfg: Config, moved: list[tuple[str, str]], origins: Origins) -> None:
+    """Warn of each old key read, in one line naming where it was given: it now sits at its new
+    key, or, where the chosen entry has no such setting (train.warmup_steps beside schedule
+    constant: ignored before as well), it is dropped."""
+    for old, new in moved:
+        where = origins.setdefault(new, origins.get(old, ""))
+        unused = _not_taken(cfg, new)
+        if unused:
+            _drop(cfg, new)
+            log.warning("warning: %s: %s is ignored: %s (drop it)", where or "config", old, unused)
+        else:
+            log.warning("warning: %s: %s is now %s (the old name is read until a later release)", where, old, new)
+
+
+def _not_taken(cfg: Config, key: str) -> str:
+    """Why the entry whose options hold `key` has no such setting ("" when it has, or when the
+    entry is not known: the config's checks say so)."""
+    for registry in CHOSEN_BY_CONFIG:
+        if not registry.options_key or not key.startswith(registry.options_key + "."):
+            continue
+        chosen, rest = lookup(cfg, registry.key), key[len(registry.options_key) + 1 :].split(".")
+        if isinstance(chosen, list):  # options by entry name (train.transform_options.source_noise)
+            if rest[0] not in chosen:
+                return f"{registry.key} has no {rest[0]}"
+            chosen, rest = rest[0], rest[1:]
+        if chosen not in registry and chosen not in registry.keywords:
+            return ""  # an unknown name: the config's checks say so
+        settings = None if chosen in registry.keywords else registry.settings_of(chosen)
+        if settings is None or rest[0] not in {f.name for f in dataclasses.fields(settings)}:
+            return f"the {registry.what} {chosen!r} has no setting {rest[0]!r}"
+    return ""
+
+
+def _drop(cfg: Config, key: str) -> None:
+    """Remove a key from the options mapping that holds it, and mappings it leaves empty."""
+    head, *path = key.split(".")
+    section = lookup(cfg, head)
+    field, *path = path
+    mapping = getattr(section, field)
+    parents = []
+    for part in path[:-1]:
+        if not isinstance(mapping.get(part), dict):
+            return  # not there (an old key at its default is not moved)
+        parents.append((mapping, part))
+        mapping = mapping[part]
+    mapping.pop(path[-1], None)
+    for parent, part in reversed(parents):
+        if not parent[part]:
+            del parent[part]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from .config_values import ConfigError, Section
+from .config_values import ConfigError, Moved, Section
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
 from .seams import ARCHITECTURES
@@ -143,10 +143,28 @@ def _default_model() -> ModelConfig:
 
 
 @dataclass
+class SamplingOptions(Section):
+    """decode.strategy_options of sample: each token drawn from the model's distribution, of
+    its k most likely tokens, sharpened or flattened by a temperature; one translation a source."""
+
+    SECTION: ClassVar[str] = "decode.strategy_options"
+    MOST_N_BEST: ClassVar[int] = 1  # translations it returns per source (decode.n_best at most this)
+
+    topk: int = _f(0, "Draw from the k most likely tokens (0: all).", ge=0, le=1_000_000)
+    temperature: float = _f(1.0, "Below 1 sharpens the distribution, above 1 flattens it.", gt=0.0, le=100.0)
+    seed: int | None = _f(None, "A seed that repeats the draws (null: other draws every call).")
+
+
+@dataclass
 class DecodeConfig(Section):
     """Translation by `tfm translate`, `tfm evaluate` and the Python API."""
 
     SECTION: ClassVar[str] = "decode"
+    MOVED: ClassVar[dict[str, Moved]] = {  # read, with a warning, until removed
+        "sampling_topk": Moved("strategy_options.topk", 0),
+        "sampling_temperature": Moved("strategy_options.temperature", 1.0),
+        "sampling_seed": Moved("strategy_options.seed", None),
+    }
 
     beam_size: int = _f(1, "1: greedy search; more: beam search.", ge=1, le=256)
     n_best: int = _f(1, "Hypotheses returned per input (<= beam_size).", ge=1, le=256)
@@ -159,14 +177,7 @@ class DecodeConfig(Section):
         "The search (seams.SEARCH_STRATEGIES): auto (greedy for beam_size 1, "
         "else beam), greedy, beam, sample, or one registered by a plugin.",
     )
-    strategy_options: dict[str, Any] = _f({}, "The strategy's own settings, for one that has them (a plugin's).")
-    sampling_topk: int = _f(0, "strategy sample: draw from the k most likely tokens (0: all).", ge=0, le=1_000_000)
-    sampling_temperature: float = _f(
-        1.0, "strategy sample: below 1 sharpens the distribution, above 1 flattens it.", gt=0.0, le=100.0
-    )
-    sampling_seed: int | None = _f(
-        None, "strategy sample: a seed that repeats the draws (null: other draws every call)."
-    )
+    strategy_options: dict[str, Any] = _f({}, "The strategy's own settings (sample: topk, temperature, seed).")
     recase: bool = _f(
         True,
         "Give sources typed all lowercase or all in capitals the casing of "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
-from .config_values import Section
+from .config_values import ConfigError, Moved, Section
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
 
@@ -21,12 +21,82 @@ PROMOTE_POLICIES: tuple[str, ...] = get_args(PromotePolicy)
 
 
 @dataclass
+class AdamOptions(Section):
+    """train.optimizer_options of adam and adamw (Kingma & Ba 2015; AdamW: Loshchilov & Hutter
+    2019, the decay decoupled from the gradient's moments)."""
+
+    SECTION: ClassVar[str] = "train.optimizer_options"
+
+    betas: list[float] = _f([0.9, 0.98], "beta1, beta2: decay of the moment estimates (the paper's 0.9, 0.98).")
+    eps: float = _f(1e-9, "Added to the second moment's root (the paper's 1e-9).", gt=0.0)
+    weight_decay: float = _f(
+        0.0, "Weight decay of the matrices (projections, embeddings); biases and LayerNorm gains get none.", ge=0.0
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            key = f"{self.SECTION}.betas"
+            raise ConfigError(f"{key} must be two numbers in [0, 1) (got {self.betas})", key)
+
+
+@dataclass
+class InverseSqrtOptions(Section):
+    """train.schedule_options of inverse_sqrt: the paper's schedule, a linear warmup to
+    train.lr, then train.lr x sqrt(warmup_steps / step)."""
+
+    SECTION: ClassVar[str] = "train.schedule_options"
+
+    warmup_steps: int = _f(4000, "Steps of the linear warmup (the paper: 4000).", ge=1)
+
+
+@dataclass
+class CrossEntropyOptions(Section):
+    """train.criterion_options of cross_entropy: label-smoothed cross-entropy over the target
+    tokens, pads left out, with R-Drop's consistency term when its alpha is set."""
+
+    SECTION: ClassVar[str] = "train.criterion_options"
+
+    label_smoothing: float = _f(0.0, "Label smoothing (epsilon_ls; the paper uses 0.1).", ge=0.0, lt=1.0)
+    rdrop_alpha: float = _f(
+        0.0,
+        "R-Drop weight alpha (Liang et al. 2021): each batch goes through the model twice under "
+        "different dropout, and alpha times the symmetric KL of the two outputs joins their mean "
+        "loss. 0: off. Doubles the step cost.",
+        ge=0.0,
+        le=1000.0,
+    )
+
+
+@dataclass
+class SourceNoiseOptions(Section):
+    """train.transform_options.source_noise: shares of training sources changed the way users
+    type, drawn per batch and epoch (targets keep theirs)."""
+
+    SECTION: ClassVar[str] = "train.transform_options.source_noise"
+
+    lowercase: float = _f(0.0, "Share of sources lowercased (robustness to lowercase input).", ge=0.0, le=1.0)
+    uppercase: float = _f(0.0, "Share of sources written in capitals.", ge=0.0, le=1.0)
+    unpunctuated: float = _f(0.0, "Share of sources without their final punctuation.", ge=0.0, le=1.0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lowercase + self.uppercase > 1.0:
+            raise ConfigError(
+                f"{self.SECTION}.lowercase + uppercase must be at most 1",
+                f"{self.SECTION}.lowercase",
+                f"{self.SECTION}.uppercase",
+            )
+
+
+@dataclass
 class ContinuedConfig(Section):
     """train.* values for a run that starts from a trained model (train.init_from); null keeps
     the train.* value. Optimizer moments, the schedule with its warmup, early stopping, the
     snapshots to average, epochs and steps always start afresh."""
 
     SECTION: ClassVar[str] = "train.continued"
+    MOVED: ClassVar[dict[str, Moved]] = {"warmup_steps": Moved("schedule_options.warmup_steps", None)}
 
     epochs: int | None = _f(
         None,
@@ -34,7 +104,11 @@ class ContinuedConfig(Section):
         ge=1,
     )
     lr: float | None = _f(None, "Peak learning rate of a continued run.", gt=0.0)
-    warmup_steps: int | None = _f(None, "Warmup steps of a continued run (inverse_sqrt).", ge=0)
+    schedule_options: dict[str, Any] = _f(
+        {},
+        "train.schedule_options of a continued run, key by key over the train's (e.g. warmup_steps for inverse_sqrt).",
+        added=True,
+    )
     snapshot_every_steps: int | None = _f(None, "train.snapshot_every_steps of a continued run.", ge=1)
     average_last: int | None = _f(None, "train.average_last of a continued run.", ge=1)
 
@@ -110,6 +184,18 @@ class TrainConfig(Section):
     between sessions of a run without starting it over."""
 
     SECTION: ClassVar[str] = "train"
+    # Keys that moved into the built-ins' own settings (read, with a warning, until removed).
+    MOVED: ClassVar[dict[str, Moved]] = {
+        "betas": Moved("optimizer_options.betas", [0.9, 0.98]),
+        "eps": Moved("optimizer_options.eps", 1e-9),
+        "weight_decay": Moved("optimizer_options.weight_decay", 0.0),
+        "label_smoothing": Moved("criterion_options.label_smoothing", 0.0),
+        "rdrop_alpha": Moved("criterion_options.rdrop_alpha", 0.0),
+        "warmup_steps": Moved("schedule_options.warmup_steps", 0),
+        "source_lowercase": Moved("transform_options.source_noise.lowercase", 0.0),
+        "source_uppercase": Moved("transform_options.source_noise.uppercase", 0.0),
+        "source_unpunctuated": Moved("transform_options.source_noise.unpunctuated", 0.0),
+    }
 
     epochs: int = _f(10, "Passes over the training data.", resumable=True, ge=1)
     max_steps: int | None = _f(None, "Stop after this many optimizer steps.", resumable=True, ge=1)
@@ -120,41 +206,20 @@ class TrainConfig(Section):
     accumulate: int = _f(1, "Batches per optimizer step (gradient accumulation).", ge=1, le=100_000)
     optimizer: str = _f("adam", "adam, adamw (decoupled weight decay), or one a plugin registers (seams.OPTIMIZERS).")
     optimizer_options: dict[str, Any] = _f(
-        {}, "The optimizer's own settings, for one that has them (a plugin's).", added=True
+        {}, "The optimizer's own settings (adam, adamw: betas, eps, weight_decay).", added=True
     )
     lr: float = _f(5e-4, "Learning rate (the peak, after warmup, with inverse_sqrt).", gt=0.0)
-    betas: list[float] = _f([0.9, 0.98], "Adam's beta1, beta2.")
-    eps: float = _f(1e-9, "Adam's epsilon.", gt=0.0)
-    weight_decay: float = _f(0.0, "Weight decay.", ge=0.0)
     clip_norm: float | None = _f(1.0, "Clip the gradient norm to this (null: no clipping).", gt=0.0)
-    label_smoothing: float = _f(0.0, "Label smoothing (epsilon_ls; the paper uses 0.1).", ge=0.0, lt=1.0)
-    rdrop_alpha: float = _f(
-        0.0,
-        "R-Drop weight alpha (Liang et al. 2021): each batch goes through "
-        "the model twice under different dropout, and alpha times the symmetric "
-        "KL of the two outputs joins their mean loss. 0: off. Doubles the step "
-        "cost.",
-        ge=0.0,
-        le=1000.0,
-    )
-    source_lowercase: float = _f(
-        0.0,
-        "Share of training sources lowercased, drawn per batch and "
-        "epoch (robustness to lowercase input; targets keep their case).",
-        ge=0.0,
-        le=1.0,
-    )
-    source_uppercase: float = _f(
-        0.0, "Share of training sources written in capitals, drawn per batch and epoch.", ge=0.0, le=1.0
-    )
-    source_unpunctuated: float = _f(
-        0.0, "Share of training sources without their final punctuation, drawn per batch and epoch.", ge=0.0, le=1.0
-    )
     transforms: list[str] = _f(
         ["source_noise"],
         "Changes to the training pairs' text, drawn per "
         "batch, in this order, by name (seams.TRANSFORMS; a plugin may add "
-        "more); source_noise follows the source_* shares.",
+        "more); each with its settings in transform_options.",
+        added=True,
+    )
+    transform_options: dict[str, Any] = _f(
+        {},
+        "Each transform's own settings, by its name (source_noise: lowercase, uppercase, unpunctuated).",
         added=True,
     )
     criterion: str = _f(
@@ -164,17 +229,14 @@ class TrainConfig(Section):
         added=True,
     )
     criterion_options: dict[str, Any] = _f(
-        {}, "The criterion's own settings, for one that has them (a plugin's).", added=True
+        {}, "The criterion's own settings (cross_entropy: label_smoothing, rdrop_alpha).", added=True
     )
     schedule: str = _f(
         "constant",
         "Learning-rate schedule: constant, inverse_sqrt (the paper's "
         "warmup then 1/sqrt(step)), or one a plugin registers (seams.SCHEDULES).",
     )
-    schedule_options: dict[str, Any] = _f(
-        {}, "The schedule's own settings, for one that has them (a plugin's).", added=True
-    )
-    warmup_steps: int = _f(0, "Warmup steps of the inverse_sqrt schedule.", ge=0)
+    schedule_options: dict[str, Any] = _f({}, "The schedule's own settings (inverse_sqrt: warmup_steps).", added=True)
     seed: int = _f(1234, "Seed of weights, dropout and batch order (a run is reproducible).")
     device: Device = _f("auto", "auto: cuda, then mps, then cpu.", resumable=True)
     precision: Precision = _f(

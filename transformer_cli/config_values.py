@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import copy
 import dataclasses
 import difflib
 import math
@@ -206,12 +207,98 @@ def schema_section(cls: Callable[[], Any], help: str, resumable: bool = False) -
     return dataclasses.field(default_factory=cls, metadata={"help": help, "resumable": resumable})
 
 
+@dataclasses.dataclass(frozen=True)
+class Moved:
+    """A key that moved into an entry's own settings (a section's `MOVED`, by its old name):
+    `to` is its new key below the section (e.g. "optimizer_options.betas"); `default` the
+    value the old key had when it was not given, which run identities keep (`as_before`), so
+    that runs of earlier versions still resume. The old key is read for a deprecation period."""
+
+    to: str
+    default: Any
+
+
+_MOVED_NOTES: contextvars.ContextVar[list[tuple[str, str]] | None] = contextvars.ContextVar(
+    "tfm_moved_notes", default=None
+)
+
+
+@contextlib.contextmanager
+def moved_keys_noted() -> Iterator[list[tuple[str, str]]]:
+    """Within the block, every old key read (from a mapping or a --set) is noted as (its dotted
+    key, the dotted key it moved to): the loader warns of them. Elsewhere (a checkpoint's saved
+    settings) old keys are read silently."""
+    notes: list[tuple[str, str]] = []
+    outer = _MOVED_NOTES.get()
+    token = _MOVED_NOTES.set(notes)
+    try:
+        yield notes
+    finally:
+        _MOVED_NOTES.reset(token)
+        if outer is not None:  # a block within a block: the outer one notes them too
+            outer.extend(notes)
+
+
+def moved_into_place(cls: type, raw: Any, prefix: str = "") -> Any:
+    """A config's mapping (or a section's, of dataclass `cls`) with the old keys of each of its
+    sections at their new keys (a copy where any moved): for one file of an `extends:` chain
+    before it is merged, so that a file's old key overrides its parent's new one."""
+    if not isinstance(raw, dict):
+        return raw
+    raw = _moved_in(getattr(cls, "MOVED", {}), raw, prefix)
+    hints = type_hints(cls)
+    for k, v in list(raw.items()):
+        tp = hints.get(k)
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            moved = moved_into_place(tp, v, f"{prefix}{k}.")
+            if moved is not v:
+                raw = {**raw, k: moved}
+    return raw
+
+
+def _note_moved(old: str, new: str) -> None:
+    notes = _MOVED_NOTES.get()
+    if notes is not None:
+        notes.append((old, new))
+
+
+def _moved_in(moved: dict[str, Moved], raw: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """`raw` with the values of old keys put at their new keys (a copy, when there are any); an
+    old key at its old default is dropped, as it meant what the entry's default means (so a
+    full dump of an earlier version's settings, a checkpoint's, reads for any entry). An old
+    key given beside its new one is a ConfigError naming both."""
+    if not any(k in moved for k in raw):
+        return raw
+    raw = copy.deepcopy(raw)
+    for old in [k for k in raw if k in moved]:
+        if raw[old] == moved[old].default:
+            del raw[old]
+            _note_moved(prefix + old, prefix + moved[old].to)
+            continue
+        *path, last = moved[old].to.split(".")
+        mapping = raw
+        for part in path:
+            if mapping.get(part) is None:
+                mapping[part] = {}
+            if not isinstance(mapping[part], dict):
+                break  # not a mapping: the schema's check names it
+            mapping = mapping[part]
+        else:
+            if last in mapping:
+                new = prefix + moved[old].to
+                raise ConfigError(f"{prefix}{old} is the old name of {new}: give {new} alone", prefix + old, new)
+            mapping[last] = raw.pop(old)
+            _note_moved(prefix + old, prefix + moved[old].to)
+    return raw
+
+
 class Section:
     """A section of the config schema (config.py): constructed in Python or from YAML, its
     fields are checked (types, bounds) when it is made; the checks across keys are
     config_checks.validate."""
 
     SECTION: ClassVar[str] = ""  # its dotted key, for errors
+    MOVED: ClassVar[dict[str, Moved]] = {}  # old key -> where it moved (read for a deprecation period)
 
     def __post_init__(self) -> None:
         check_fields(self, self.SECTION)
@@ -230,12 +317,45 @@ def as_before(section: Any) -> dict[str, Any]:
     default (schema_field's `added`): what the section was before they existed, for the
     digests that must not change when tfm adds a key (run identities, data fingerprints)."""
     out = {}
+    moved: dict[str, Moved] = getattr(type(section), "MOVED", {})
     for f in dataclasses.fields(section):
         value = getattr(section, f.name)
+        if isinstance(value, dict):  # an options mapping: without the keys that moved into it
+            value = _without(value, [m.to.split(".")[1:] for m in moved.values() if m.to.split(".")[0] == f.name])
         if not (f.metadata.get("added") and value == field_default(f)):
             nested = dataclasses.is_dataclass(value) and not isinstance(value, type)
             out[f.name] = dataclasses.asdict(value) if nested else value
+    for old, m in moved.items():  # as the key it moved from held it
+        out[old] = _dig(section, m.to.split("."), m.default)
     return out
+
+
+def _without(mapping: dict[str, Any], paths: list[list[str]]) -> dict[str, Any]:
+    """A copy of a nested mapping without the keys at `paths`, mappings left empty dropped."""
+    out = copy.deepcopy(mapping)
+    for path in paths:
+        parents, inner = [], out
+        for part in path[:-1]:
+            if not isinstance(inner.get(part), dict):
+                break
+            parents.append((inner, part))
+            inner = inner[part]
+        else:
+            inner.pop(path[-1], None)
+            for parent, part in reversed(parents):
+                if not parent[part]:
+                    del parent[part]
+    return out
+
+
+def _dig(section: Any, path: list[str], default: Any) -> Any:
+    """The value at a dotted path of fields then mapping keys, or `default` where it is not."""
+    value = getattr(section, path[0])
+    for part in path[1:]:
+        if not isinstance(value, dict) or part not in value:
+            return default
+        value = value[part]
+    return value
 
 
 def checks_are_deferred() -> bool:
@@ -254,6 +374,7 @@ def build_section(cls: type, raw: Any, key: str) -> Any:
     hints = type_hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{key}." if key else ""
+    raw = _moved_in(getattr(cls, "MOVED", {}), raw, prefix)
     kwargs = {}
     for k, v in raw.items():
         if k not in known:
@@ -282,12 +403,22 @@ def apply_override(cfg: Any, assignment: str) -> str:
     for i, part in enumerate(parts):
         prefix = ".".join(parts[:i])
         prefix = f"{prefix}." if prefix else ""
-        if isinstance(obj, dict) and i == len(parts) - 1:  # a key of an entry's options mapping
-            obj[part] = value  # checked with the config, by the entry's settings
-            break
+        if isinstance(obj, dict):  # a key of an entry's options mapping (or of one entry's)
+            if i == len(parts) - 1:
+                obj[part] = value  # checked with the config, by the entry's settings
+                break
+            obj = obj.setdefault(part, {})
+            if not isinstance(obj, dict):
+                raise UsageError(f"--set {path}: '{prefix}{part}' has no sub-keys")
+            continue
         if not dataclasses.is_dataclass(obj):
             raise UsageError(f"--set {path}: '{prefix.rstrip('.')}' has no sub-keys")
         known = {f.name: f for f in dataclasses.fields(obj)}
+        moved = getattr(type(obj), "MOVED", {}).get(part)
+        if part not in known and moved is not None:  # its old name: set the new key
+            new_path = ".".join([*parts[:i], *moved.to.split("."), *parts[i + 1 :]])
+            _note_moved(prefix + part, prefix + moved.to)
+            return apply_override(cfg, f"{new_path}={text}")
         if part not in known:
             raise UsageError(f"--set {path}: " + str(_unknown_key(part, list(known), prefix)))
         tp = type_hints(type(obj))[part]

@@ -203,6 +203,10 @@ class Registry(Generic[T]):
             load_plugins(self.kind, self)
         return name in self._entries
 
+    def provider(self, name: str) -> str:
+        """The dotted path of what implements the entry `name` (e.g. "transformer_cli.training.optim:ADAM")."""
+        return _label(self._entries[name])
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 

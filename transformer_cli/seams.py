@@ -19,6 +19,7 @@ from .registry import Registry
 # reader types what it takes out where it reads it (e.g. `kind: type[Tokenizer] =
 # TOKENIZERS[name]`); what an entry must be is said beside each registry.
 TFM = "transformer_cli."  # tfm's own modules
+TRAIN = TFM + "config_train:"  # the settings of tfm's own training entries
 
 # model.architecture: an Architecture (model/builders.py): a builder and the dataclass of the
 # `model:` section (config.ModelConfig or a subclass), which is the entry's settings.
@@ -43,22 +44,24 @@ CORPORA.register("files", TFM + "data.sources:FILES")
 TEXT_CORPORA: Registry[Any] = Registry("text_corpora", "monolingual corpus", "synthetic.*.text", keywords=("parallel",))
 TEXT_CORPORA.register("multi30k-task2", TFM + "synthetic.corpora:MULTI30K_TASK2")
 
-# train.transforms: (config) -> a data.augment.Transform, or None when its settings do nothing
-TRANSFORMS: Registry[Any] = Registry("transforms", "transform", "train.transforms", arity=1)
-TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise")
+# train.transforms: (config) -> a data.augment.Transform, or None when its settings do nothing;
+# each one's own keys: train.transform_options.<its name>
+TRANSFORMS: Registry[Any] = Registry("transforms", "transform", "train.transforms", "train.transform_options", arity=1)
+TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise", settings=TRAIN + "SourceNoiseOptions")
 
 # train.criterion: (train settings, target pad id) -> a criterion (training/step.py); its own
 # keys: train.criterion_options
 CRITERIA: Registry[Any] = Registry(
     "criteria", "training criterion", "train.criterion", "train.criterion_options", arity=2
 )
-CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config")
+CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config", settings=TRAIN + "CrossEntropyOptions")
 
 # train.optimizer: (parameter groups, train settings, torch device) -> a torch optimizer (training/optim.py);
-# its own keys: train.optimizer_options (read by the entry: OPTIMIZERS.options(name, given))
+# its own keys: train.optimizer_options (read by the entry: OPTIMIZERS.options(name, given)); the
+# parameter groups decay the matrices by the settings' weight_decay, where they have one
 OPTIMIZERS: Registry[Any] = Registry("optimizers", "optimizer", "train.optimizer", "train.optimizer_options", arity=3)
-OPTIMIZERS.register("adam", TFM + "training.optim:ADAM")
-OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW")
+OPTIMIZERS.register("adam", TFM + "training.optim:ADAM", settings=TRAIN + "AdamOptions")
+OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW", settings=TRAIN + "AdamOptions")
 
 # train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py); its own
 # keys: train.schedule_options
@@ -66,7 +69,7 @@ SCHEDULES: Registry[Any] = Registry(
     "schedules", "learning-rate schedule", "train.schedule", "train.schedule_options", arity=2
 )
 SCHEDULES.register("constant", TFM + "training.optim:constant")
-SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt")
+SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt", settings=TRAIN + "InverseSqrtOptions")
 
 # decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
 SEARCH_STRATEGIES: Registry[Any] = Registry(
@@ -74,7 +77,9 @@ SEARCH_STRATEGIES: Registry[Any] = Registry(
 )
 SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY")
 SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM")
-SEARCH_STRATEGIES.register("sample", TFM + "inference.strategies:SAMPLING")
+SEARCH_STRATEGIES.register(
+    "sample", TFM + "inference.strategies:SAMPLING", settings=TFM + "config_sections:SamplingOptions"
+)
 
 # export.format (tfm export --format): an Exporter (export/exporter.py); its keys: export.options
 EXPORTERS: Registry[Any] = Registry("exporters", "export format", "export.format", "export.options")

@@ -104,7 +104,9 @@ def test_subword_sampling_differs_per_epoch_and_keeps_the_text(tmp_path, corpus_
 
 
 def test_sampling_leaves_validation_test_and_translation_deterministic(tmp_path, corpus_dir):
-    cfg = _config(tmp_path, corpus_dir, tokenizer={"sampling": 0.3}, source_lowercase=0.5)
+    cfg = _config(
+        tmp_path, corpus_dir, tokenizer={"sampling": 0.3}, transform_options={"source_noise": {"lowercase": 0.5}}
+    )
     prepared, _ = prepare(cfg)
     _epoch(_data(cfg, prepared), 1)  # a sampled epoch has been drawn (and seeded sentencepiece)
     tok = prepared.tokenizers
@@ -117,7 +119,7 @@ def test_sampling_leaves_validation_test_and_translation_deterministic(tmp_path,
 
 
 def test_source_noise_reaches_the_encoded_sources_only(tmp_path, corpus_dir):
-    cfg = _config(tmp_path, corpus_dir, source_lowercase=1.0)
+    cfg = _config(tmp_path, corpus_dir, transform_options={"source_noise": {"lowercase": 1.0}})
     prepared, _ = prepare(cfg)
     split = prepared.split("train")
     pairs = Augmentation.from_config(cfg, prepared.tokenizers).pairs(split, [0, 1, 2], seed=5)
@@ -143,7 +145,12 @@ def test_a_transform_registered_from_outside_runs_after_the_noise_in_order(tmp_p
 
     TRANSFORMS.register("upper_targets", lambda cfg: UpperTargets())
     try:
-        cfg = _config(tmp_path, corpus_dir, source_lowercase=1.0, transforms=["source_noise", "upper_targets"])
+        cfg = _config(
+            tmp_path,
+            corpus_dir,
+            transform_options={"source_noise": {"lowercase": 1.0}},
+            transforms=["source_noise", "upper_targets"],
+        )
         prepared, _ = prepare(cfg)
         split, tok = prepared.split("train"), prepared.tokenizers
         pairs = Augmentation.from_config(cfg, tok).pairs(split, [0, 1, 2], seed=5)

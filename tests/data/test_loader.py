@@ -20,7 +20,10 @@ def test_the_number_of_workers_changes_no_batch(tmp_path, corpus_dir):
     """Source noise (and the batch plan) follow (seed, epoch, batch) only. Subword sampling
     is SentencePiece's and not seedable per call, so it is left out here."""
     cfg = _config(
-        tmp_path, corpus_dir, source_lowercase=0.3, source_uppercase=0.1, source_unpunctuated=0.3, accumulate=2
+        tmp_path,
+        corpus_dir,
+        transform_options={"source_noise": {"lowercase": 0.3, "uppercase": 0.1, "unpunctuated": 0.3}},
+        accumulate=2,
     )
     prepared, _ = prepare(cfg)
     alone = _epoch(_data(cfg, prepared, workers=0), 1)

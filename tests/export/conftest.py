@@ -38,7 +38,7 @@ TRAIN = {
     "epochs": 8,
     "lr": 3e-3,
     "schedule": "inverse_sqrt",
-    "warmup_steps": 30,
+    "schedule_options": {"warmup_steps": 30},
     "batch_size": 32,
     "threads": 1,
     "device": "cpu",

@@ -27,15 +27,15 @@ def test_auto_is_greedy_for_one_beam_and_beam_search_for_more():
     assert strategy_for(DecodeConfig(beam_size=1)).describe(DecodeConfig(beam_size=1)) == "greedy"
     five = DecodeConfig(beam_size=5)
     assert strategy_for(five).describe(five) == "beam 5"
-    sample = DecodeConfig(strategy="sample", sampling_topk=10, sampling_temperature=0.7)
+    sample = DecodeConfig(strategy="sample", strategy_options={"topk": 10, "temperature": 0.7})
     assert strategy_for(sample).describe(sample) == "sampling (top-k 10, temperature 0.7)"
 
 
 def test_sampling_repeats_with_a_seed_and_a_top_k_of_one_is_greedy(model_path):
     greedy = [h[0].tokens for h in open_backend(model_path, "cpu", decode=DecodeConfig()).translate(LINES).translations]
-    one = DecodeConfig(strategy="sample", sampling_topk=1)
+    one = DecodeConfig(strategy="sample", strategy_options={"topk": 1})
     assert [h[0].tokens for h in open_backend(model_path, "cpu", decode=one).translate(LINES).translations] == greedy
-    seeded = DecodeConfig(strategy="sample", sampling_seed=7, sampling_temperature=2.0)
+    seeded = DecodeConfig(strategy="sample", strategy_options={"seed": 7, "temperature": 2.0})
     backend = open_backend(model_path, "cpu", decode=seeded)
     first, again = ([h[0].tokens for h in backend.translate(LINES).translations] for _ in range(2))
     assert first == again and first != greedy
@@ -66,7 +66,7 @@ def test_ctranslate2_gets_the_same_strategy(model_path, tmp_path):
     from transformer_cli.export.bundle import export_checkpoint
 
     export_checkpoint(model_path, tmp_path / "ct2")
-    d = DecodeConfig(strategy="sample", sampling_topk=1)
+    d = DecodeConfig(strategy="sample", strategy_options={"topk": 1})
     torch_out = open_backend(model_path, "cpu", decode=DecodeConfig()).translate(LINES).translations
     ct2_out = open_backend(tmp_path / "ct2", "cpu", decode=d).translate(LINES).translations
     assert [h[0].tokens for h in ct2_out] == [h[0].tokens for h in torch_out]  # top-1 sampling: greedy

@@ -41,7 +41,7 @@ def test_bad_configs_and_options_are_refused_before_anything_is_touched(tmp_path
         "duplicate": ("train", "-c", str(duplicate)),
         "inf lr": ("train", "-c", str(cfg), "--set", "train.lr=1e999"),
         "yaml inf": ("train", "-c", str(cfg), "--set", "train.lr=.inf"),
-        "nan": ("train", "-c", str(cfg), "--set", "train.label_smoothing=.nan"),
+        "nan": ("train", "-c", str(cfg), "--set", "train.criterion_options.label_smoothing=.nan"),
         "huge max_len": ("train", "-c", str(cfg), "--set", "model.max_len=200000000"),
         "huge d_model": ("train", "-c", str(cfg), "--set", "model.d_model=1048576"),
         "huge beam": ("train", "-c", str(cfg), "--set", "decode.beam_size=100000"),

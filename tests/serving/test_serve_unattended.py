@@ -19,7 +19,13 @@ def test_serve_retrain_promote_switch(tmp_path, start_server):
         tmp_path,
         corpus,  # weak on 100 pairs, good on 500
         model={"d_model": 64, "n_heads": 4, "d_ff": 128},
-        train={"epochs": 6, "schedule": "inverse_sqrt", "warmup_steps": 30, "device": "cpu", "threads": 1},
+        train={
+            "epochs": 6,
+            "schedule": "inverse_sqrt",
+            "schedule_options": {"warmup_steps": 30},
+            "device": "cpu",
+            "threads": 1,
+        },
     )
     run = tmp_path / "checkpoints" / "loop"
     first = run_tfm("train", "-c", str(config), "--quiet")

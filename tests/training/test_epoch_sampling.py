@@ -16,7 +16,11 @@ pytestmark = pytest.mark.slow
 
 def _noised(path, **train):
     return small_config(
-        path, threads=1, source_lowercase=0.3, source_uppercase=0.1, source_unpunctuated=0.2, data_workers=1, **train
+        path,
+        threads=1,
+        transform_options={"source_noise": {"lowercase": 0.3, "uppercase": 0.1, "unpunctuated": 0.2}},
+        data_workers=1,
+        **train,
     )
 
 

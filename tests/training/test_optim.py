@@ -46,10 +46,10 @@ def test_accumulated_batches_make_the_step_of_one_batch_of_all_their_pairs(tmp_p
 def test_r_drop_without_dropout_is_the_plain_step(tmp_path):
     """With no dropout both passes agree: KL 0, mean loss = loss, so the same step is taken
     (the loss itself: tests/training/test_step.py)."""
-    cfg = small_config(tmp_path, threads=1, clip_norm=None, eps=1e-6)
+    cfg = small_config(tmp_path, threads=1, clip_norm=None, optimizer_options={"eps": 1e-6})
     cfg.model.dropout = 0.0
     plain = make_trainer(cfg)
-    cfg.train.rdrop_alpha = 5.0
+    cfg.train.criterion_options = {"rdrop_alpha": 5.0}
     r_drop = make_trainer(cfg)
     group = next(plain.data.steps_from(0, 0))
     (tokens, nll), (tokens_r, nll_r) = plain.optimization.step(group), r_drop.optimization.step(group)
@@ -60,7 +60,7 @@ def test_r_drop_without_dropout_is_the_plain_step(tmp_path):
 
 
 def test_lr_schedules():
-    cfg = TrainConfig(schedule="inverse_sqrt", warmup_steps=100)
+    cfg = TrainConfig(schedule="inverse_sqrt", schedule_options={"warmup_steps": 100})
     factors = [SCHEDULES[cfg.schedule](cfg, s) for s in range(400)]
     assert factors[99] == 1.0 and factors[0] == 0.01 and math.isclose(factors[399], 0.5)
     assert SCHEDULES[TrainConfig().schedule](TrainConfig(), 12345) == 1.0
@@ -72,7 +72,9 @@ def test_weight_decay_skips_biases_and_layer_norms():
     from transformer_cli.training.optim import build_optimizer
 
     model = Seq2SeqTransformer(TransformerConfig(d_model=16, n_heads=2, d_ff=32), 50, 50)
-    decayed, plain = build_optimizer(model, TrainConfig(weight_decay=0.1), torch.device("cpu")).param_groups
+    decayed, plain = build_optimizer(
+        model, TrainConfig(optimizer_options={"weight_decay": 0.1}), torch.device("cpu")
+    ).param_groups
     assert decayed["weight_decay"] == 0.1 and plain["weight_decay"] == 0.0
     assert all(p.dim() >= 2 for p in decayed["params"]) and all(p.dim() == 1 for p in plain["params"])
     names = {id(p): n for n, p in model.named_parameters()}

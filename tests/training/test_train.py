@@ -106,7 +106,7 @@ def test_early_stopping(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_model_trains_with_r_drop(tmp_path):
-    cfg = small_config(tmp_path, rdrop_alpha=1.0)
+    cfg = small_config(tmp_path, criterion_options={"rdrop_alpha": 1.0})
     run_training(cfg)
     records = RunDir(cfg.run_dir).read_metrics()
     assert len(records) == 3 and records[-1].valid_loss < records[0].valid_loss

@@ -2,7 +2,7 @@
 
 Two small-data regularizers change the training text from epoch to epoch:
 
-- source noise (`train.source_lowercase`, `source_uppercase`, `source_unpunctuated`): a share
+- source noise (`train.transform_options.source_noise`: lowercase, uppercase, unpunctuated): a share
   of the source sentences is lowercased, capitalised or loses its final punctuation, so the
   model translates text as users type it; targets are untouched, so output stays cased;
 - subword regularization (`tokenizer.sampling`): every sentence gets a sampled segmentation
@@ -33,6 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from ..config import Config
+from ..config_train import SourceNoiseOptions
 from ..seams import TRANSFORMS  # train.transforms name -> config -> a Transform or None
 from ..tokenizers.base import Tokenizer
 from ..tokenizers.pair import TokenizerPair
@@ -100,9 +101,9 @@ class NoisySources:
 
 
 def source_noise(cfg: Config) -> Transform | None:
-    """train.transforms' source_noise: the train.source_* shares (None: all 0)."""
-    tc = cfg.train
-    noise = SourceNoise(tc.source_lowercase, tc.source_uppercase, tc.source_unpunctuated)
+    """train.transforms' source_noise: its shares, train.transform_options.source_noise (None: all 0)."""
+    own: SourceNoiseOptions = TRANSFORMS.options("source_noise", cfg.train.transform_options.get("source_noise"))
+    noise = SourceNoise(own.lowercase, own.uppercase, own.unpunctuated)
     return NoisySources(noise) if noise.active else None
 
 

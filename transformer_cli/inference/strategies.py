@@ -4,8 +4,8 @@ every place that names the decoding (validation records, evaluation reports).
 
     greedy   the most likely token at each step                     (decode.beam_size 1)
     beam     beam search, length-normalised, n-best                 (decode.beam_size > 1)
-    sample   a token drawn from the top decode.sampling_topk of the distribution sharpened or
-             flattened by decode.sampling_temperature; decode.sampling_seed repeats a draw
+    sample   a token drawn from the top k of the distribution sharpened or flattened by a
+             temperature; a seed repeats a draw (decode.strategy_options: SamplingOptions)
 
 `decode.strategy: auto` picks greedy or beam by the beam size. Another strategy is a subclass
 of `SearchStrategy` registered in `SEARCH_STRATEGIES` (seams.py; from a config's `plugins:` or
@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
+from ..config_sections import SamplingOptions
 from ..errors import UsageError
 from ..model.contract import IncrementalDecoder, State
 from ..seams import SEARCH_STRATEGIES
@@ -85,24 +86,31 @@ class Sampling(SearchStrategy):
     name = "sample"
 
     def describe(self, d: DecodeConfig) -> str:
-        topk = d.sampling_topk or "all"
-        return f"sampling (top-k {topk}, temperature {d.sampling_temperature:g})"
+        own = self.own(d)
+        return f"sampling (top-k {own.topk or 'all'}, temperature {own.temperature:g})"
 
     def search(
         self, model: IncrementalDecoder[State], src: Tensor, limits: Tensor, d: DecodeConfig
     ) -> list[list[Hypothesis]]:
+        own = self.own(d)
         generator = torch.Generator(device=src.device)
-        generator.manual_seed(d.sampling_seed if d.sampling_seed is not None else torch.seed())
-        return [[h] for h in sample_search(model, src, limits, d.sampling_topk, d.sampling_temperature, generator)]
+        generator.manual_seed(own.seed if own.seed is not None else torch.seed())
+        return [[h] for h in sample_search(model, src, limits, own.topk, own.temperature, generator)]
 
     def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
+        own = self.own(d)
         return {
             "beam_size": 1,
             "num_hypotheses": 1,
             "length_penalty": 1.0,
-            "sampling_topk": d.sampling_topk,
-            "sampling_temperature": d.sampling_temperature,
+            "sampling_topk": own.topk,
+            "sampling_temperature": own.temperature,
         }
+
+    def own(self, d: DecodeConfig) -> SamplingOptions:
+        """Its settings, decode.strategy_options."""
+        settings: SamplingOptions = SEARCH_STRATEGIES.options(self.name, d.strategy_options)
+        return settings
 
 
 GREEDY, BEAM, SAMPLING = Greedy(), Beam(), Sampling()  # seams.py names them

@@ -33,7 +33,9 @@ from .reverse import back_translation_model
 if TYPE_CHECKING:
     from .generate import PostProcess
 
-BUILT_IN = ("auto", "greedy", "beam", "sample")  # the strategies with no keys of their own
+# tfm's own strategies: a search by one of them takes no decode.strategy_options (sample: the
+# section's own sampling_topk and sampling_temperature)
+BUILT_IN = ("auto", "greedy", "beam", "sample")
 
 
 class TeacherSearch(Protocol):
@@ -110,6 +112,7 @@ def directions(cfg: Config) -> list[Direction]:
         strategy = "auto" if bt.search in ("beam", NOISED_BEAM) else bt.search
         own = cfg.decode.strategy_options if strategy not in BUILT_IN else {}  # a plugin's keys
         sampling = {"sampling_topk": bt.sampling_topk, "sampling_temperature": bt.sampling_temperature}
+        options = {"topk": bt.sampling_topk, "temperature": bt.sampling_temperature} if sampled else own
         out.append(
             Direction(
                 name="back_translation",
@@ -129,9 +132,7 @@ def directions(cfg: Config) -> list[Direction]:
                     **(sampling if sampled else {}),
                     **({"strategy_options": own} if own else {}),
                 },
-                decode=lambda base: _decode(
-                    base, sc.batch_size, beam_size, strategy, bt.sampling_topk, bt.sampling_temperature, own
-                ),
+                decode=lambda base: _decode(base, sc.batch_size, beam_size, strategy, options),
                 chunk_lines=sc.chunk_lines,
                 tag=BACK_TRANSLATION_TAG if bt.tag else None,
                 max_lines=bt.max_lines,
@@ -191,13 +192,10 @@ def _decode(
     batch_size: int,
     beam_size: int,
     strategy: str = "auto",
-    topk: int = 0,
-    temperature: float = 1.0,
     options: dict[str, Any] | None = None,
 ) -> DecodeConfig:
     """The models' own decoding settings (`base`) with the search the text is translated by."""
     d = copy.deepcopy(base)
     d.beam_size, d.n_best, d.recase, d.batch_size, d.strategy = beam_size, 1, False, batch_size, strategy
-    d.sampling_topk, d.sampling_temperature = topk, temperature
-    d.strategy_options = options or {}
+    d.strategy_options = dict(options or {})
     return d

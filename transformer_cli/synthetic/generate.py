@@ -13,6 +13,7 @@ next: the translations end the same, byte for byte.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +24,7 @@ import numpy as np
 from ..config import DecodeConfig
 from ..data.sources import iter_line_blocks
 from ..inference.translate import TranslationBackend
+from ..seams import SEARCH_STRATEGIES
 from .cache import Cost, KeyIndex, TranslationCache
 from .text import BLOCK_LINES, CleanText
 
@@ -111,9 +113,7 @@ def _translate_chunk(
     if check_stop is not None:
         check_stop()
     started, cpu_started = time.monotonic(), time.process_time()
-    d = copy.copy(decode)
-    d.sampling_seed = chunk_seed(seed, int(keys[0]))
-    outputs = backend.translate(lines, d, check_stop).translations
+    outputs = backend.translate(lines, _seeded(decode, chunk_seed(seed, int(keys[0]))), check_stop).translations
     texts = [" ".join(hyps[0].text.split()) for hyps in outputs]  # one line each, always
     if post is not None:
         texts = [post(t, seed) for t in texts]
@@ -144,3 +144,15 @@ class RowReader:
     def _read(self) -> Iterator[str]:
         for block in iter_line_blocks(self.text.path, BLOCK_LINES):
             yield from block
+
+
+def _seeded(decode: DecodeConfig, seed: int) -> DecodeConfig:
+    """`decode` with the chunk's `seed` when its strategy draws from one (a `seed` among its
+    settings: sample), so that a chunk translates the same whichever run or rank does it."""
+    strategy = decode.strategy
+    settings = None if strategy in SEARCH_STRATEGIES.keywords else SEARCH_STRATEGIES.settings_of(strategy)
+    if settings is None or "seed" not in {f.name for f in dataclasses.fields(settings)}:
+        return decode
+    d = copy.copy(decode)
+    d.strategy_options = {**decode.strategy_options, "seed": seed}
+    return d

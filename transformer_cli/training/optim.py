@@ -4,6 +4,7 @@ which takes a run's optimizer steps with them."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, cast
@@ -13,7 +14,7 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from ..checkpoint import TrainState
-from ..config_train import TrainConfig
+from ..config_train import AdamOptions, InverseSqrtOptions, TrainConfig
 from ..data.batching import Batch
 from ..seams import OPTIMIZERS, SCHEDULES
 from .distributed import DistContext
@@ -31,7 +32,8 @@ def _adam(
 
     def build(groups: list[dict[str, Any]], cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
         fused = device.type in ("cpu", "cuda")
-        return cls(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused, foreach=None if fused else True)
+        own: AdamOptions = OPTIMIZERS.options(cfg.optimizer, cfg.optimizer_options)
+        return cls(groups, lr=cfg.lr, betas=tuple(own.betas), eps=own.eps, fused=fused, foreach=None if fused else True)
 
     return build
 
@@ -41,8 +43,11 @@ ADAMW = _adam(torch.optim.AdamW)
 
 
 def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    """train.optimizer over the model's parameter groups."""
-    optimizer: torch.optim.Optimizer = OPTIMIZERS[cfg.optimizer](parameter_groups(model, cfg.weight_decay), cfg, device)
+    """train.optimizer over the model's parameter groups (the matrices decayed by its settings'
+    weight_decay, where they have one)."""
+    own = OPTIMIZERS.options(cfg.optimizer, cfg.optimizer_options)
+    groups = parameter_groups(model, getattr(own, "weight_decay", 0.0))
+    optimizer: torch.optim.Optimizer = OPTIMIZERS[cfg.optimizer](groups, cfg, device)
     return optimizer
 
 
@@ -61,8 +66,16 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
 def inverse_sqrt(cfg: TrainConfig, step: int) -> float:
     """Linear warmup to 1 over `warmup_steps`, then √(warmup/step): the paper's schedule with
     its peak set by `lr`."""
+    warmup = _warmup_steps(tuple(sorted(cfg.schedule_options.items())))
     s = step + 1
-    return min(s / cfg.warmup_steps, math.sqrt(cfg.warmup_steps / s))
+    return min(s / warmup, math.sqrt(warmup / s))
+
+
+@functools.lru_cache(maxsize=8)
+def _warmup_steps(given: tuple[tuple[str, Any], ...]) -> int:
+    """inverse_sqrt's warmup from its options (read once per set of them: it is asked every step)."""
+    own: InverseSqrtOptions = SCHEDULES.options("inverse_sqrt", dict(given))
+    return own.warmup_steps
 
 
 def constant(cfg: TrainConfig, step: int) -> float:

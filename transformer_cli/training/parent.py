@@ -39,7 +39,7 @@ from typing import Any
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config, ModelConfig, TokenizerConfig
 from ..config_checks import validate
-from ..config_values import ConfigError, build_section
+from ..config_values import ConfigError, as_before, build_section
 from ..data.preprocess import GivenTokenizers
 from ..errors import UsageError
 from ..hf.folder import HUB_ID
@@ -106,7 +106,7 @@ def lineage(cfg: Config, tokenizer_digest: str, parent: Parent | None) -> dict[s
     if spec is None:
         return None
     named = PUBLISHED if spec == PUBLISHED or parent is None else parent.checkpoint.sha256
-    return {"init_from": named, "tokenizer": tokenizer_digest, "continued": dataclasses.asdict(cfg.train.continued)}
+    return {"init_from": named, "tokenizer": tokenizer_digest, "continued": as_before(cfg.train.continued)}
 
 
 def resolve_parent(cfg: Config, run: RunDir, repair: bool = True) -> Parent | None:
@@ -162,7 +162,9 @@ def continued_config(cfg: Config, parent: Parent) -> Config:
     out.tokenizer = _parent_tokenizer(cfg, parent)
     for f in dataclasses.fields(cfg.train.continued):
         value = getattr(cfg.train.continued, f.name)
-        if value is not None:
+        if isinstance(value, dict):  # options: key by key over the train's
+            setattr(out.train, f.name, {**getattr(out.train, f.name), **value})
+        elif value is not None:
             setattr(out.train, f.name, value)
     try:
         validate(out)

@@ -1,5 +1,5 @@
 """The loss of one training batch (fairseq's "criterion"): label-smoothed cross-entropy over the
-target tokens, plus R-Drop's consistency term when train.rdrop_alpha is set. The trainer sums it
+target tokens, plus R-Drop's consistency term when its rdrop_alpha is set (train.criterion_options). The trainer sums it
 over a step's batches, normalises it and backpropagates it; this module knows nothing of
 optimizers, ranks or schedules, so it is tested on its own (tests/training/test_step.py)."""
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..config_train import TrainConfig
+from ..config_train import CrossEntropyOptions, TrainConfig
 from ..data.batching import Batch
 from ..device import autocast
 from ..loss import sequence_loss, symmetric_kl
@@ -28,7 +28,8 @@ class BatchLoss:
 
     @classmethod
     def from_config(cls, tc: TrainConfig, pad_id: int) -> BatchLoss:
-        return cls(pad_id, tc.label_smoothing, tc.rdrop_alpha)
+        own: CrossEntropyOptions = CRITERIA.options(tc.criterion, tc.criterion_options)
+        return cls(pad_id, own.label_smoothing, own.rdrop_alpha)
 
     def __call__(self, net: nn.Module, batch: Batch, dtype: torch.dtype | None) -> tuple[Tensor, Tensor]:
         """The batch's summed training loss (with gradients) and summed NLL (for perplexity),
