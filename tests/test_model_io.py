@@ -62,18 +62,25 @@ def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path
     from transformer_cli.export.bundle import export_checkpoint
     from transformer_cli.export.manifest import MANIFEST
     from transformer_cli.model_io import read_model
+    from transformer_cli.seams import CHECKPOINT_READERS
 
     tiny = untrained_checkpoint(tmp_path / "tiny.pt")
     checkpoint, where = read_model(tiny)
     assert where == tiny and checkpoint.digest == Checkpoint.read(tiny).digest
     assert read_model(str(tiny))[1] == tiny
     export_checkpoint(tiny, tmp_path / "ct2")
-    with pytest.raises(UsageError, match="is a CTranslate2 export, which holds no trainable weights"):
+    with pytest.raises(UsageError, match="is an export for the ctranslate2 engine, which tfm does not read back as"):
         read_model(tmp_path / "ct2")
     manifest = json.loads((tmp_path / "ct2" / MANIFEST).read_text())
     (tmp_path / "ct2" / MANIFEST).write_text(json.dumps({**manifest, "engine": "onnx"}))
-    with pytest.raises(UsageError, match="is an export for the onnx engine, not a model tfm reads as a checkpoint"):
+    with pytest.raises(UsageError, match="is an export for the onnx engine, which tfm does not read back as a"):
         read_model(tmp_path / "ct2")
+    CHECKPOINT_READERS.register("onnx", lambda folder: Checkpoint.read(tiny))  # an engine that keeps weights
+    try:
+        read_back, where = read_model(tmp_path / "ct2")
+        assert (read_back.digest, where) == (Checkpoint.read(tiny).digest, tmp_path / "ct2")
+    finally:
+        CHECKPOINT_READERS.unregister("onnx")
     (tmp_path / "notes").mkdir()
     with pytest.raises(UsageError, match="is a folder but not a model: no tfm export manifest, no transformers"):
         read_model(tmp_path / "notes")

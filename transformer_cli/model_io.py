@@ -1,10 +1,13 @@
 """A model wherever it is, read as a tfm `Checkpoint`, told by what is there:
 
     a file                  a tfm checkpoint (verified: sha256, weights_only)
-    a folder                a Hugging Face MarianMT model (its config.json), written by
-                            transformers or by `tfm export --format hf` (then verified too);
-                            a CTranslate2 export (`tfm export`) holds no trainable weights and
-                            is refused here (api.open_backend runs it on CTranslate2)
+    a folder                an export whose engine reads it back as a checkpoint (the
+                            seams.CHECKPOINT_READERS entry its manifest's engine names:
+                            `tfm export --format hf`, verified too), or a Hugging Face
+                            MarianMT model without a manifest (its config.json, from
+                            transformers); an export of another engine (CTranslate2's: no
+                            trainable weights) is refused here, by its engine's name
+                            (api.open_backend runs it on that engine)
     OWNER/NAME              a model on the Hugging Face Hub, fetched once (hf/folder.locate),
                             unless it is a path: one that exists, whose OWNER folder exists,
                             or ending like a file (.pt, .pth, .bin, .safetensors, ...; see
@@ -21,6 +24,7 @@ from .checkpoint import Checkpoint, CheckpointError
 from .errors import UsageError
 from .export.engine import is_ct2_model_folder
 from .export.manifest import MANIFEST, export_engine
+from .seams import CHECKPOINT_READERS
 
 
 def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
@@ -30,16 +34,15 @@ def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
     path = locate(str(spec)) or Path(spec)
     if path.is_dir():
         engine = export_engine(path)
-        if engine == "ctranslate2":
-            raise UsageError(
-                f"{path} is a CTranslate2 export, which holds no trainable weights: "
-                "give the checkpoint it was exported from"
-            )
-        if engine not in (None, "transformers"):  # a plugin's format
-            raise UsageError(
-                f"{path} is an export for the {engine} engine, not a model tfm reads as "
-                "a checkpoint: give the checkpoint it was exported from"
-            )
+        if engine is not None:  # an export: read back only by an engine that keeps weights
+            reader = CHECKPOINT_READERS.find(engine) if engine in CHECKPOINT_READERS else None
+            if reader is None:
+                raise UsageError(
+                    f"{path} is an export for the {engine} engine, which tfm does not read back "
+                    "as a checkpoint (no trainable weights): give the checkpoint it was exported from"
+                )
+            checkpoint: Checkpoint = reader(path)
+            return checkpoint, path
         if is_ct2_model_folder(path):  # config.json too, but CTranslate2's, not transformers'
             raise CheckpointError(
                 f"{path} is a CTranslate2 export folder whose {MANIFEST} is "

@@ -94,6 +94,13 @@ ENGINES.register("torch", TFM + "api:open_torch")
 ENGINES.register("transformers", TFM + "api:open_torch")  # tfm export --format hf: a MarianMT folder
 ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")
 
+# The engine an export's manifest names -> the function (folder) that reads the export as a tfm
+# Checkpoint (checkpoint.py), for an engine whose exports keep trainable weights: what
+# model_io.read_model asks (train.init_from, exports, translation with torch). An engine
+# without one (ctranslate2: converted weights) is refused there, by name.
+CHECKPOINT_READERS: Registry[Any] = Registry("checkpoint_readers", "checkpoint reader", arity=1)
+CHECKPOINT_READERS.register("transformers", TFM + "hf.folder:read_folder")
+
 # What a config chooses by name, checked when it is loaded (config_checks.check_choices).
 CHOSEN_BY_CONFIG: tuple[Registry[Any], ...] = (
     ARCHITECTURES,
