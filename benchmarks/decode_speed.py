@@ -31,7 +31,7 @@ from transformer_cli.config_loading import load_config
 from transformer_cli.config_train import PRECISIONS
 from transformer_cli.data.batching import pad_batch
 from transformer_cli.data.prepared import load_prepared
-from transformer_cli.device import autocast, autocast_dtype, resolve_device
+from transformer_cli.host.device import autocast, autocast_dtype, resolve_device
 from transformer_cli.inference.search import greedy_search, greedy_search_uncached, output_limits
 from transformer_cli.inference.translate import TorchTranslator
 

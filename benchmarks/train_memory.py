@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from transformer_cli import allocator
+from transformer_cli.host import allocator
 
 RAMP_STEPS = 50
 FLAT = 1.25  # what docs/results.md calls flat: at most 25% above the settled RSS
@@ -66,7 +66,7 @@ def single(config: str, overrides: list[str], steps: int, seconds: float, first:
 
     from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
-    from transformer_cli.device import resolve_device
+    from transformer_cli.host.device import resolve_device
     from transformer_cli.training.build import build_trainer
     from transformer_cli.training.distributed import DistContext
     from transformer_cli.training.run_dir import RunDir

@@ -39,7 +39,7 @@ from typing import Any
 def sdpa_kernels(names: str) -> contextlib.AbstractContextManager:
     """The attention kernels torch's scaled_dot_product_attention may pick, e.g.
     "cudnn,flash,efficient,math" (torch's own choice among all); "default": tfm's (on CUDA every
-    one but cuDNN's: transformer_cli/device.py's ready_cuda)."""
+    one but cuDNN's: transformer_cli/host/device.py's ready_cuda)."""
     if names == "default":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -80,7 +80,7 @@ def measure(
 
     from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
-    from transformer_cli.device import resolve_device
+    from transformer_cli.host.device import resolve_device
     from transformer_cli.model.flops import training_flops
     from transformer_cli.model.transformer_config import TransformerConfig
     from transformer_cli.training.build import build_trainer

@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformer_cli import allocator
+from transformer_cli.host import allocator
 
 
 def peak_mib() -> float:
@@ -34,7 +34,7 @@ def single(config: str, overrides: list[str], checkpoint: str, stage: str, size:
 
     from transformer_cli.config_loading import load_config
     from transformer_cli.data.prepared import load_prepared
-    from transformer_cli.device import autocast_dtype
+    from transformer_cli.host.device import autocast_dtype
     from transformer_cli.inference.teacher_forcing import corpus_nll
     from transformer_cli.inference.translate import TorchTranslator
 

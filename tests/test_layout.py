@@ -18,7 +18,6 @@ MAX_LINES = 450
 # A sub-package is one name; the top-level modules stand in layers too: the host, config and
 # file helpers below everything, the model files' and the API's with their layers, the CLI on top.
 BASE = {
-    "allocator",
     "checkpoint",
     "config",
     "config_checks",
@@ -29,21 +28,16 @@ BASE = {
     "config_synthetic",
     "config_train",
     "config_values",
-    "cpu_load",
-    "device",
     "errors",
     "extras",
     "fsutil",
+    "host",
     "loss",
-    "machine",
     "plots",
-    "priority",
     "provenance",
     "records",
     "registry",
     "seams",
-    "stop_signals",
-    "threads",
     "version",
 }
 LAYERS = [

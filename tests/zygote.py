@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from transformer_cli import allocator
+from transformer_cli.host import allocator
 
 _SCRIPT = r"""
 import json, os, sys, threading, traceback

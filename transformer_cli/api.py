@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .config import DecodeConfig
 from .config_train import DEVICES, PRECISIONS
-from .cpu_load import free_cpus
 from .errors import UsageError, check_choice
+from .host.cpu_load import free_cpus
+from .host.threads import AUTO, Setting, ThreadTuner, parse_setting
 from .inference.outputs import Output, Sources
 from .model_source import resolve_model, resolve_models
-from .threads import AUTO, Setting, ThreadTuner, parse_setting
 
 # How long threads="auto" watches the CPUs before decoding starts (less than training's
 # 0.3 s: a `tfm translate` of one line waits for it).
@@ -114,7 +114,7 @@ def open_torch(
     decoded by `TorchTranslator` (arguments: `open_backend`'s, `threads` parsed)."""
     import torch
 
-    from .device import autocast_dtype, resolve_device
+    from .host.device import autocast_dtype, resolve_device
     from .inference.translate import TorchTranslator
     from .model_io import read_model
 
@@ -153,8 +153,8 @@ def _open_ensemble(
 
     import torch
 
-    from .device import autocast_dtype, resolve_device
     from .export.manifest import export_engine
+    from .host.device import autocast_dtype, resolve_device
     from .inference.ensemble import Ensemble, check_same_vocabularies
     from .inference.translate import EnsembleMember, TorchTranslator, config_languages, model_from_checkpoint
     from .model_io import read_model

@@ -12,13 +12,13 @@ from __future__ import annotations
 import sys
 
 from . import (
-    allocator,
     cli_feedback,  # noqa: F401
     cli_models,  # noqa: F401
     cli_training,  # noqa: F401
 )
 from .cli_app import app
 from .errors import TfmError
+from .host import allocator
 
 __all__ = ["app", "main"]
 

@@ -14,7 +14,7 @@ import typer
 
 from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, REVERSE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .export.engine import QUANTIZATIONS, weight_type
-from .stop_signals import on_stop_signals
+from .host.stop_signals import on_stop_signals
 
 
 @app.command()

@@ -145,7 +145,7 @@ def train(
         from .extras import import_extra
 
         import_extra("tensorboard", "train.tensorboard")
-    from .priority import apply as apply_priority
+    from .host.priority import apply as apply_priority
 
     apply_priority(cfg.train.priority)  # before any thread or process starts: they inherit it
     run = RunDir(cfg.run_dir)

@@ -13,7 +13,7 @@ from transformer_cli.data.augment import Augmentation
 from transformer_cli.data.loader import TrainingData, default_workers
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.errors import TfmError
-from transformer_cli.machine import available_cpus
+from transformer_cli.host.machine import available_cpus
 
 
 def test_the_number_of_workers_changes_no_batch(tmp_path, corpus_dir):

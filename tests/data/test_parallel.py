@@ -12,7 +12,7 @@ import textwrap
 import torch
 
 from transformer_cli.data.parallel import as_helper_process, stop_signals_held
-from transformer_cli.stop_signals import STOP_SIGNALS
+from transformer_cli.host.stop_signals import STOP_SIGNALS
 
 
 def _report_signal_state(queue) -> None:

@@ -16,8 +16,8 @@ from helpers import sentence_pairs, write_config, write_corpus
 
 from transformer_cli.checkpoint import read_payload
 from transformer_cli.config_loading import load_config
-from transformer_cli.device import cuda_has_native_bf16
 from transformer_cli.errors import TfmError
+from transformer_cli.host.device import cuda_has_native_bf16
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
 

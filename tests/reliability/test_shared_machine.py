@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from reliability.cron_helpers import run_dir, wait_until
 
-from transformer_cli.priority import IOPRIO_BEST_EFFORT_LOWEST, io_priority
+from transformer_cli.host.priority import IOPRIO_BEST_EFFORT_LOWEST, io_priority
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux scheduling")]
 

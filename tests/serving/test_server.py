@@ -16,7 +16,7 @@ from reliability.cron_helpers import error_lines, run_all
 import transformer_cli as tfm
 from transformer_cli.config import ServeConfig
 from transformer_cli.errors import UsageError
-from transformer_cli.machine import available_cpus
+from transformer_cli.host.machine import available_cpus
 from transformer_cli.serving.server import build_server, is_loopback, listen, read_token, serve_threads
 
 

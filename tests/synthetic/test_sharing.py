@@ -9,7 +9,7 @@ import sys
 import time
 
 from transformer_cli.config import Config
-from transformer_cli.machine import available_cpus
+from transformer_cli.host.machine import available_cpus
 from transformer_cli.synthetic.sharing import STOP_GRACE_S, _stop, threads_each
 
 

@@ -13,9 +13,9 @@ from training.test_loop import tiny_trainer
 from training.test_train import make_trainer, small_config
 
 from transformer_cli.errors import UsageError
-from transformer_cli.machine import available_cpus
+from transformer_cli.host.machine import available_cpus
+from transformer_cli.host.threads import FixedThreads, ThreadTuner
 from transformer_cli.model.transformer import Seq2SeqTransformer
-from transformer_cli.threads import FixedThreads, ThreadTuner
 from transformer_cli.training.build import training_module, training_threads
 from transformer_cli.training.distributed import DistContext
 

@@ -20,8 +20,8 @@ import torch
 
 from ..config import Config
 from ..errors import TfmError, first_line
-from ..machine import available_cpus
-from ..threads import start_count
+from ..host.machine import available_cpus
+from ..host.threads import start_count
 from .augment import Augmentation
 from .batching import Batch, batch_seed, collate, collate_pairs, epoch_seed, plan_batches, within_budget
 from .parallel import as_helper_process, stop_signals_held

@@ -21,7 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from ..errors import TfmError
-from ..stop_signals import STOP_SIGNALS
+from ..host.stop_signals import STOP_SIGNALS
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -29,7 +29,7 @@ from typing import Any
 from ..config import Config
 from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, file_sha256, recorded_sha256
-from ..machine import available_cpus
+from ..host.machine import available_cpus
 from ..tokenizers.base import Chunk
 from ..tokenizers.pair import TokenizerPair
 from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, setup

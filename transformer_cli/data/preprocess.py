@@ -38,12 +38,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..allocator import release_freed_memory
 from ..config import Config, TokenizerConfig
 from ..config_values import as_before
 from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
-from ..machine import available_cpus
+from ..host.allocator import release_freed_memory
+from ..host.machine import available_cpus
 from ..provenance import package_versions
 from ..seams import TOKENIZERS
 from ..tokenizers.base import Chunk, sample_pairs

@@ -28,11 +28,11 @@ from ..config_values import build_section
 from ..data.shards import TokenPairs
 from ..errors import TfmError, UsageError, first_line
 from ..fsutil import file_sha256
+from ..host.threads import AUTO, Setting, start_count
 from ..inference.outputs import Translation
 from ..inference.search import Hypothesis, output_limits
 from ..inference.strategies import strategy_for
 from ..inference.translate import ModelMetadata, TranslationBackend
-from ..threads import AUTO, Setting, start_count
 from .bundle import read_export
 from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
 from .manifest import MANIFEST

@@ -12,7 +12,7 @@ import torch
 
 from ..data.batching import collate, plan_batches
 from ..data.shards import TokenPairs
-from ..device import autocast
+from ..host.device import autocast
 from ..loss import sequence_loss
 from ..model.contract import TranslationModel
 from ..tokenizers.vocab import Framing

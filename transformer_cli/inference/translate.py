@@ -18,11 +18,11 @@ from ..config import DecodeConfig, ModelConfig
 from ..config_values import build_section
 from ..data.batching import pad_batch
 from ..data.shards import TokenPairs
-from ..device import autocast
 from ..errors import UsageError
+from ..host.device import autocast
+from ..host.threads import Threads
 from ..model.builders import build_model
 from ..model.contract import TranslationModel
-from ..threads import Threads
 from ..tokenizers.pair import TokenizerPair
 from .outputs import Output, Sources, Translation
 from .search import Hypothesis, output_limits

@@ -59,9 +59,9 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from ..allocator import release_freed_memory
 from ..api import Attention, Translator
 from ..config import DecodeConfig
+from ..host.allocator import release_freed_memory
 from ..inference.outputs import Output, Sources
 from .metrics import Metrics
 

@@ -16,13 +16,13 @@ from types import FrameType
 import torch
 import uvicorn
 
-from .. import allocator
 from ..api import Translator, open_translator
 from ..config import ServeConfig
 from ..config_corrections import CorrectionsConfig
 from ..errors import UsageError
-from ..machine import available_cpus
-from ..stop_signals import on_stop_signals
+from ..host import allocator
+from ..host.machine import available_cpus
+from ..host.stop_signals import on_stop_signals
 from .app import Server, create_app
 from .batcher import Batcher
 from .corrections import ServedCorrections

@@ -49,8 +49,8 @@ from ..data.sources import (
 )
 from ..errors import UsageError
 from ..fsutil import atomic_write, atomic_write_json, exclusive_lock, file_record, file_sha256, recorded_sha256
+from ..host.threads import start_count
 from ..inference.translate import TranslationBackend
-from ..threads import start_count
 from .cache import TranslationCache, cache_folder
 from .corpora import text_files
 from .directions import Direction, directions, makes_pairs, real_copies

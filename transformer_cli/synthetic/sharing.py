@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 
 from ..config import Config
-from ..machine import available_cpus
+from ..host.machine import available_cpus
 
 log = logging.getLogger("tfm")
 STOP_GRACE_S = 4.0  # a helper asked to stop finishes its batch within this, or is killed

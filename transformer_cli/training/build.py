@@ -19,11 +19,11 @@ from ..config import Config
 from ..data.augment import Augmentation
 from ..data.loader import TrainingData
 from ..data.prepared import Prepared
-from ..device import autocast_dtype
 from ..errors import UsageError
-from ..machine import available_cpus
+from ..host.device import autocast_dtype
+from ..host.machine import available_cpus
+from ..host.threads import FixedThreads, Setting, Threads, ThreadTuner
 from ..model.builders import build_model
-from ..threads import FixedThreads, Setting, Threads, ThreadTuner
 from .cadence import Cadence
 from .distributed import DistContext
 from .loop import Trainer

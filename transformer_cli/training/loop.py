@@ -21,17 +21,17 @@ from typing import Any
 
 import torch
 
-from ..allocator import release_freed_memory
 from ..checkpoint import Checkpoint, TrainState
 from ..config import Config
 from ..data.loader import WORKER_LOSS, TrainingData
 from ..data.prepared import Prepared
-from ..device import rng_state, set_rng_state
 from ..errors import StoppedBySignal
 from ..evaluate import LossResult, loss_result
+from ..host.allocator import release_freed_memory
+from ..host.device import rng_state, set_rng_state
+from ..host.threads import FixedThreads, Threads
 from ..inference.teacher_forcing import corpus_nll, scoring_batches
 from ..model.contract import TranslationModel
-from ..threads import FixedThreads, Threads
 from .averaging import Snapshots, trying_weights
 from .cadence import Cadence
 from .console import epoch_bar, show_loss

@@ -29,10 +29,10 @@ from ..checkpoint import Checkpoint, CheckpointError
 from ..config import DecodeConfig
 from ..config_train import TrainConfig
 from ..data.prepared import Prepared
-from ..device import autocast_dtype
 from ..errors import UsageError
 from ..evaluate import loss_result, translate_and_score
 from ..fsutil import atomic_write_bytes
+from ..host.device import autocast_dtype
 from ..inference.translate import TorchTranslator
 from ..tokenizers.pair import vocabulary_digest
 from .published import (

@@ -19,14 +19,14 @@ from typing import Any
 
 import torch
 
-from .. import allocator, priority
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
 from ..data import folder_lock
 from ..data.prepared import Prepared
-from ..device import resolve_device
 from ..errors import StoppedBySignal
 from ..fsutil import atomic_write_json, atomic_write_text
+from ..host import allocator, priority
+from ..host.device import resolve_device
 from ..provenance import git_commit, package_versions
 from ..synthetic.directions import makes_pairs
 from ..synthetic.mixture import help_translate

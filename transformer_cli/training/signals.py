@@ -7,7 +7,7 @@ import os
 import signal
 from types import FrameType
 
-from ..stop_signals import on_stop_signals
+from ..host.stop_signals import on_stop_signals
 
 log = logging.getLogger("tfm")
 

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from ..config_train import CrossEntropyOptions, TrainConfig
 from ..data.batching import Batch
-from ..device import autocast
+from ..host.device import autocast
 from ..loss import sequence_loss, symmetric_kl
 from ..seams import CRITERIA
 

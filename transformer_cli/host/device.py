@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .errors import UsageError
+from ..errors import UsageError
 
 
 def resolve_device(name: str) -> torch.device:

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from transformer_cli import cpu_load
-from transformer_cli.cpu_load import Load, Sample, between, sample
+from transformer_cli.host import cpu_load
+from transformer_cli.host.cpu_load import Load, Sample, between, sample
 
 linux = pytest.mark.skipif(sys.platform != "linux", reason="/proc")
 
@@ -69,7 +69,7 @@ def test_the_sampling_threads_presence_between_two_samples():
 
 STOPPED = textwrap.dedent("""
     import json, os, signal, time
-    from transformer_cli.cpu_load import between, sample
+    from transformer_cli.host.cpu_load import between, sample
     first = sample()
     end = time.monotonic() + 0.5
     while time.monotonic() < end:  # busy

@@ -7,10 +7,10 @@ import os
 import pytest
 import torch
 
-from transformer_cli import device as device_module
-from transformer_cli.device import autocast, autocast_dtype, ready_cuda, resolve_device, rng_state, set_rng_state
 from transformer_cli.errors import UsageError
-from transformer_cli.machine import available_cpus
+from transformer_cli.host import device as device_module
+from transformer_cli.host.device import autocast, autocast_dtype, ready_cuda, resolve_device, rng_state, set_rng_state
+from transformer_cli.host.machine import available_cpus
 
 CPU = torch.device("cpu")
 

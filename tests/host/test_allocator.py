@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 from helpers import run_tfm
 
-from transformer_cli import allocator
 from transformer_cli.errors import UsageError
+from transformer_cli.host import allocator
 
 # glibc's own preloadable malloc wrapper (glibc >= 2.34): a real library to preload in tests
 # on machines where no faster allocator is installed.
 MALLOC_DEBUG = Path("/usr/lib") / f"{os.uname().machine}-linux-gnu" / "libc_malloc_debug.so.0"
 PROBE = (
-    "import os; from transformer_cli import allocator; allocator.restart_with_preferred(); "
+    "import os; from transformer_cli.host import allocator; allocator.restart_with_preferred(); "
     "print(os.environ.get('LD_PRELOAD', '')); print(os.getpid()); "
     "print(open('/proc/self/maps').read().count('{name}') > 0)"
 )
@@ -106,7 +106,7 @@ def test_no_restart_when_told_system_or_already_restarted():
 
 def test_in_use_names_glibc_in_a_plain_process():
     r = subprocess.run(
-        [sys.executable, "-c", "from transformer_cli import allocator; print(allocator.in_use())"],
+        [sys.executable, "-c", "from transformer_cli.host import allocator; print(allocator.in_use())"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -124,6 +124,6 @@ def test_every_install_on_linux_brings_mimalloc():
     requirements = metadata.requires("tfm") or []
     assert any(r.startswith("cmeel-mimalloc") and "extra ==" not in r for r in requirements), requirements
     if sys.platform == "linux":
-        from transformer_cli import allocator
+        from transformer_cli.host import allocator
 
         assert allocator.found() is not None  # found without TFM_ALLOCATOR

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from transformer_cli import machine
-from transformer_cli.machine import available_cpus
+from transformer_cli.host import machine
+from transformer_cli.host.machine import available_cpus
 
 
 def test_the_cpus_are_this_processs_affinity():
@@ -20,7 +20,7 @@ def test_the_cpus_are_this_processs_affinity():
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
 def test_a_narrower_affinity_is_respected():
     code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
-    code += "from transformer_cli.machine import available_cpus; import sys; "
+    code += "from transformer_cli.host.machine import available_cpus; import sys; "
     code += "print(available_cpus(), 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["1", "False"]

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from transformer_cli.stop_signals import STOP_SIGNALS, on_stop_signals
+from transformer_cli.host.stop_signals import STOP_SIGNALS, on_stop_signals
 
 
 def test_both_signals_reach_the_handler_within_the_block_and_the_old_handlers_come_back():

@@ -46,8 +46,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ..errors import UsageError
 from . import cpu_load
-from .errors import UsageError
 from .machine import available_cpus
 
 log = logging.getLogger("tfm")

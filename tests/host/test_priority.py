@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
 SCRIPT = """
 import json, os, sys, threading
 from pathlib import Path
-from transformer_cli import priority
+from transformer_cli.host import priority
 ready, done = threading.Event(), threading.Event()
 def earlier():  # a thread that exists before the priority is applied
     global tid

@@ -18,10 +18,18 @@ from pathlib import Path
 
 import pytest
 
-from transformer_cli import cpu_load
-from transformer_cli import threads as threads_module
 from transformer_cli.errors import UsageError
-from transformer_cli.threads import FixedThreads, ThreadTuner, Timing, count_for, ladder, parse_setting, start_count
+from transformer_cli.host import cpu_load
+from transformer_cli.host import threads as threads_module
+from transformer_cli.host.threads import (
+    FixedThreads,
+    ThreadTuner,
+    Timing,
+    count_for,
+    ladder,
+    parse_setting,
+    start_count,
+)
 
 
 class Machine:
@@ -265,7 +273,7 @@ def test_idle_cpus_after_a_busy_start_bring_the_second_thread_back():
 REAL = textwrap.dedent("""
     import json, os, subprocess, sys, time
     import torch
-    from transformer_cli.threads import ThreadTuner, Timing
+    from transformer_cli.host.threads import ThreadTuner, Timing
     from transformer_cli.training.build import training_threads
     from transformer_cli.training.distributed import DistContext
     cpus = sorted(os.sched_getaffinity(0))[:2]
@@ -317,7 +325,7 @@ def test_real_steps_beside_a_busy_process_move_auto_to_one_thread_and_leave_a_fi
 def test_the_shared_machine_benchmark_reads_the_runs_summary_line():
     """benchmarks/shared_machine.py bounds what auto cost alone by the time it spent probing,
     read from the lines the tuner writes: the two must not drift apart."""
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "shared_machine.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "shared_machine.py"
     spec = importlib.util.spec_from_file_location("shared_machine", path)
     assert spec is not None and spec.loader is not None
     benchmark = importlib.util.module_from_spec(spec)

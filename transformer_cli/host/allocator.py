@@ -26,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 ENV = "TFM_ALLOCATOR"
 SYSTEM = "system"
