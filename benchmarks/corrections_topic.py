@@ -74,10 +74,15 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--limit", type=int, help="use only the first N training pairs (a dry run)")
+    ap.add_argument("--work", type=Path, help="keep corpora, runs and logs in this new folder (else a temporary one)")
     args = ap.parse_args()
     source = os.environ.get("TFM_DATA_SOURCE")
     if not source:
         sys.exit("set TFM_DATA_SOURCE to Multi30k's folder")
+    if args.work is not None:
+        args.work.mkdir(parents=True)
+        print(json.dumps(run(Path(source), args.work.resolve(), args), indent=1))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         print(json.dumps(run(Path(source), Path(tmp), args), indent=1))
 
@@ -134,6 +139,7 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
 
     wall, cpu = tfm("train", "-c", str(configs["nightly"]))  # the model without the topic
     out["nights"] = [{"night": 0, "corrections": 0, "wall_s": wall, "cpu_s": cpu, "bleu": scores(configs["nightly"])}]
+    print(json.dumps(out["nights"][-1]), file=sys.stderr, flush=True)  # progress, as it comes
     per_night = -(-len(held) // args.nights)
     for night in range(1, args.nights + 1):
         batch = held[(night - 1) * per_night : night * per_night]
@@ -149,6 +155,7 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
                 "bleu": scores(configs["nightly"]),
             }
         )
+        print(json.dumps(out["nights"][-1]), file=sys.stderr, flush=True)
     wall, cpu = tfm("train", "-c", str(configs["scratch"]))
     out["scratch_on_all_data"] = {"wall_s": wall, "cpu_s": cpu, "bleu": scores(configs["scratch"])}
     return out

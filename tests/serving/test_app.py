@@ -80,3 +80,25 @@ def test_every_other_answer_is_one_line_of_error(client, method, path, body, sta
     r = client.request(method, path, json=body)
     assert r.status_code == status and set(r.json()) == {"error"}, r.text
     assert error in r.json()["error"] and "\n" not in r.json()["error"]
+
+
+def test_at_the_bound_the_memory_still_answers_its_sources_and_the_rest_is_shed(model, tmp_path):
+    """With corrections.memory, /translate passes the guard when the server is at its bound: a
+    source an accepted correction remembers is answered (200, from memory); a line that needs
+    the model is shed by the batcher (503 with Retry-After), as the guard would have shed it."""
+    from transformer_cli.config import CorrectionsConfig
+    from transformer_cli.corrections.store import Correction, CorrectionStore
+
+    cfg = CorrectionsConfig(store=str(tmp_path / "store"))
+    (remembered,) = CorrectionStore(cfg.store).add([Correction(LINES[0], "A man sees a ball.", origin="test")])
+    server = build_server(model, ServeConfig(), "cpu", "fp32", 1, None, corrections=cfg)
+    server.batcher.busy = lambda path="/translate": ("the server is at its bound", 3)  # load, without the load
+    with TestClient(create_app(server)) as client:
+        r = client.post("/translate", json={"inputs": [f" {LINES[0]}"]})
+        assert r.status_code == 200, r.text
+        assert r.json() == [
+            {"translation_text": "A man sees a ball.", "from_memory": True, "correction": remembered.id}
+        ]
+        shed = client.post("/translate", json={"inputs": [LINES[1]]})
+        assert (shed.status_code, shed.headers["retry-after"]) == (503, "3")
+        assert client.post("/attention", json={"inputs": LINES[0]}).status_code == 503  # the guard's, as before

@@ -37,7 +37,7 @@ from ..config import ServeConfig
 from ..inference.outputs import Output
 from .batcher import Batcher, Overloaded
 from .corrections import ServedCorrections
-from .guard import Guard, ShedPace
+from .guard import SHED_PATHS, TRANSLATE_PATHS, Guard, ShedPace
 from .metrics import Metrics
 from .reloader import ModelWatcher
 from .requests import (
@@ -177,6 +177,7 @@ async def _parsed(
 def create_app(server: Server) -> FastAPI:
     app = FastAPI(title="tfm", lifespan=_lifespan(server), docs_url=None, redoc_url=None, openapi_url=None)
     pace = ShedPace()  # of the 503s the guard answers and of those the batcher raises
+    remembers = server.corrections is not None and server.corrections.cfg.memory
     app.add_middleware(
         Guard,
         metrics=server.metrics,
@@ -184,6 +185,8 @@ def create_app(server: Server) -> FastAPI:
         cut_off=server.count_cut_off,
         busy=server.batcher.busy,
         pace=pace,
+        # a memory answers its sources at the bound too: the batcher sheds what needs the model
+        shed_paths=tuple(p for p in SHED_PATHS if p not in TRANSLATE_PATHS) if remembers else SHED_PATHS,
     )
     page = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
     _answer_errors(app, pace)

@@ -35,6 +35,7 @@ ASGIApp = Callable[
 ]
 OPEN_PATHS = ("/health",)  # answered without the bearer token
 SHED_PATHS = ("/", "/translate", "/attention")  # POSTs to these are shed when the server is at its bound
+TRANSLATE_PATHS = ("/", "/translate")  # those a translation memory may answer without the model
 SHED_PACE_S = 0.03  # a shed request's answer waits at least this long (without the GIL): see above
 MAX_SHED_PER_S = 200  # 503s of the bound a second, at most: the pause grows to keep them under it
 Busy = Callable[[str], "tuple[str, int] | None"]  # a path -> the message and Retry-After of its 503
@@ -70,11 +71,14 @@ class Guard:
         cut_off: Callable[[], None],
         busy: Busy | None = None,
         pace: ShedPace | None = None,
+        shed_paths: tuple[str, ...] = SHED_PATHS,
     ):
         """`busy`: None when a translation or attention request may be admitted now; else why
-        not (it is answered 503 here, counted by `busy`, after `pace`)."""
+        not (a POST to one of `shed_paths` is answered 503 here, counted by `busy`, after
+        `pace`; one to another path of SHED_PATHS is shed by the batcher, after the app has
+        answered what it can without the model: a translation memory's lines)."""
         self.app, self.metrics, self.token, self.cut_off, self.busy = app, metrics, token, cut_off, busy
-        self.pace = pace or ShedPace()
+        self.pace, self.shed_paths = pace or ShedPace(), shed_paths
 
     async def __call__(
         self,
@@ -103,7 +107,7 @@ class Guard:
             if (
                 self.busy is not None
                 and scope["method"] == "POST"
-                and path in SHED_PATHS
+                and path in self.shed_paths
                 and (why := self.busy(path)) is not None
             ):
                 return await _shed(why, self.pace, scope, receive, send_noting_status)
