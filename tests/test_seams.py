@@ -72,3 +72,19 @@ def test_importing_the_seams_imports_no_layer():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_config_naming_tfms_own_entries_and_their_settings_loads_without_torch():
+    """The entries' settings are known by path (or known to be none: settings=False), so the
+    checks of decode.n_best against the strategy and of old keys against the chosen entry
+    import no layer."""
+    code = (
+        "import sys; from transformer_cli.config_loading import load_config; "
+        "load_config('tiny.yaml', ['decode.strategy=beam', 'decode.beam_size=4', 'decode.n_best=2', "
+        "'train.schedule=constant', 'train.warmup_steps=5', 'train.optimizer_options.eps=1e-8']); "
+        "load_config('tiny.yaml', ['decode.strategy=greedy']); "
+        "load_config('tiny.yaml', ['decode.strategy=sample', 'decode.strategy_options.topk=5']); "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -14,8 +14,8 @@ Entries come from:
   when it is looked up.
 
 An entry may have settings: a dataclass (config_values.Section) of its own keys, given with
-`register(..., settings=)` (a class or a dotted path: known without importing the entry) or
-as the entry's `settings` attribute. A config gives them in the mapping named by the registry's
+`register(..., settings=)` (a class or a dotted path: known without importing the entry; False:
+it has none, known likewise) or as the entry's `settings` attribute. A config gives them in the mapping named by the registry's
 `options_key` (e.g. train.criterion_options; the model section itself for architectures).
 An unknown name, or a plugin that cannot be imported, is one ConfigError line naming the key.
 """
@@ -84,10 +84,13 @@ class Registry(Generic[T]):
         self._settings: dict[str, Any] = {}  # name -> a dataclass or its dotted path, or _NO_SETTINGS
         _REGISTRIES.append(self)
 
-    def register(self, name: str, entry: T | str, settings: type | str | None = None, replace: bool = False) -> T | str:
+    def register(
+        self, name: str, entry: T | str, settings: type | str | bool | None = None, replace: bool = False
+    ) -> T | str:
         """Add the entry `name` (an object, or the dotted path `module:object` of one, imported
-        when first used) with its `settings` dataclass (or its dotted path); returns `entry`.
-        A name already registered to another entry is refused unless `replace`."""
+        when first used) with its `settings` dataclass (or its dotted path; False: it has none;
+        None: its `settings` attribute, if any); returns `entry`. A name already registered to
+        another entry is refused unless `replace`."""
         if not name or not isinstance(name, str):
             raise ValueError(f"a {self.what} needs a name (got {name!r})")
         known = self._entries.get(name)
@@ -180,6 +183,8 @@ class Registry(Generic[T]):
         if settings is _NO_SETTINGS:
             own: type | None = getattr(self[name], "settings", None)
             return own
+        if settings is False:
+            return None
         found: type | None = resolve(settings, self.key) if isinstance(settings, str) else settings
         return found
 

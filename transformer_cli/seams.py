@@ -68,15 +68,15 @@ OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW", settings=TRAIN + "Ada
 SCHEDULES: Registry[Any] = Registry(
     "schedules", "learning-rate schedule", "train.schedule", "train.schedule_options", arity=2
 )
-SCHEDULES.register("constant", TFM + "training.optim:constant")
+SCHEDULES.register("constant", TFM + "training.optim:constant", settings=False)
 SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt", settings=TRAIN + "InverseSqrtOptions")
 
 # decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
 SEARCH_STRATEGIES: Registry[Any] = Registry(
     "search_strategies", "search strategy", "decode.strategy", "decode.strategy_options", keywords=("auto",)
 )
-SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY")
-SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM")
+SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY", settings=False)
+SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM", settings=False)
 SEARCH_STRATEGIES.register(
     "sample", TFM + "inference.strategies:SAMPLING", settings=TFM + "config_sections:SamplingOptions"
 )
