@@ -163,6 +163,7 @@ def _entries_markdown() -> list[str]:
         "(`train.betas`, `train.warmup_steps`, `train.label_smoothing`, `train.source_lowercase`, "
         "...) are still read, each with a warning naming its new key.",
     ]
+    defaults = Config()
     for registry in CHOSEN_BY_CONFIG:
         by_settings: dict[type, list[str]] = {}
         for name in registry.names():
@@ -170,7 +171,7 @@ def _entries_markdown() -> list[str]:
             if settings is not None and registry.provider(name).startswith(TFM):
                 by_settings.setdefault(settings, []).append(name)
         for settings, names in by_settings.items():
-            many = isinstance(field_default(_field_of(Config, registry.key)), list)
+            many = isinstance(lookup(defaults, registry.key), list)  # options by entry name
             prefix = f"{registry.options_key}.{names[0]}" if many else registry.options_key
             out += ["", f"### `{registry.key}`: {', '.join(names)}", "", " ".join((settings.__doc__ or "").split())]
             out += ["", "| key | type | default | bounds | help |", "|---|---|---|---|---|"]
@@ -178,12 +179,3 @@ def _entries_markdown() -> list[str]:
             for f in dataclasses.fields(settings):
                 out.append(_markdown_row(f"{prefix}.{f.name}", f, hints[f.name], f.metadata.get("help", "")))
     return out
-
-
-def _field_of(cls: type, key: str) -> dataclasses.Field[Any]:
-    """The schema field of a dotted key (train.transforms)."""
-    section: Any = cls
-    *path, last = key.split(".")
-    for part in path:
-        section = get_type_hints(section)[part]
-    return {f.name: f for f in dataclasses.fields(section)}[last]

@@ -15,8 +15,9 @@ Entries come from:
 
 An entry may have settings: a dataclass (config_values.Section) of its own keys, given with
 `register(..., settings=)` (a class or a dotted path: known without importing the entry; False:
-it has none, known likewise) or as the entry's `settings` attribute. A config gives them in the mapping named by the registry's
-`options_key` (e.g. train.criterion_options; the model section itself for architectures).
+it has none, known likewise) or as the entry's `settings` attribute. A config gives them in the
+mapping named by the registry's `options_key` (e.g. train.criterion_options; the model section
+itself for architectures).
 An unknown name, or a plugin that cannot be imported, is one ConfigError line naming the key.
 """
 
