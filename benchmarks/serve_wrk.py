@@ -11,8 +11,9 @@ batches with the same threads, and the BLEU of what the server answered.
         (git worktree add /tmp/old <commit>: that checkout serves; this one measures)
 
 Latency per outcome (admitted: 200, shed: 503) comes from the server's own histogram
-(tfm_request_latency_seconds by path and code), read before and after each level; wrk's
-percentiles cover every answer. Runs the server and wrk on this machine: run it alone.
+(tfm_request_latency_seconds by path and code), read before and after each level, and with it
+the admitted requests answered after 1 s (`admitted_over_1s`, serve.max_pending_s's default);
+wrk's percentiles cover every answer. Runs the server and wrk on this machine: run it alone.
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ def quantile(before: dict[float, float], after: dict[float, float], q: float) ->
     if not total:
         return None
     return next(le for le in sorted(counts) if counts[le] >= q * total)
+
+
+def later_than(before: dict[float, float], after: dict[float, float], bound: float) -> int | None:
+    """Answers of the interval that took longer than `bound` seconds (None where the histogram
+    has no bucket at `bound`)."""
+    if bound not in after:
+        return None
+    inf = float("inf")
+    return int(after[inf] - before.get(inf, 0.0) - (after[bound] - before.get(bound, 0.0)))
 
 
 def wrk(url: str, script: Path, connections: int, seconds: int) -> dict:
@@ -154,7 +164,7 @@ def main() -> None:
     ap.add_argument("--server-code", type=Path, help="a checkout of another tfm revision to serve with")
     args = ap.parse_args()
     if shutil.which("wrk") is None:
-        raise SystemExit("wrk is not installed (Debian: apt-get install wrk)")
+        raise SystemExit("wrk is not on PATH (Debian: apt-get install wrk; or build github.com/wg/wrk)")
     cfg = load_config(args.config, args.overrides)
     model = args.model or published_model(cfg.run_dir, args.config)
     prepared, _ = prepare_run_data(cfg)
@@ -239,6 +249,7 @@ def main() -> None:
                         "answers_by_code": codes,
                         "wrk_non_2xx": load["non_2xx"],
                         "admitted_p99_s_at_most": quantile(ok0, ok1, 0.99),
+                        "admitted_over_1s": later_than(ok0, ok1, 1.0),
                         "shed_p99_s_at_most": quantile(shed0, shed1, 0.99),
                         "socket_errors": load["socket_errors"],
                         "server_rss_mb": rss_mb(proc.pid),

@@ -247,8 +247,9 @@ class ServeConfig(Section):
     max_pending_s: float | None = _f(
         1.0,
         "Load shedding: the seconds an admitted request may "
-        "wait for its answer, predicted from the recent batches' "
-        "times (before the first: one batch, serve.batch_tokens); a "
+        "wait for its answer from when the server began to read it, predicted from the recent batches' "
+        "times with a margin for how far recent predictions fell short "
+        "(before the first batch: one batch, serve.batch_tokens); a "
         "request that would wait longer, or make an earlier one "
         "late, is answered 503 with Retry-After at once (counted in "
         "/metrics: tfm_requests_shed_total). null: no bound.",

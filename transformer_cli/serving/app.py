@@ -37,7 +37,7 @@ from ..config import ServeConfig
 from ..inference.outputs import Output
 from .batcher import Batcher, Overloaded
 from .corrections import ServedCorrections
-from .guard import SHED_PATHS, TRANSLATE_PATHS, Guard, ShedPace
+from .guard import RECEIVED, SHED_PATHS, TRANSLATE_PATHS, Guard, ShedPace
 from .metrics import Metrics
 from .reloader import ModelWatcher
 from .requests import (
@@ -85,14 +85,16 @@ def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
     return items
 
 
-async def _translations(server: Server, req: TranslateRequest, model: Translator) -> list[dict[str, Any]]:
+async def _translations(
+    server: Server, req: TranslateRequest, model: Translator, received: float | None
+) -> list[dict[str, Any]]:
     """One response item per input line: from the translation memory (a line an accepted
-    correction's source), else from the model."""
+    correction's source), else from the model, within the bound counted from `received`."""
     remembered = server.corrections.remembered(req.lines) if server.corrections else [None] * len(req.lines)
     asked = [line for line, r in zip(req.lines, remembered) if r is None]
     translated: list[dict[str, Any]] = []
     if asked:
-        out = await server.batcher.translate(asked, model.options(**req.parameters), model)
+        out = await server.batcher.translate(asked, model.options(**req.parameters), model, received)
         server.metrics.truncated.inc(len(out.truncated))
         translated = _items(out, model)
         if server.corrections is not None:
@@ -195,7 +197,7 @@ def create_app(server: Server) -> FastAPI:
     @app.post("/translate")
     async def translate(request: Request) -> JSONResponse:
         req, model = await _parsed(server, request, parse_translate)
-        items = await _translations(server, req, model)
+        items = await _translations(server, req, model, request.scope.get(RECEIVED))
         return JSONResponse(items, headers={"X-Model-Sha256": model.sha256})
 
     if server.corrections is not None:

@@ -19,8 +19,9 @@ POST /attention (one sentence, its translation and cross-attention) goes through
 queue, token budget and admission control as a translation, and is decoded alone in the batch
 that takes it (`Translator.attention`).
 
-Admission control bounds the time an admitted request waits, from the moment the batcher gets
-it (read and parsed) to its answer, by `max_pending_s` seconds (serve.max_pending_s). The wait
+Admission control bounds the time an admitted request waits, from the moment the server began
+to read it (serving/guard.py notes it; the batcher's own arrival where not given) to its answer,
+by `max_pending_s` seconds (serve.max_pending_s). The time it took to read and parse counts. The wait
 is predicted from the batches' measured times: what is left of the batch in flight (its
 predicted time less what it has taken so far), then the batches that the requests ahead of it
 (queued, or being tokenized: those hold their likely share, the recent tokens per line, so that
@@ -32,8 +33,12 @@ requests, tokenizing, answering) and whatever else takes the CPU count, so the t
 queued client sees, and they grow when a flood of shed requests slows decoding. A request is
 also charged the time it has already waited to be tokenized, and it is admitted only if the
 requests queued before it still finish within their own bound (it may join their batch and
-make it longer). Before the first batch is timed, the bound is one batch (`batch_tokens`),
-which a slow model may take longer than `max_pending_s` to decode.
+make it longer). The prediction is right on average but scattered around it (a batch's time
+depends on what it holds), so it is first multiplied by a margin taken from how far the recent
+admitted requests' waits exceeded theirs (`WaitErrors`, serving/wait_prediction.py): admitted
+requests are answered within the bound, not only half of them. Before the first batch is timed,
+the bound is one batch (`batch_tokens`), which a slow model may take longer than
+`max_pending_s` to decode.
 
 A request that would wait past the bound is answered at once with `Overloaded` (HTTP 503 and
 Retry-After, counted in /metrics), rather than queued behind work it would wait seconds for;
@@ -41,8 +46,8 @@ when the admitted work alone is at the bound it is answered before it is tokeniz
 (serving/guard.py). A request alone is always admitted, however long it takes. What is
 admitted is answered, once. The bound is a prediction, not a deadline: a request admitted just
 before decoding slows down (longer sentences than the recent ones, a reload to a slower model,
-another process taking the CPU) can wait longer, until the measured times catch up
-(`TIME_WEIGHT`).
+another process taking the CPU) can wait longer, until the measured times and the margin
+catch up.
 
 Requests are tokenized on a thread of their own (`tokenize`), never on the event loop, while
 the decode thread may be translating (api.Translator: encoding may run beside a translation).
@@ -64,10 +69,10 @@ from ..config import DecodeConfig
 from ..host.allocator import release_freed_memory
 from ..inference.outputs import Output, Sources
 from .metrics import Metrics
+from .wait_prediction import BatchTimes, WaitErrors
 
 log = logging.getLogger("tfm")
 IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes back to the OS
-TIME_WEIGHT = 0.25  # the latest batch's weight in the fitted batch times: a change shows within a few batches
 
 
 class Overloaded(Exception):
@@ -84,45 +89,12 @@ class Job:
     options: DecodeConfig
     model: Translator  # the one the request was accepted with, which decodes it
     done: asyncio.Future[Output | Attention]  # the lines' translations (Attention for an attention job)
-    arrived: float  # time.monotonic() when the batcher got the request
+    arrived: float  # time.monotonic() when the server began to read the request (the bound counts from it)
     attention_of: str | None = None  # POST /attention: the one line whose cross-attention is asked
 
     @property
     def tokens(self) -> int:
         return self.sources.tokens
-
-
-class BatchTimes:
-    """The wall time of batches, predicted as `fixed + per_token * tokens` a batch, fitted by
-    least squares to the recent batches (smoothed moments, the latest batch weighing
-    TIME_WEIGHT). Batches all of one size, or a fit that makes no sense (no time per token),
-    give time proportional to tokens; a fit below zero at zero tokens is lifted to zero there:
-    both over-, not underestimate."""
-
-    def __init__(self) -> None:
-        self.batches = 0
-        self._tokens = self._seconds = self._tokens_sq = self._tokens_seconds = 0.0
-
-    def add(self, tokens: int, seconds: float) -> None:
-        weight = max(TIME_WEIGHT, 1 / (self.batches + 1))  # the first batches: plain means
-        self._tokens += weight * (tokens - self._tokens)
-        self._seconds += weight * (seconds - self._seconds)
-        self._tokens_sq += weight * (tokens * tokens - self._tokens_sq)
-        self._tokens_seconds += weight * (tokens * seconds - self._tokens_seconds)
-        self.batches += 1
-
-    def predict(self, tokens: int, batches: int = 1) -> float | None:
-        """Seconds that `batches` batches of `tokens` source tokens in all take; None before a
-        batch of tokens has been timed."""
-        if self._tokens <= 0:
-            return None
-        spread = self._tokens_sq - self._tokens**2
-        per_token, fixed = self._seconds / self._tokens, 0.0  # proportional, unless a slope fits
-        if spread > 0.01 * self._tokens**2:  # batches of more than about one size
-            slope = (self._tokens_seconds - self._tokens * self._seconds) / spread
-            if slope > 0:
-                per_token, fixed = slope, max(0.0, self._seconds - slope * self._tokens)
-        return batches * fixed + per_token * tokens
 
 
 class Batcher:
@@ -148,6 +120,9 @@ class Batcher:
         self._decoded_since_idle = False
         self.pending_tokens = 0  # of the requests admitted and not yet answered
         self.batch_times = BatchTimes()  # for the bound and Retry-After
+        self.wait_errors = WaitErrors(max_pending_s) if max_pending_s is not None else None
+        if self.wait_errors is not None:
+            metrics.admission_margin.set(self.wait_errors.margin)
         self._tokenizing = 0  # source tokens the requests being tokenized are likely to have
         self._in_flight = 0  # source tokens of the batch being formed or decoded (0: none)
         self._in_flight_began = 0.0  # time.monotonic() when it began to form
@@ -158,12 +133,16 @@ class Batcher:
         """Requests tokenized and waiting for a batch."""
         return len(self._queue)
 
-    async def translate(self, lines: list[str], options: DecodeConfig, model: Translator) -> Output:
+    async def translate(
+        self, lines: list[str], options: DecodeConfig, model: Translator, received: float | None = None
+    ) -> Output:
         """Queue `lines` (text serving/requests.py has checked) for the next batches, to be
         decoded by `model` with `options` (built from that model's defaults); returns their
-        Output, or raises Overloaded when the work admitted is at its bound. The lines are
-        tokenized once, off the event loop: for the bound, the token budget and decoding."""
-        output: Output = await self._submit(lines, options, model, None)
+        Output, or raises Overloaded when the work admitted is at its bound, counted from
+        `received` (time.monotonic() when the server began to read the request; now if None).
+        The lines are tokenized once, off the event loop: for the bound, the token budget and
+        decoding."""
+        output: Output = await self._submit(lines, options, model, None, received)
         return output
 
     async def attention(self, line: str, options: DecodeConfig, model: Translator) -> Attention:
@@ -174,20 +153,25 @@ class Batcher:
             raise Overloaded(*why)
         self._attention += 1
         try:
-            attention: Attention = await self._submit([line], options, model, line)
+            attention: Attention = await self._submit([line], options, model, line, None)
         finally:
             self._attention -= 1
         return attention
 
     async def _submit(
-        self, lines: list[str], options: DecodeConfig, model: Translator, attention_of: str | None
+        self,
+        lines: list[str],
+        options: DecodeConfig,
+        model: Translator,
+        attention_of: str | None,
+        received: float | None,
     ) -> Any:
         """Tokenize, admit (or raise Overloaded), queue, and wait for the job's answer. An
         attention job was admitted by its own bound (`attention`) and counts in neither."""
         bounded = attention_of is None  # a translation: the bound on the waiting work admits it
         if bounded and (why := self.busy()) is not None:  # the admitted work alone is at the bound
             raise Overloaded(*why)
-        arrived = time.monotonic()
+        arrived = time.monotonic() if received is None else received
         loop = asyncio.get_running_loop()
         # While it is tokenized, the request holds its likely share of the bound, so that the
         # requests arriving meanwhile see it (else a burst passes `busy` together).
@@ -202,7 +186,8 @@ class Batcher:
         tokens = sources.tokens if bounded else 0
         if bounded:
             self._tokens_per_line += 0.1 * (tokens / max(1, len(lines)) - self._tokens_per_line)
-        if bounded and (why := self._refusal(tokens, arrived)) is not None:
+        admitted_at, predicted_s = time.monotonic(), self._wait_s(tokens) if bounded else None
+        if bounded and (why := self._refusal(tokens, arrived, predicted_s)) is not None:
             raise Overloaded(*why)
         self.pending_tokens += tokens
         try:
@@ -210,9 +195,13 @@ class Batcher:
             self._queue.append(job)
             self._owed = max(0, self._owed - 1)
             self._arrived.set()
-            return await job.done
+            answer = await job.done
         finally:
             self.pending_tokens -= tokens
+        if predicted_s is not None and self.wait_errors is not None:
+            self.wait_errors.add(predicted_s, time.monotonic() - admitted_at)
+            self._metrics.admission_margin.set(self.wait_errors.margin)
+        return answer
 
     def busy(self, path: str = "/translate") -> tuple[str, int] | None:
         """None while a request to `path` may still be admitted; else the message and
@@ -220,7 +209,7 @@ class Batcher:
         bound, so the request need not even be read (serving/guard.py answers it)."""
         if path == "/attention":
             return self._attention_refusal()
-        return self._refusal(0, time.monotonic())
+        return self._refusal(0, time.monotonic(), self._wait_s(0))
 
     def _attention_refusal(self) -> tuple[str, int] | None:
         """None while an attention request may be admitted; else why not (counted as shed)."""
@@ -233,18 +222,19 @@ class Batcher:
             1,
         )
 
-    def _refusal(self, tokens: int, arrived: float) -> tuple[str, int] | None:
-        """None if a request of `tokens` source tokens that the batcher got at `arrived` would
-        be answered within the bound, and so would the requests queued before it (it joins
-        their batch, or a later one); else why not (counted as shed)."""
+    def _refusal(self, tokens: int, arrived: float, wait_s: float | None) -> tuple[str, int] | None:
+        """None if a request of `tokens` source tokens that the server began to read at `arrived`, whose
+        answer is predicted in `wait_s` seconds (`_wait_s`), would be answered within the bound
+        with the margin of the recent predictions' errors, and so would the requests queued
+        before it (it joins their batch, or a later one); else why not (counted as shed)."""
         if self.max_pending_s is None or not self.pending_tokens:  # a request alone is admitted
             return None
-        wait_s = self._wait_s(tokens)
         if wait_s is None:  # no batch timed yet: one batch
             fits = self.pending_tokens + tokens <= self.batch_tokens
         else:
             oldest = min(arrived, self._queue[0].arrived) if self._queue else arrived
-            fits = time.monotonic() - oldest + wait_s <= self.max_pending_s
+            margin = self.wait_errors.margin if self.wait_errors is not None else 1.0
+            fits = time.monotonic() - oldest + wait_s * margin <= self.max_pending_s
         if fits:
             return None
         self._metrics.shed.inc()

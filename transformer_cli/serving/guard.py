@@ -38,6 +38,7 @@ SHED_PATHS = ("/", "/translate", "/attention")  # POSTs to these are shed when t
 TRANSLATE_PATHS = ("/", "/translate")  # those a translation memory may answer without the model
 SHED_PACE_S = 0.03  # a shed request's answer waits at least this long (without the GIL): see above
 MAX_SHED_PER_S = 200  # 503s of the bound a second, at most: the pause grows to keep them under it
+RECEIVED = "tfm.received"  # the scope's key for time.monotonic() when the guard got the request
 Busy = Callable[[str], "tuple[str, int] | None"]  # a path -> the message and Retry-After of its 503
 
 
@@ -89,6 +90,7 @@ class Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
+        scope[RECEIVED] = time.monotonic()  # what the bound on a translation's wait counts from
         status: int | None = None  # until the answer begins
 
         async def send_noting_status(message: Message) -> None:

@@ -36,6 +36,11 @@ class Metrics:
             "Requests answered 503 at once: the work admitted was at serve.max_pending_s",
             registry=r,
         )
+        self.admission_margin = Gauge(
+            "tfm_admission_margin",
+            "What admission control multiplies a predicted wait by: its recent errors (serving/wait_prediction.py)",
+            registry=r,
+        )
         self.in_flight = Gauge("tfm_requests_in_flight", "Requests received and not yet answered", registry=r)
         self.reloads = Counter(
             "tfm_model_reloads",
