@@ -6,12 +6,15 @@ test2016, against a retrain from scratch on all the data. Printed as JSON.
 
 The topic is fixed here, before any result: training, validation and test pairs whose English
 side names a dog (`TOPIC`: 1,942 of the 29,000 training pairs, 75 of test2016's 1,000).
-Validation stays whole (what the recipe selects on); test2016 is cut into its topic and rest
-parts and only reported.
+Validation stays whole (what promotion selects on) and is scored in its topic and rest parts
+too (what a choice between nightly settings goes by); test2016 is cut the same way and only
+reported.
 
     python benchmarks/corrections_topic.py                      # base.yaml, 3 nights (hours on 2 CPU cores)
     python benchmarks/corrections_topic.py --recipe tiny.yaml --nights 2 --limit 2000   # a dry run
     python benchmarks/corrections_topic.py --device cuda        # on a GPU
+    python benchmarks/corrections_topic.py --night0 MODEL --weight 8 --night-set train.continued.epochs=1 \
+        --night-set train.retrain.min_epochs=1     # other nights from an earlier run's night-0 model
 
 TFM_DATA_SOURCE names Multi30k's folder.
 """
@@ -24,6 +27,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -75,6 +79,11 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=5)
     ap.add_argument("--limit", type=int, help="use only the first N training pairs (a dry run)")
     ap.add_argument("--work", type=Path, help="keep corpora, runs and logs in this new folder (else a temporary one)")
+    ap.add_argument(
+        "--night0", type=Path, help="start from this model without the topic (an earlier run's) instead of training it"
+    )
+    ap.add_argument("--no-scratch", action="store_true", help="skip the retrain from scratch on all data")
+    ap.add_argument("--night-set", action="append", default=[], help="KEY=VALUE for the nightly runs (repeatable)")
     args = ap.parse_args()
     source = os.environ.get("TFM_DATA_SOURCE")
     if not source:
@@ -98,14 +107,15 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
             kept = [i for i, t in enumerate(on_topic[s]) if keep(s, t)]
             write(work / corpus / f"{stem}.de", [de[i] for i in kept])
             write(work / corpus / f"{stem}.en", [en[i] for i in kept])
-    test: dict[str, tuple[Path, Path]] = {}
-    for part, wanted in (("topic", True), ("rest", False)):
-        idx = [i for i, t in enumerate(on_topic["test"]) if t == wanted]
-        de, en = data["test"]
-        test[part] = (
-            write(work / "test" / f"{part}.de", [de[i] for i in idx]),
-            write(work / "test" / f"{part}.en", [en[i] for i in idx]),
-        )
+    parts: dict[str, tuple[Path, Path]] = {}  # "val topic", "test rest", ...
+    for split in ("val", "test"):
+        for part, wanted in (("topic", True), ("rest", False)):
+            idx = [i for i, t in enumerate(on_topic[split]) if t == wanted]
+            de, en = data[split]
+            parts[f"{split} {part}"] = (
+                write(work / split / f"{part}.de", [de[i] for i in idx]),
+                write(work / split / f"{part}.en", [en[i] for i in idx]),
+            )
     held = [i for i, t in enumerate(on_topic["train"]) if t]
     common = (
         f"data: {{corpus: files, dir: {work / 'data'}}}\n"
@@ -135,17 +145,26 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
     def scores(config: Path) -> dict[str, float]:
-        return {part: bleu(config, src, ref, args.beam) for part, (src, ref) in test.items()}
+        return {part: bleu(config, src, ref, args.beam) for part, (src, ref) in parts.items()}
 
-    wall, cpu = tfm("train", "-c", str(configs["nightly"]))  # the model without the topic
-    out["nights"] = [{"night": 0, "corrections": 0, "wall_s": wall, "cpu_s": cpu, "bleu": scores(configs["nightly"])}]
+    night_sets = [x for kv in args.night_set for x in ("--set", kv)]
+    out["night_settings"] = args.night_set
+    if args.night0 is None:
+        wall, cpu = tfm("train", "-c", str(configs["nightly"]))  # the model without the topic
+        out["nights"] = [{"night": 0, "corrections": 0, "wall_s": wall, "cpu_s": cpu}]
+    else:  # an earlier run's: its wall and CPU time are that run's
+        run_dir = work / "checkpoints" / "nightly"
+        run_dir.mkdir(parents=True)
+        shutil.copyfile(args.night0, run_dir / "published.pt")
+        out["nights"] = [{"night": 0, "corrections": 0, "from": str(args.night0)}]
+    out["nights"][0]["bleu"] = scores(configs["nightly"])
     print(json.dumps(out["nights"][-1]), file=sys.stderr, flush=True)  # progress, as it comes
     per_night = -(-len(held) // args.nights)
     for night in range(1, args.nights + 1):
         batch = held[(night - 1) * per_night : night * per_night]
         fixes = write(work / f"night{night}.tsv", [f"{data['train'][0][i]}\t{data['train'][1][i]}" for i in batch])
         tfm("feedback", "add", str(fixes), "-c", str(configs["nightly"]), "--client", f"night{night}")
-        wall, cpu = tfm("train", "-c", str(configs["nightly"]), "--init-from", "published")
+        wall, cpu = tfm("train", "-c", str(configs["nightly"]), "--init-from", "published", *night_sets)
         out["nights"].append(
             {
                 "night": night,
@@ -156,6 +175,8 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
             }
         )
         print(json.dumps(out["nights"][-1]), file=sys.stderr, flush=True)
+    if args.no_scratch:
+        return out
     wall, cpu = tfm("train", "-c", str(configs["scratch"]))
     out["scratch_on_all_data"] = {"wall_s": wall, "cpu_s": cpu, "bleu": scores(configs["scratch"])}
     return out
