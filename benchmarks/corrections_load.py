@@ -1,11 +1,14 @@
 """Corrections under load: 16 clients post corrections to `tfm serve` while 16 translate, across
-a promotion (the served model file replaced: a hot reload) and a SIGKILL of the server (then
-started again on the same store). Counted: corrections acknowledged (200), those missing from
-the store afterwards (lost), and whether each acknowledged correction is answered from memory,
-with the time from its 200 to the first /translate that answers it so. Printed as JSON.
+a nightly promotion and a SIGKILL of the server (then started again on the same store).
+Counted: corrections acknowledged (200), those missing from the store afterwards (lost), and
+whether each acknowledged correction is answered from memory, with the time from its 200 to
+the first /translate that answers it so. Printed as JSON.
 
 The model is a stand-in unless --checkpoint names one: tiny.yaml trained for one step (what is
-measured is the corrections' path, not translation quality). Run it alone on the machine.
+measured is the corrections' path, not translation quality). With the stand-in, the promotion
+is the nightly line itself, run while the clients post: `tfm train --init-from published` on
+the store the server writes, promoting into the file the server serves, which reloads it.
+With --checkpoint, the promotion is that file rewritten. Run it alone on the machine.
 
     python benchmarks/corrections_load.py [--seconds 30] [--checkpoint published.pt]
 """
@@ -152,16 +155,43 @@ async def translator(server: Server, counts: Counts, i: int, stop: asyncio.Event
                 await asyncio.sleep(0.05)
 
 
-async def load(server: Server, model: Path, seconds: float, clients: int) -> dict[str, Any]:
+def nightly(config: Path) -> dict[str, Any]:
+    """The nightly line on the stand-in's run, while the clients post: it trains on the
+    corrections stored so far and promotes into the served file. What it said and took."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [*TFM, "train", "-c", str(config), "--init-from", "published", "--promote", "always"],
+        capture_output=True,
+        text=True,
+    )
+    said = [
+        line
+        for line in done.stderr.splitlines()
+        if any(w in line for w in ("corrections:", "promotion:", "scratch", "continu"))
+    ]
+    return {"exit": done.returncode, "seconds": round(time.monotonic() - started, 1), "said": said}
+
+
+def rewrite(model: Path) -> None:
+    """A promotion of a model without its run: the file rewritten, the server reloads it."""
+    payload = read_payload(model)
+    payload["metrics"] = {**payload.get("metrics", {}), "note": "promoted during the benchmark"}
+    write_payload(model, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
+
+
+async def load(server: Server, model: Path, config: Path | None, seconds: float, clients: int) -> dict[str, Any]:
     counts, stop = Counts(), asyncio.Event()
     tasks = [asyncio.create_task(poster(server, counts, i, stop)) for i in range(clients)]
     tasks += [asyncio.create_task(translator(server, counts, i, stop)) for i in range(clients)]
     await asyncio.sleep(seconds / 3)
-    payload = read_payload(model)  # a promotion: the model file replaced, the server reloads
-    payload["metrics"] = {**payload.get("metrics", {}), "note": "promoted during the benchmark"}
-    write_payload(model, {k: v for k, v in payload.items() if k not in ("sha256", "format")})
+    before = await asyncio.to_thread(server.sha256)
+    acked_before_the_night = len(counts.acked)
+    night = await asyncio.to_thread(nightly, config) if config is not None else None
+    if config is None:
+        rewrite(model)
     await asyncio.sleep(seconds / 3)
-    reloaded = await asyncio.to_thread(server.sha256) == read_payload(model)["sha256"]
+    served_now = await asyncio.to_thread(server.sha256)
+    reloaded = served_now != before and served_now == read_payload(model)["sha256"]
     await asyncio.to_thread(server.kill)
     killed_with = len(counts.acked)
     await asyncio.to_thread(server.start)
@@ -175,6 +205,8 @@ async def load(server: Server, model: Path, seconds: float, clients: int) -> dic
         "acknowledged_before_the_kill": killed_with,
         "lost": sum(i not in stored for i in counts.acked),
         "stored": len(stored),
+        "acknowledged_before_the_night": acked_before_the_night,
+        "night": night,
         "reloaded_during_load": reloaded,
         "translations_answered": counts.translations,
         "refused_or_failed": counts.refused,
@@ -190,13 +222,15 @@ async def load(server: Server, model: Path, seconds: float, clients: int) -> dic
 
 
 def stand_in(work: Path) -> Path:
+    """tiny.yaml trained for one step, its corrections in work/store; the config."""
     config = work / "stand-in.yaml"
     config.write_text(
         f"extends: tiny.yaml\nname: stand-in\ndata: {{dir: {work / 'data'}}}\n"
-        f"train: {{out_dir: {work / 'checkpoints'}, max_steps: 1, threads: 1}}\n"
+        f"train: {{out_dir: {work / 'checkpoints'}, max_steps: 1, threads: 1, continued: {{epochs: 1}}}}\n"
+        f"corrections: {{store: {work / 'store'}, per_client_per_day: 1000000}}\n"
     )
     subprocess.run([*TFM, "train", "-c", str(config), "--quiet"], check=True)
-    return work / "checkpoints" / "stand-in" / "best.pt"
+    return config
 
 
 def main() -> None:
@@ -209,12 +243,16 @@ def main() -> None:
         sys.exit("set TFM_DATA_SOURCE (for the stand-in model) or give --checkpoint")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        model = work / "published.pt"
-        shutil.copyfile(args.checkpoint or stand_in(work), model)
+        config = None if args.checkpoint else stand_in(work)
+        if args.checkpoint:
+            model = work / "published.pt"
+            shutil.copyfile(args.checkpoint, model)
+        else:  # the stand-in run's own published model: its nightly line promotes into it
+            model = work / "checkpoints" / "stand-in" / "published.pt"
         server = Server(model, work / "store", work)
         server.start()
         try:
-            print(json.dumps(asyncio.run(load(server, model, args.seconds, args.clients)), indent=1))
+            print(json.dumps(asyncio.run(load(server, model, config, args.seconds, args.clients)), indent=1))
         finally:
             server.stop()
 

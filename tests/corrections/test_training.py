@@ -59,3 +59,23 @@ def test_no_store_or_nothing_accepted_is_no_part(tmp_path, corpus_dir):
     assert corrections_part(cfg) is None
     cfg.corrections.store = str(tmp_path / "empty")
     assert corrections_part(cfg) is None and not corrections_folder(cfg).exists()
+
+
+def test_data_limit_train_keeps_the_first_corrections_and_says_so(tmp_path, corpus_dir, caplog):
+    """As for every source, data.limit_train keeps the first N accepted corrections; the log
+    line counts them all and says how many are trained on (it said "2 accepted" of 5)."""
+    store = CorrectionStore(tmp_path / "store")
+    t = time.time() - 100
+    store.add([Correction(f"Satz {i} .", f"Sentence {i} .", client=f"c{i}", time=t + i) for i in range(5)])
+    path = write_config(
+        tmp_path / "small.yaml",
+        tmp_path,
+        corpus_dir,
+        corrections={"store": str(tmp_path / "store")},
+        data={"limit_train": 2},
+    )
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        part = corrections_part(load_config(str(path)))
+    assert part is not None
+    assert "corrections: 5 accepted from 5 client(s), the first 2 trained on (data.limit_train) (x4" in caplog.text
+    assert part.paths[1].read_text(encoding="utf-8") == "Sentence 0 .\nSentence 1 .\n"

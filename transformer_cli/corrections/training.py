@@ -41,18 +41,22 @@ def accepted(store: CorrectionStore) -> list[Correction]:
 
 def corrections_part(cfg: Config) -> PartInput | None:
     """The config's accepted corrections as a part (None: corrections off, or none accepted);
-    one log line says how many, from how many clients, and how many are held."""
+    one log line says how many, from how many clients, how many data.limit_train keeps (the
+    first N, as of every source), and how many are held."""
     if cfg.corrections.store is None:
         return None
     store = CorrectionStore(cfg.corrections.store)
     every = store.corrections()
-    chosen = accepted(store)[: cfg.data.limit_train]
+    taken = accepted(store)
+    chosen = taken[: cfg.data.limit_train]
     held = sum(c.status == "held" for c in every)
-    clients = Counter(c.client or "-" for c in chosen)
+    clients = Counter(c.client or "-" for c in taken)
+    limited = f", the first {len(chosen)} trained on (data.limit_train)" if len(chosen) < len(taken) else ""
     log.info(
-        "corrections: %d accepted from %d client(s) (x%d an epoch), %d held for review (tfm feedback list --held)",
-        len(chosen),
+        "corrections: %d accepted from %d client(s)%s (x%d an epoch), %d held for review (tfm feedback list --held)",
+        len(taken),
         len(clients),
+        limited,
         cfg.corrections.weight,
         held,
     )
