@@ -169,8 +169,9 @@ def test_a_flood_of_attention_requests_leaves_translations_their_bound(tight):
 def test_admitted_requests_are_answered_within_max_pending_s(start_server, trained):
     """After a quiet second, 64 clients that send again as soon as they are answered, as wrk's
     connections do: what is admitted is answered within serve.max_pending_s, give or take the
-    noise of a busy two-core machine (measured: median 0.7-0.8 s, 90% within 1.1-1.25 s, all
-    within 1.2-1.45 s), and the 503s of the rest stay under MAX_SHED_PER_S a second. Admission
+    noise of a busy two-core machine (measured before admission put a margin on its predicted
+    waits: median 0.7-0.8 s, 90% within 1.1-1.25 s, all within 1.2-1.45 s), and the 503s of
+    the rest stay under MAX_SHED_PER_S a second. Admission
     that took the fastest recent batches' rate for the capacity, and answered 503s after a
     fixed 30 ms, let them wait 2.1, 2.7 and 3.2 s, and let 3,000 503s through in 5 s."""
     bound_s, seconds = 1.0, 5.0

@@ -20,9 +20,9 @@ queue, token budget and admission control as a translation, and is decoded alone
 that takes it (`Translator.attention`).
 
 Admission control bounds the time an admitted request waits, from the moment the server began
-to read it (serving/guard.py notes it; the batcher's own arrival where not given) to its answer,
-by `max_pending_s` seconds (serve.max_pending_s). The time it took to read and parse counts. The wait
-is predicted from the batches' measured times: what is left of the batch in flight (its
+to read it (serving/guard.py notes it; the batcher's own arrival where not given: reading and
+parsing count) to its answer, by `max_pending_s` seconds (serve.max_pending_s). The wait is
+predicted from the batches' measured times: what is left of the batch in flight (its
 predicted time less what it has taken so far), then the batches that the requests ahead of it
 (queued, or being tokenized: those hold their likely share, the recent tokens per line, so that
 a burst does not pass the check together) and the request itself fill. A batch's time is fitted
