@@ -5,6 +5,9 @@
     empty            a side without text
     length ratio     one side corrections.max_length_ratio times longer than the other
     copy             the corrected translation is the source itself
+    source language  the correction shares more of its letter trigrams with the source than
+                     with the output it corrects: the source's language, typed or pasted
+                     into the wrong field (corrections.same_language)
     script           the correction is mostly written in another script than the output it
                      corrects (corrections.same_script)
     unknown tokens   more than corrections.max_unk_rate of its tokens are <unk> to the model
@@ -37,6 +40,20 @@ def script(text: str) -> str | None:
     return counts.most_common(1)[0][0] if counts else None
 
 
+def trigrams(text: str) -> set[str]:
+    """The letter trigrams of `text`, lowercased, words padded with a space (digits and
+    punctuation left out): what two texts of one language share more of."""
+    letters = "".join(c for c in unicodedata.normalize("NFC", text).lower() if c.isalpha() or c.isspace())
+    padded = f" {' '.join(letters.split())} "
+    return {padded[i : i + 3] for i in range(len(padded) - 2)}
+
+
+def shared(text: str, other: str) -> float:
+    """The share of `text`'s letter trigrams that `other` has too (0 for a text without letters)."""
+    mine = trigrams(text)
+    return len(mine & trigrams(other)) / len(mine) if mine else 0.0
+
+
 class Guards:
     """The guards of one store (see the module docstring): `check` gives a correction its
     status and reasons, counting what it accepts per client and day."""
@@ -62,6 +79,8 @@ class Guards:
             out.append(f"one side is over {cfg.max_length_ratio:g} times longer than the other")
         if corrected == source:
             out.append("the correction is the source itself")
+        elif cfg.same_language and c.output and shared(corrected, source) > shared(corrected, c.output):
+            out.append("it reads more like the source than like the output it corrects (the source's language?)")
         if cfg.same_script and c.output and script(c.output) and script(corrected) != script(c.output):
             out.append(f"written in {script(corrected)}, the output it corrects in {script(c.output)}")
         if self.unknown_share is not None and (share := self.unknown_share(corrected)) > cfg.max_unk_rate:
