@@ -250,6 +250,7 @@ def main() -> None:
                         "wrk_non_2xx": load["non_2xx"],
                         "admitted_p99_s_at_most": quantile(ok0, ok1, 0.99),
                         "admitted_over_1s": later_than(ok0, ok1, 1.0),
+                        "admission_margin": metric(url, "tfm_admission_margin"),
                         "shed_p99_s_at_most": quantile(shed0, shed1, 0.99),
                         "socket_errors": load["socket_errors"],
                         "server_rss_mb": rss_mb(proc.pid),

@@ -49,7 +49,8 @@ def test_sources_are_matched_in_nfc_with_spaces_collapsed_and_scripts_by_most_le
 def test_a_correction_in_the_source_language_is_held_and_a_rewording_is_not():
     """Measured on validation's 946 non-dog pairs with a trained model's outputs: the reference
     as the correction is held 3 times (each restoring names the output had lost), the source
-    with a word dropped 946 times, an unrelated German sentence 920 times."""
+    with a word dropped 946 times, an unrelated German sentence 918 times
+    (benchmarks/correction_guards.py)."""
     source, output = "Zwei Hunde spielen im Schnee .", "Two dogs play in the snow ."
     reason = "it reads more like the source than like the output it corrects (the source's language?)"
     guards = Guards(CorrectionsConfig(store="s"), [], None)
