@@ -186,8 +186,9 @@ class Batcher:
         tokens = sources.tokens if bounded else 0
         if bounded:
             self._tokens_per_line += 0.1 * (tokens / max(1, len(lines)) - self._tokens_per_line)
-        admitted_at, predicted_s = time.monotonic(), self._wait_s(tokens) if bounded else None
-        if bounded and (why := self._refusal(tokens, arrived, predicted_s)) is not None:
+        admitted_at = time.monotonic()
+        why, predicted_s = self._admit(tokens, arrived) if bounded else (None, None)
+        if why is not None:
             raise Overloaded(*why)
         self.pending_tokens += tokens
         try:
@@ -209,7 +210,7 @@ class Batcher:
         bound, so the request need not even be read (serving/guard.py answers it)."""
         if path == "/attention":
             return self._attention_refusal()
-        return self._refusal(0, time.monotonic(), self._wait_s(0))
+        return self._admit(0, time.monotonic())[0]
 
     def _attention_refusal(self) -> tuple[str, int] | None:
         """None while an attention request may be admitted; else why not (counted as shed)."""
@@ -222,13 +223,16 @@ class Batcher:
             1,
         )
 
-    def _refusal(self, tokens: int, arrived: float, wait_s: float | None) -> tuple[str, int] | None:
-        """None if a request of `tokens` source tokens that the server began to read at `arrived`, whose
-        answer is predicted in `wait_s` seconds (`_wait_s`), would be answered within the bound
-        with the margin of the recent predictions' errors, and so would the requests queued
-        before it (it joins their batch, or a later one); else why not (counted as shed)."""
+    def _admit(self, tokens: int, arrived: float) -> tuple[tuple[str, int] | None, float | None]:
+        """Whether a request of `tokens` source tokens that the server began to read at
+        `arrived` is admitted: (None, or why not, counted as shed; its predicted wait in
+        seconds, `_wait_s`, None where none was needed or could be made). It is if it would be
+        answered within the bound, its predicted wait times the margin of the recent
+        predictions' errors, and so would the requests queued before it (it joins their batch,
+        or a later one)."""
         if self.max_pending_s is None or not self.pending_tokens:  # a request alone is admitted
-            return None
+            return None, None
+        wait_s = self._wait_s(tokens)
         if wait_s is None:  # no batch timed yet: one batch
             fits = self.pending_tokens + tokens <= self.batch_tokens
         else:
@@ -236,14 +240,14 @@ class Batcher:
             margin = self.wait_errors.margin if self.wait_errors is not None else 1.0
             fits = time.monotonic() - oldest + wait_s * margin <= self.max_pending_s
         if fits:
-            return None
+            return None, wait_s
         self._metrics.shed.inc()
         retry_after_s = 1 if wait_s is None else min(60, max(1, math.ceil(wait_s)))
-        return (
+        why = (
             f"the server is busy: {self.pending_tokens} source tokens are waiting or being translated "
-            f"(serve.max_pending_s={self.max_pending_s:g}); retry in {retry_after_s} s",
-            retry_after_s,
+            f"(serve.max_pending_s={self.max_pending_s:g}); retry in {retry_after_s} s"
         )
+        return (why, retry_after_s), wait_s
 
     def _wait_s(self, tokens: int) -> float | None:
         """Predicted seconds from now until a request of `tokens` source tokens queued now is
