@@ -63,6 +63,11 @@ def test_the_defaults_of_the_schema_are_entries():
             assert entry in registry or entry in registry.keywords, (registry.key, entry)
 
 
+def fresh_python(code: str) -> str:
+    """What `code` prints in a new interpreter (nothing of tfm imported yet), stripped."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_importing_the_seams_imports_no_layer():
     code = (
         "import sys; import transformer_cli.seams as s; "
@@ -70,8 +75,7 @@ def test_importing_the_seams_imports_no_layer():
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith(('transformer_cli.model', "
         "'transformer_cli.data', 'transformer_cli.training', 'transformer_cli.inference'))))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert fresh_python(code) == "[]"
 
 
 def test_a_config_naming_tfms_own_entries_and_their_settings_loads_without_torch():
@@ -86,5 +90,4 @@ def test_a_config_naming_tfms_own_entries_and_their_settings_loads_without_torch
         "load_config('tiny.yaml', ['decode.strategy=sample', 'decode.strategy_options.topk=5']); "
         "print('torch' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    assert fresh_python(code) == "False"

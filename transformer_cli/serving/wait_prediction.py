@@ -5,11 +5,12 @@ admits are answered within serve.max_pending_s, not only on average.
 
 Why the margin: a batch's time depends on what it holds (the longest sentence sets the number
 of decoding steps) and on what else takes the CPU, so a prediction from the recent batches is
-right on average but scattered around it. Measured with wrk at 64 connections on the 2-core
-EPYC (beam 5, base.yaml's model, one decoding thread), the waits of admitted requests ran from
-0.5 to 1.9 times their prediction, about half above it; admitting every request predicted
-just within the bound let 384 of 958 admitted requests answer after it, 16 of 991 with the
-margin (docs/results.md, "Admitted within the bound").
+right on average but scattered around it. Logged per request in a development build under
+wrk at 64 connections on the 2-core EPYC (beam 5, base.yaml's model, one decoding thread), the
+waits of admitted requests ran from 0.5 to 1.9 times their prediction, about half above it.
+Measured with benchmarks/serve_wrk.py, admitting every request predicted just within the
+bound let 384 of 958 admitted requests answer after it, 16 of 991 with the margin
+(docs/results.md, "Admitted within the bound").
 """
 
 from __future__ import annotations
