@@ -8,7 +8,10 @@ The topic is fixed here, before any result: training, validation and test pairs 
 side names a dog (`TOPIC`: 1,942 of the 29,000 training pairs, 75 of test2016's 1,000).
 Validation stays whole (what promotion selects on) and is scored in its topic and rest parts
 too (what a choice between nightly settings goes by); test2016 is cut the same way and only
-reported.
+reported. With `--dev-every N`, every Nth topic training pair is kept out of the corrections and
+scored as "dev topic": a topic set for that choice larger than validation's 68 pairs, left out
+of the scratch retrain's data too (it has what the nights have). `--nights 0` with `--night0`
+runs the scratch retrain alone.
 
     python benchmarks/corrections_topic.py                      # base.yaml, 3 nights (hours on 2 CPU cores)
     python benchmarks/corrections_topic.py --recipe tiny.yaml --nights 2 --limit 2000   # a dry run
@@ -84,6 +87,12 @@ def main() -> None:
     )
     ap.add_argument("--no-scratch", action="store_true", help="skip the retrain from scratch on all data")
     ap.add_argument("--night-set", action="append", default=[], help="KEY=VALUE for the nightly runs (repeatable)")
+    ap.add_argument(
+        "--dev-every",
+        type=int,
+        default=0,
+        help="keep every Nth topic training pair out of the corrections and score it as 'dev topic'",
+    )
     args = ap.parse_args()
     source = os.environ.get("TFM_DATA_SOURCE")
     if not source:
@@ -101,10 +110,14 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     if args.limit:
         data["train"] = (data["train"][0][: args.limit], data["train"][1][: args.limit])
     on_topic = {s: [TOPIC.search(en) is not None for en in data[s][1]] for s in data}
+    held = [i for i, t in enumerate(on_topic["train"]) if t]
+    dev = held[args.dev_every - 1 :: args.dev_every] if args.dev_every else []  # scored, never trained on
+    held = sorted(set(held) - set(dev))
+    unseen = set(dev)
     for corpus, keep in (("all", lambda s, t: True), ("rest", lambda s, t: s != "train" or not t)):
         for s, stem in SPLITS.items():
             de, en = data[s]
-            kept = [i for i, t in enumerate(on_topic[s]) if keep(s, t)]
+            kept = [i for i, t in enumerate(on_topic[s]) if keep(s, t) and (s != "train" or i not in unseen)]
             write(work / corpus / f"{stem}.de", [de[i] for i in kept])
             write(work / corpus / f"{stem}.en", [en[i] for i in kept])
     parts: dict[str, tuple[Path, Path]] = {}  # "val topic", "test rest", ...
@@ -116,7 +129,12 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
                 write(work / split / f"{part}.de", [de[i] for i in idx]),
                 write(work / split / f"{part}.en", [en[i] for i in idx]),
             )
-    held = [i for i, t in enumerate(on_topic["train"]) if t]
+    if dev:  # a larger topic set to choose settings by than validation's 68 pairs
+        de, en = data["train"]
+        parts["dev topic"] = (
+            write(work / "dev" / "topic.de", [de[i] for i in dev]),
+            write(work / "dev" / "topic.en", [en[i] for i in dev]),
+        )
     common = (
         f"data: {{corpus: files, dir: {work / 'data'}}}\n"
         f"train: {{out_dir: {work / 'checkpoints'}, device: {args.device}}}\n"
@@ -141,6 +159,7 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {
         "recipe": args.recipe,
         "topic_pairs": {s: sum(on_topic[s]) for s in on_topic},
+        "corrections": len(held),
         "pairs": {s: len(on_topic[s]) for s in on_topic},
     }
 
@@ -159,7 +178,7 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
         out["nights"] = [{"night": 0, "corrections": 0, "from": str(args.night0)}]
     out["nights"][0]["bleu"] = scores(configs["nightly"])
     print(json.dumps(out["nights"][-1]), file=sys.stderr, flush=True)  # progress, as it comes
-    per_night = -(-len(held) // args.nights)
+    per_night = -(-len(held) // max(args.nights, 1))
     for night in range(1, args.nights + 1):
         batch = held[(night - 1) * per_night : night * per_night]
         fixes = write(work / f"night{night}.tsv", [f"{data['train'][0][i]}\t{data['train'][1][i]}" for i in batch])
