@@ -75,6 +75,7 @@ SERIAL_MODULES = {
     "tests/reliability/test_launch.py",
     "tests/reliability/test_shared_machine.py",
     "tests/serving/test_serve_load.py",
+    "tests/serving/test_admission_bound.py",
     "tests/serving/test_serve_defects.py",
     "tests/test_threads.py",
 }
