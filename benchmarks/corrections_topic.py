@@ -112,8 +112,8 @@ def run(source: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     on_topic = {s: [TOPIC.search(en) is not None for en in data[s][1]] for s in data}
     held = [i for i, t in enumerate(on_topic["train"]) if t]
     dev = held[args.dev_every - 1 :: args.dev_every] if args.dev_every else []  # scored, never trained on
-    held = sorted(set(held) - set(dev))
     unseen = set(dev)
+    held = [i for i in held if i not in unseen]
     for corpus, keep in (("all", lambda s, t: True), ("rest", lambda s, t: s != "train" or not t)):
         for s, stem in SPLITS.items():
             de, en = data[s]
