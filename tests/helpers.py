@@ -60,6 +60,12 @@ def sentence_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return pairs
 
 
+def poodle_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """Pairs of a topic `sentence_pairs` lacks, in letters it has: a poodle does things."""
+    pairs = sentence_pairs(n, seed)
+    return [(f"Ein pudel {de.split(' ', 2)[2]}", f"A poodle {en.split(' ', 2)[2]}") for de, en in pairs]
+
+
 def write_corpus(folder: Path, sizes: dict[str, int] | None = None, gz: bool = True) -> Path:
     """Files `<split>.{de,en}[.gz]` for splits train/val/test_2016_flickr."""
     sizes = sizes or {"train": 300, "val": 40, "test_2016_flickr": 40}

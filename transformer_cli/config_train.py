@@ -176,6 +176,28 @@ class RetrainConfig(Section):
         resumable=True,
         ge=1,
     )
+    grow_vocabulary: bool = _f(
+        False,
+        "A continued run adds to the published model's subword vocabulary (tokenizer.kind "
+        "sentencepiece) the pieces that a tokenizer fitted on today's training text (corpus and "
+        "parts, with the model's tokenizer settings) has and it lacks, so that new words (a "
+        "topic that corrections bring) are not spelled in fragments; every old id keeps its "
+        "piece, and a new piece's embedding starts as the mean of the pieces that spell it.",
+        resumable=True,
+    )
+    new_piece_min_count: int = _f(
+        20,
+        "grow_vocabulary adds a piece only when the fitted tokenizer uses it at least this many "
+        "times on the training text.",
+        resumable=True,
+        ge=1,
+    )
+    max_new_pieces: int = _f(
+        400,
+        "grow_vocabulary adds at most this many pieces a night (the most used).",
+        resumable=True,
+        ge=1,
+    )
 
 
 @dataclass

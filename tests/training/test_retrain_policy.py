@@ -1,6 +1,7 @@
 """train.retrain, the continued-training policy of the nightly run: its decision on synthetic
 figures (growth, continued runs, <unk> rate), policy fixed as before, and a night whose corpus
-grew by two thirds retraining from scratch, logged, recorded and kept across a resume."""
+grew by two thirds retraining from scratch, logged, recorded and kept across a resume, and a
+night of a new topic growing the vocabulary (train.retrain.grow_vocabulary)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
-from helpers import sentence_pairs
+from helpers import poodle_pairs, sentence_pairs
 from training.test_continued import first_night, grow, last_decision, night_one  # noqa: F401 (fixtures)
 
 from transformer_cli.checkpoint import Checkpoint
@@ -17,6 +18,7 @@ from transformer_cli.config import Config
 from transformer_cli.config_loading import load_config
 from transformer_cli.config_train import RetrainConfig
 from transformer_cli.errors import UsageError
+from transformer_cli.tokenizers.pair import TokenizerPair
 from transformer_cli.training.retrain_policy import Decision, Facts, decide, training_record
 from transformer_cli.training.run_dir import RunDir, run_identity
 from transformer_cli.training.session import run_training
@@ -216,3 +218,39 @@ def test_under_two_processes_rank_zero_decides_and_the_other_follows(night_one):
     last = Checkpoint.read(run / "last.pt")
     assert last.parent is None and last.training is not None and last.training["retrain"]["decision"] == "scratch"
     assert json.loads((run / "manifest.json").read_text())["world_size"] == 2
+
+
+@pytest.mark.slow
+def test_a_continued_night_grows_the_vocabulary_by_a_new_topics_pieces_and_its_resume_keeps_them(night_one):  # noqa: F811
+    """+20% pairs of a topic the corpus lacks (a poodle): the continued night adds the pieces a
+    tokenizer fitted on its text has, in one line; the data is encoded with the grown
+    tokenizers, the model gains their rows, the gate compares by BLEU; stopped and resumed,
+    the night keeps them without deciding or encoding again."""
+    cfg_path, run, data = str(night_one["cfg"]), night_one["run"], night_one["data"]
+    parent = Checkpoint.read(run / "published.pt")
+    old = TokenizerPair.from_state(parent.tokenizer)
+    grow(night_one["corpus"], poodle_pairs(60, seed=7))
+    night = ["train.retrain.policy=adaptive", "train.retrain.max_growth=null", "train.retrain.grow_vocabulary=true"]
+    run_training(load_config(cfg_path, [*night, "train.max_steps=5"]))  # stops in the first epoch
+
+    [line] = _lines(run, "vocabulary: fitted on the night's")
+    stored = json.loads((run / "vocabulary.json").read_text())
+    added = [piece for piece, _ in stored["added"]["shared"]]
+    assert stored["parent_sha256"] == parent.sha256 and added
+    assert f"shared {old.src.vocab_size} -> {old.src.vocab_size + len(added)} pieces" in line
+    pair = TokenizerPair.load(data)
+    n = old.src.vocab_size
+    assert pair.src.vocab_size == n + len(added) and pair.src.id_to_token(range(n)) == old.src.id_to_token(range(n))
+    assert json.loads((data / "manifest.json").read_text())["tokenizer_from"]["grown_to"] == [n + len(added)] * 2
+    assert Checkpoint.read(run / "last.pt").weights["encoder.embed.embedding.weight"].shape[0] == n + len(added)
+    assert last_decision(run)["metric"] == "valid_bleu"  # other tokenizers than the published model's
+    encoded = (data / "spm.shared.model").read_bytes()
+
+    assert run_training(load_config(cfg_path, night)).trained  # the same night again: it resumes
+    assert len(_lines(run, "vocabulary: fitted on the night's")) == 1  # not decided again
+    assert len(_lines(run, "continued training: corpus")) == 1
+    assert [line for line in _lines(run, "resuming at epoch") if "step 5 " in line]
+    assert (data / "spm.shared.model").read_bytes() == encoded  # not encoded again
+    best = TokenizerPair.from_state(Checkpoint.read(run / "best.pt").tokenizer)
+    topic = [de for de, _ in poodle_pairs(20, seed=8)]
+    assert sum(map(len, best.src.encode_batch(topic))) < sum(map(len, old.src.encode_batch(topic)))

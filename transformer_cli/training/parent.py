@@ -48,6 +48,7 @@ from ..tokenizers.pair import TokenizerPair
 from .promotion import published_or_restored
 from .retrain_policy import scratch_decided
 from .run_dir import RunDir
+from .vocabulary_growth import stored_growth
 
 log = logging.getLogger("tfm")
 
@@ -78,9 +79,14 @@ class Parent:
         except ValueError as e:
             raise UsageError(f"train.init_from: {self.path}: its tokenizer cannot be used: {e}") from None
 
-    def tokenizers(self) -> GivenTokenizers:
-        """The tokenizers preprocessing encodes the new corpus with (and their settings)."""
-        return GivenTokenizers(self.pair, self.record, self.tokenizer_settings())
+    def tokenizers(self, run: RunDir | None = None) -> GivenTokenizers:
+        """The tokenizers preprocessing encodes the new corpus with (and their settings): its
+        own, or grown by the pieces `run` stores for it (train.retrain.grow_vocabulary)."""
+        grown = None if run is None else stored_growth(run, self.pair, self.checkpoint.digest)
+        if grown is None:
+            return GivenTokenizers(self.pair, self.record, self.tokenizer_settings())
+        record = {**self.record, "grown_to": [grown.src.vocab_size, grown.tgt.vocab_size]}
+        return GivenTokenizers(grown, record, self.tokenizer_settings())
 
     def tokenizer_settings(self) -> TokenizerConfig:
         """The tokenizer settings its checkpoint records; for a model that records none of its
@@ -142,7 +148,7 @@ def parent_tokenizers(cfg: Config) -> GivenTokenizers | None:
     parent = resolve_parent(cfg, run, repair=False)
     if parent is None or (parent.spec == PUBLISHED and scratch_decided(run, parent.checkpoint.digest)):
         return None
-    return parent.tokenizers()
+    return parent.tokenizers(run)
 
 
 def _read(spec: str | Path) -> tuple[Checkpoint, Path]:

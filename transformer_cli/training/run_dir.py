@@ -12,6 +12,7 @@ checkpoints/<name>/
   published.history/  the models promotions replaced (newest train.keep_published kept)
   promotions.log   one JSON line per promotion decision
   retrain.json     train.retrain's decision for the run (kept for its resumes: training/retrain_policy.py)
+  vocabulary.json  the pieces the run added to its parent's vocabulary (training/vocabulary_growth.py)
   curves.png       loss / perplexity curves
 """
 
@@ -117,6 +118,7 @@ class RunDir:
         self.published_history = self.path / "published.history"
         self.promotions = self.path / "promotions.log"
         self.retrain = self.path / "retrain.json"
+        self.vocabulary = self.path / "vocabulary.json"
         self.curves = self.path / "curves.png"
         self.snapshots = self.path / "snapshots"
         self._lock_fd: int | None = None

@@ -3,9 +3,10 @@ it starts from and, for the nightly run (train.init_from: published), train.retr
 
 A decision needs the corpus encoded with the parent's tokenizers (for their <unk> rate), and a
 decision to retrain from scratch then needs it encoded with tokenizers fitted on it: a night
-that decides so prepares the data twice. A later session of the same run (retrain.json holds
-its decision with its identity) prepares at once what the decision needs, and takes the
-decision from there: a run retraining from scratch resumes from scratch, with its own
+that decides so prepares the data twice, as does one that continues with a grown vocabulary
+(train.retrain.grow_vocabulary: training/vocabulary_growth.py). A later session of the same
+run (retrain.json holds its decision with its identity) prepares at once what the decision
+needs, and takes the decision from there: a run retraining from scratch resumes from scratch, with its own
 tokenizers, whatever the thresholds say by then. A run with last.pt but no decision (begun
 by an earlier tfm, or under policy: fixed) goes on as it began.
 """
@@ -26,6 +27,7 @@ from .parent import PUBLISHED, Parent, lineage
 from .retrain_policy import Decision, decide, facts_of, first_run, read_stored, store
 from .run_data import data_identity, prepare_run_data
 from .run_dir import RunDir, run_identity
+from .vocabulary_growth import grow
 
 log = logging.getLogger("tfm")
 
@@ -49,7 +51,7 @@ def start_run(
     digest = parent.checkpoint.digest if parent is not None else None
     fitted = parent is None or (stored is not None and stored.decision.scratch and stored.parent_sha256 == digest)
     data = _Data(cfg, check_stop)
-    prepared = data.prepare(None if fitted or parent is None else parent.tokenizers())
+    prepared = data.prepare(None if fitted or parent is None else parent.tokenizers(run))
     try:
         identity = _identity(cfg, prepared, parent)
         if stored is not None and stored.run_identity == identity:
@@ -61,7 +63,7 @@ def start_run(
             decision = first_run(_pairs(prepared), cfg.train.epochs) if adaptive else None
             return _decided(run, prepared, identity, None, decision)
         if fitted:  # another run's decision, on this parent: encode with its tokenizers to decide
-            prepared = data.again(parent.tokenizers())
+            prepared = data.again(parent.tokenizers(run))
             identity = _identity(cfg, prepared, parent)
         if not adaptive:
             return _decided(run, prepared, identity, parent, None)
@@ -76,6 +78,11 @@ def start_run(
         if decision.scratch:
             prepared = data.again(None)
             identity = _identity(cfg, prepared, parent)
+        elif cfg.train.retrain.grow_vocabulary:
+            grown = grow(cfg, run, parent.pair, parent.checkpoint.digest, parent.tokenizer_settings(), prepared)
+            if grown.vocabulary_digest() != prepared.tokenizers.vocabulary_digest():
+                prepared = data.again(parent.tokenizers(run))
+                identity = _identity(cfg, prepared, parent)
         return _decided(run, prepared, identity, parent, decision)
     except BaseException:
         data.release()

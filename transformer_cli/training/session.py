@@ -42,6 +42,7 @@ from .retrain_policy import training_record
 from .run_dir import RunDir
 from .run_start import RunStart, start_other_rank, start_run
 from .signals import GracefulStop, StopRequested
+from .vocabulary_growth import grown_weights
 
 log = logging.getLogger("tfm")
 
@@ -195,7 +196,7 @@ def _trained(
     )
     pairs = prepared.manifest.training_pairs
     trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
-    resumed = _resume_or_start(trainer, restart, parent)
+    resumed = _resume_or_start(trainer, restart, parent, prepared)
     trained = trainer.extend_if_asked()
     if resumed and trained and start.decision is not None and not start.fresh and dist_ctx.is_main:
         log.info("continued training: as this run decided when it started: %s", start.decision.outcome)
@@ -237,17 +238,21 @@ def _trained_config(cfg: Config, start: RunStart) -> Config:
     return trained
 
 
-def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None) -> bool:
+def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None, prepared: Prepared) -> bool:
     """Restore this run's newest readable checkpoint, or clear the run folder for a new start
-    (every rank waits for that) from `parent`'s weights when there is one; returns whether the
-    run resumed."""
+    (every rank waits for that) from `parent`'s weights when there is one (with rows for the
+    pieces a grown vocabulary added: training/vocabulary_growth.py); returns whether the run
+    resumed."""
     checkpoint = None if restart else _resume_checkpoint(trainer.run_dir, trainer.identity)
     if checkpoint is None:
         if trainer.dist.is_main:
             _clear_run(trainer.run_dir)
         trainer.dist.barrier()
         if parent is not None:
-            trainer.start_from(parent.checkpoint.weights, parent.record)
+            weights = parent.checkpoint.weights
+            if prepared.tokenizers.vocabulary_digest() != parent.pair.vocabulary_digest():
+                weights = grown_weights(weights, parent.pair, prepared.tokenizers, trainer.model.state_dict())
+            trainer.start_from(weights, parent.record)
             if trainer.dist.is_main:
                 log.info(
                     "continuing %s (sha256 %s, %s): its weights and tokenizers; optimizer, "
