@@ -224,7 +224,8 @@ def test_under_two_processes_rank_zero_decides_and_the_other_follows(night_one):
 def test_a_continued_night_grows_the_vocabulary_by_a_new_topics_pieces_and_its_resume_keeps_them(night_one):  # noqa: F811
     """+20% pairs of a topic the corpus lacks (a poodle): the continued night adds the pieces a
     tokenizer fitted on its text has, in one line; the data is encoded with the grown
-    tokenizers, the model gains their rows, the gate compares by BLEU; stopped and resumed,
+    tokenizers, the model gains their rows, the gate compares validation NLL in the published
+    model's tokens; stopped and resumed,
     the night keeps them without deciding or encoding again."""
     cfg_path, run, data = str(night_one["cfg"]), night_one["run"], night_one["data"]
     parent = Checkpoint.read(run / "published.pt")
@@ -243,7 +244,9 @@ def test_a_continued_night_grows_the_vocabulary_by_a_new_topics_pieces_and_its_r
     assert pair.src.vocab_size == n + len(added) and pair.src.id_to_token(range(n)) == old.src.id_to_token(range(n))
     assert json.loads((data / "manifest.json").read_text())["tokenizer_from"]["grown_to"] == [n + len(added)] * 2
     assert Checkpoint.read(run / "last.pt").weights["encoder.embed.embedding.weight"].shape[0] == n + len(added)
-    assert last_decision(run)["metric"] == "valid_bleu"  # other tokenizers than the published model's
+    # the gate: the night's summed validation NLL per token of the published tokenization
+    decision = last_decision(run)
+    assert decision["metric"] == "valid_loss" and _lines(run, "comparing valid_loss per published token")
     encoded = (data / "spm.shared.model").read_bytes()
 
     assert run_training(load_config(cfg_path, night)).trained  # the same night again: it resumes

@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .base import Tokenizer
 from .subword import SubwordTokenizer
 
 BPE = 2  # sentencepiece_model.proto: TrainerSpec.ModelType (UNIGRAM = 1, the default)
@@ -110,6 +111,12 @@ def appended(old: SubwordTokenizer, pieces: Sequence[tuple[str, float]]) -> Subw
     """`old` with `pieces` (piece, score) appended: ids 0..old.vocab_size-1 unchanged."""
     entries = b"".join(_field(1, _field(1, p.encode("utf-8")) + _float_field(2, s)) for p, s in pieces)
     return SubwordTokenizer(old.model + entries, old.lowercase)
+
+
+def extends(new: Tokenizer, old: Tokenizer) -> bool:
+    """Whether `new` has `old`'s pieces at the same ids, and more (a growth of it)."""
+    n = old.vocab_size
+    return new.kind == old.kind and new.vocab_size > n and new.id_to_token(range(n)) == old.id_to_token(range(n))
 
 
 def tiling(tokenizer: SubwordTokenizer, piece: str) -> list[int]:

@@ -1,8 +1,13 @@
 """The promotion gate: `best.pt` replaces `published.pt` only when it is better by a margin.
 
 Both models are scored on the current validation data, so a nightly retrain on changed data
-compares like with like. Loss is only comparable between models with the same tokenizer;
-when the tokenizers differ the gate compares greedy validation BLEU instead. A candidate that
+compares like with like. Loss per token is only comparable between models with the same
+tokenizer. A candidate whose vocabulary grows the published model's (the same pieces at the
+same ids, and more: train.retrain.grow_vocabulary) is compared by its summed validation NLL,
+each model on its own tokenization of the same text, per target token of the published
+model's tokenization: the published model's loss as ever, and the candidate's in the same
+units (the comparison across tokenizers that per-character or per-word perplexities make).
+When the tokenizers differ otherwise the gate compares greedy validation BLEU instead. A candidate that
 continued the published model on more training pairs (the nightly continuation on a grown
 corpus, by what their checkpoints record) need not be better: it is promoted unless it is
 worse by more than a tolerance, from the best model published on this validation data,
@@ -29,12 +34,14 @@ from ..checkpoint import Checkpoint, CheckpointError
 from ..config import DecodeConfig
 from ..config_train import TrainConfig
 from ..data.prepared import Prepared
+from ..data.shards import EncodedSplit, TokenPairs
 from ..errors import UsageError
 from ..evaluate import loss_result, translate_and_score
 from ..fsutil import atomic_write_bytes
 from ..host.device import autocast_dtype
 from ..inference.translate import TorchTranslator
-from ..tokenizers.pair import vocabulary_digest
+from ..tokenizers.growth import extends
+from ..tokenizers.pair import TokenizerPair, vocabulary_digest
 from .published import (
     archive,
     decisions,
@@ -107,12 +114,15 @@ class Scorer:
         self.prepared, self.src_lang, self.tgt_lang = prepared, src_lang, tgt_lang
         self.device, self.dtype = device, autocast_dtype(device, precision)
         self.check_stop = check_stop
+        self._nlls: dict[str, tuple[float, int]] = {}  # by checkpoint digest
 
-    def __call__(self, checkpoint: Checkpoint, metric: Metric) -> float:
-        """`metric` of `checkpoint`."""
-        translator = TorchTranslator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
+    def __call__(self, checkpoint: Checkpoint, metric: Metric, per_tokens_of: Checkpoint | None = None) -> float:
+        """`metric` of `checkpoint`; a loss per target token of `per_tokens_of`'s tokenization
+        of the validation text, when given (else its own)."""
         if metric is Metric.VALID_LOSS:
-            return loss_result(*translator.corpus_nll(self.prepared.split("val"), self.check_stop)).loss
+            nll, tokens = self._nll(checkpoint)
+            return loss_result(nll, self._nll(per_tokens_of)[1] if per_tokens_of is not None else tokens).loss
+        translator = TorchTranslator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
         result = translate_and_score(
             translator,
             self.prepared.text("val", self.src_lang),
@@ -120,6 +130,19 @@ class Scorer:
             self.check_stop,
         )
         return result.scores.bleu
+
+    def _nll(self, checkpoint: Checkpoint) -> tuple[float, int]:
+        """Summed validation NLL and target tokens, the text encoded with the checkpoint's own
+        tokenizers (the prepared split when they are the folder's)."""
+        if checkpoint.digest not in self._nlls:
+            translator = TorchTranslator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
+            split: TokenPairs = self.prepared.split("val")
+            if vocabulary_digest(checkpoint.tokenizer) != self.prepared.tokenizers.vocabulary_digest():
+                tok = translator.tokenizers
+                sources, targets = (self.prepared.text("val", lang) for lang in (self.src_lang, self.tgt_lang))
+                split = EncodedSplit.from_lists(tok.src.encode_batch(sources), tok.tgt.encode_batch(targets))
+            self._nlls[checkpoint.digest] = translator.corpus_nll(split, self.check_stop)
+        return self._nlls[checkpoint.digest]
 
     def scored_on(self, checkpoint: Checkpoint, metric: Metric) -> str:
         """What two scores of `metric` must share to be compared across nights: the
@@ -283,6 +306,15 @@ def _decide(
     return _judge(candidate, published, metric, scorer, rules, entry, was_damaged, past)
 
 
+def _grows(candidate: Checkpoint, published: Checkpoint) -> bool:
+    """Whether the candidate's vocabularies are the published model's with pieces appended."""
+    try:
+        new, old = TokenizerPair.from_state(candidate.tokenizer), TokenizerPair.from_state(published.tokenizer)
+    except ValueError:
+        return False
+    return extends(new.src, old.src) and extends(new.tgt, old.tgt)
+
+
 def _growth(candidate: Checkpoint, published: Checkpoint) -> float | None:
     """For a candidate that continued the published model (train.init_from): how many more
     training pairs it learned from, as a share of the published model's, by what their
@@ -323,11 +355,14 @@ def _judge(
         )
     # The vocabularies decide (a truecaser learned from more data changes no id).
     same_tokenizer = vocabulary_digest(candidate.tokenizer) == vocabulary_digest(published.tokenizer)
-    used = metric if (metric is not Metric.VALID_LOSS or same_tokenizer) else Metric.VALID_BLEU
+    grown = not same_tokenizer and _grows(candidate, published)
+    used = metric if (metric is not Metric.VALID_LOSS or same_tokenizer or grown) else Metric.VALID_BLEU
     if used is not metric:
         log.info("the published model has another tokenizer: comparing valid_bleu, not valid_loss")
-    new, old = scorer(candidate, used), scorer(published, used)
-    scored_on = scorer.scored_on(candidate, used)
+    elif grown and used is Metric.VALID_LOSS:
+        log.info("the candidate's vocabulary grows the published model's: comparing valid_loss per published token")
+    new, old = scorer(candidate, used, published if grown else None), scorer(published, used)
+    scored_on = scorer.scored_on(published if grown else candidate, used)
     entry.update(metric=used.value, candidate=round(new, 5), published=round(old, 5), scored_on=scored_on)
     growth = _growth(candidate, published)
     if growth is not None and growth > 0 and not rules.better(used, new, old):
