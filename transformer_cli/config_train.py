@@ -341,8 +341,10 @@ class TrainConfig(Section):
     )
     promote: PromotePolicy = _f("if-better", "When best.pt replaces published.pt (also --promote).", resumable=True)
     promote_metric: Literal["valid_loss", "valid_bleu"] = _f(
-        "valid_loss", "What the gate compares (valid_bleu is used anyway when tokenizers differ, unless the "
-        "candidate's vocabulary grows the published one's: train.retrain.grow_vocabulary).", resumable=True
+        "valid_loss",
+        "What the gate compares (valid_bleu is used anyway when tokenizers differ, unless the "
+        "candidate's vocabulary grows the published one's: train.retrain.grow_vocabulary).",
+        resumable=True,
     )
     promote_margin_loss: float = _f(
         0.0, "Validation loss must drop by at least this to promote.", resumable=True, ge=0.0
