@@ -5,6 +5,7 @@ only. (A night that grows, end to end: test_retrain_policy.py.)"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -18,8 +19,10 @@ from transformer_cli.model.transformer_config import TransformerConfig
 from transformer_cli.tokenizers.growth import GrowthRule, appended, new_pieces, scored, tiling
 from transformer_cli.tokenizers.pair import TokenizerPair
 from transformer_cli.tokenizers.subword import SubwordTokenizer
+from transformer_cli.tokenizers.vocab import SPECIALS, Vocab
+from transformer_cli.tokenizers.word import WordTokenizer
 from transformer_cli.training.run_dir import RunDir
-from transformer_cli.training.vocabulary_growth import grown_weights, stored_growth
+from transformer_cli.training.vocabulary_growth import grow, grown_weights, stored_growth
 
 
 def _model(pair: TokenizerPair, **settings: Any) -> Seq2SeqTransformer:
@@ -82,3 +85,14 @@ def test_the_stored_pieces_give_the_grown_tokenizers_back_for_their_parent_only(
     assert back is not None and back.vocabulary_digest() == pair.vocabulary_digest()
     run.vocabulary.write_text("{not json")
     assert stored_growth(run, parent, "abc") is None  # unreadable: the night decides again
+
+
+def test_a_tokenizer_of_another_kind_keeps_its_vocabulary_with_a_warning(tmp_path, caplog):
+    word = WordTokenizer("de", Vocab([*SPECIALS, "hund"]), False, (), ())
+    pair, run = TokenizerPair(word, word, joint=True), RunDir(tmp_path)
+    run.vocabulary.write_text('{"parent_sha256": "abc", "added": {}}')  # an earlier night's
+    nothing: Any = None  # (not read: the kind decides first)
+    with caplog.at_level(logging.WARNING, logger="tfm"):
+        assert grow(nothing, run, pair, "abc", nothing, nothing) is pair
+    assert "tokenizer (spacy) cannot grow: its vocabulary is kept" in caplog.text
+    assert not run.vocabulary.exists()

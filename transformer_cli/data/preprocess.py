@@ -272,7 +272,7 @@ def _tokenizers_differ(old: DataManifest, given: GivenTokenizers | None) -> str 
     if given is None:
         return "its tokenizers came from a parent model" if old.tokenizer_from else None
     if old.tokenizer_sha256 != given.digest:
-        return "it was encoded with other tokenizers than the parent model's"
+        return "it was encoded with other tokenizers than the parent model's (or their growth for this run)"
     return None
 
 
