@@ -238,9 +238,9 @@ def test_a_continued_night_grows_the_vocabulary_by_a_new_topics_pieces_and_its_r
     stored = json.loads((run / "vocabulary.json").read_text())
     added = [piece for piece, _ in stored["added"]["shared"]]
     assert stored["parent_sha256"] == parent.sha256 and added
-    assert f"shared {old.src.vocab_size} -> {old.src.vocab_size + len(added)} pieces" in line
-    pair = TokenizerPair.load(data)
     n = old.src.vocab_size
+    assert f"fitted on the night's 360 training pairs: shared {n} -> {n + len(added)} pieces" in line
+    pair = TokenizerPair.load(data)
     assert pair.src.vocab_size == n + len(added) and pair.src.id_to_token(range(n)) == old.src.id_to_token(range(n))
     assert json.loads((data / "manifest.json").read_text())["tokenizer_from"]["grown_to"] == [n + len(added)] * 2
     assert Checkpoint.read(run / "last.pt").weights["encoder.embed.embedding.weight"].shape[0] == n + len(added)

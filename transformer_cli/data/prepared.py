@@ -8,7 +8,9 @@ through `load_prepared` (or the `Prepared` that `prepare` returns).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +63,21 @@ class Prepared:
             return ShardedSplit(self.folder, name, self.langs, self.manifest.id_dtype, self.manifest.shards[name])
         except (OSError, ValueError, KeyError) as e:
             raise damaged(Path(getattr(e, "filename", None) or self.folder / f"{name}.*.bin"), e) from None
+
+    def text_pairs(self, split: str, chunk: int = 10_000) -> Iterator[tuple[list[str], list[str]]]:
+        """A split's (or part's) text as (sources, targets) chunks of `chunk` lines, read as
+        they are used (for the training split, which memory need not hold)."""
+        paths = [self.folder / f"{split}.{lang}.txt" for lang in self.langs]
+        try:
+            with open(paths[0], encoding="utf-8") as src, open(paths[1], encoding="utf-8") as tgt:
+                while True:
+                    sources = [line.rstrip("\n") for line in itertools.islice(src, chunk)]
+                    targets = [line.rstrip("\n") for line in itertools.islice(tgt, chunk)]
+                    if not sources and not targets:
+                        return
+                    yield sources, targets
+        except (OSError, UnicodeDecodeError) as e:
+            raise damaged(Path(getattr(e, "filename", None) or paths[0]), e) from None
 
     def text(self, split: str, lang: str) -> list[str]:
         """All lines of a split's text on one side (for the small evaluation splits)."""

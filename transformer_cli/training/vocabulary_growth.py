@@ -6,9 +6,10 @@ was first trained on. A topic that arrives later (the corrections of one client'
 then spelled in fragments: on Multi30k without its dog sentences, "Hund" is `▁H` `und` and the
 topic takes 11% more pieces than under a tokenizer fitted with it (docs/results.md). When the
 night continues the parent (train.retrain's decision), a tokenizer is fitted on the night's
-training text (the corpus's training pairs and its parts: corrections, synthetic text) with the
+training text (the corpus's training pairs and its parts: corrections, synthetic text; a
+seeded sample of tokenizer.fit_sample pairs when there are more, read as a stream) with the
 parent's tokenizer settings; the pieces it has and the parent lacks, used at least
-new_piece_min_count times there (at most max_new_pieces, the most used), are appended to the
+new_piece_min_count times in that text (at most max_new_pieces, the most used), are appended to the
 parent's SentencePiece models (tokenizers/growth.py): every old id keeps its piece.
 
 The added pieces are stored in the run folder's vocabulary.json with the parent's sha256, so
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -36,6 +38,7 @@ from ..data.prepared import Prepared
 from ..errors import UsageError
 from ..fsutil import atomic_write_text
 from ..host.machine import available_cpus
+from ..tokenizers.base import Chunk, sample_pairs
 from ..tokenizers.growth import Growth, GrowthRule, appended, new_pieces, scored, tiling
 from ..tokenizers.pair import LinesText, TokenizerPair
 from ..tokenizers.subword import SubwordTokenizer
@@ -75,10 +78,8 @@ def grow(
         run.vocabulary.unlink(missing_ok=True)
         return parent
     rule = GrowthRule(cfg.train.retrain.new_piece_min_count, cfg.train.retrain.max_new_pieces)
-    src, tgt = prepared.langs
-    names = ["train", *prepared.manifest.parts]
-    sources = [line for name in names for line in prepared.text(name, src)]
-    targets = [line for name in names for line in prepared.text(name, tgt)]
+    seen = Counter[str]()
+    sources, targets = sample_pairs(_text(prepared, seen), settings.fit_sample)
     reserved = MARKS if prepared.manifest.parts else ()
     fitted = SubwordTokenizer.fit(settings, prepared.langs, LinesText(sources, targets, available_cpus(), reserved))
     sides = ("shared",) if parent.joint else ("src", "tgt")
@@ -87,13 +88,21 @@ def grow(
     fits = dict(zip(sides, (_subword(fitted[0]), _subword(fitted[1]))))
     growths = {side: new_pieces(olds[side], fits[side], texts[side], rule) for side in sides}
     added = {side: scored(olds[side], fits[side], growths[side].added) for side in sides}
-    log.info("%s", _line(growths, parent, len(sources) + len(targets), rule))
+    log.info("%s", _line(growths, parent, len(sources), seen["pairs"], rule))
     if not any(added.values()):
         run.vocabulary.unlink(missing_ok=True)
         return parent
     record = {"parent_sha256": parent_sha256, "added": added}
     atomic_write_text(run.vocabulary, json.dumps(record, ensure_ascii=False) + "\n")
     return _grown(parent, added)
+
+
+def _text(prepared: Prepared, seen: Counter[str]) -> Iterator[Chunk]:
+    """The night's training text, the corpus's and its parts', chunk by chunk (counted in `seen`)."""
+    for name in ["train", *prepared.manifest.parts]:
+        for chunk in prepared.text_pairs(name):
+            seen["pairs"] += len(chunk[0])
+            yield chunk
 
 
 def _grown(parent: TokenizerPair, added: dict[str, Scored]) -> TokenizerPair:
@@ -109,7 +118,7 @@ def _subword(tokenizer: Any) -> SubwordTokenizer:
     return tokenizer
 
 
-def _line(growths: dict[str, Growth], parent: TokenizerPair, lines: int, rule: GrowthRule) -> str:
+def _line(growths: dict[str, Growth], parent: TokenizerPair, sample: int, pairs: int, rule: GrowthRule) -> str:
     """train.log's line: per side, how many pieces were added, which, and what was left out."""
     parts = []
     for side, g in growths.items():
@@ -120,7 +129,8 @@ def _line(growths: dict[str, Growth], parent: TokenizerPair, lines: int, rule: G
             + (f" ({named})" if g.added else "")
             + f"; left out: {g.too_rare} used fewer than {rule.min_count} times, {g.over_cap} beyond {rule.max_pieces}"
         )
-    return f"vocabulary: fitted on the night's {lines:,} training lines: " + "; ".join(parts)
+    fitted = f"{pairs:,}" if sample == pairs else f"a sample of {sample:,} of {pairs:,}"
+    return f"vocabulary: fitted on the night's {fitted} training pairs: " + "; ".join(parts)
 
 
 def grown_weights(
