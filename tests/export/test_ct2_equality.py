@@ -149,3 +149,46 @@ def test_the_gpu_weight_types_export_and_run_on_a_cpu(models, pairs, corpus_dir,
         out = decode(Ct2Translator(folder, "cpu", threads=1), lines, 1).translations
         bleu[weights] = score_translations([h[0].text for h in out][: len(refs)], refs, lowercase).bleu
     assert bleu["float32"] > 50 and all(abs(b - bleu["float32"]) <= 1.0 for b in bleu.values()), bleu
+
+
+def test_a_model_of_a_grown_vocabulary_exports_and_decodes_like_tfm(models, corpus_dir, tmp_path):
+    """A night that grew the vocabulary (train.retrain.grow_vocabulary) publishes a SentencePiece
+    model with pieces appended past its recorded size and rows started from their spellings:
+    its float32 export decodes as tfm does, the new pieces included."""
+    from helpers import poodle_pairs
+
+    from transformer_cli.checkpoint import Checkpoint
+    from transformer_cli.config import ModelConfig, TokenizerConfig
+    from transformer_cli.config_values import build_section
+    from transformer_cli.export.bundle import export_checkpoint
+    from transformer_cli.model.builders import build_model
+    from transformer_cli.tokenizers.growth import GrowthRule, appended, new_pieces, scored
+    from transformer_cli.tokenizers.pair import TokenizerPair
+    from transformer_cli.tokenizers.subword import SubwordTokenizer
+    from transformer_cli.training.vocabulary_growth import grown_weights
+
+    parent = Checkpoint.read(models["subword-post"]["checkpoint"])  # joint BPE
+    old = TokenizerPair.from_state(parent.tokenizer)
+    assert isinstance(old.src, SubwordTokenizer)
+    text = [side for pair in poodle_pairs(60, seed=3) for side in pair] + references(corpus_dir) * 3
+    fitted = SubwordTokenizer.train(text, TokenizerConfig(model_type="bpe", vocab_size=old.src.vocab_size), 1)
+    added = new_pieces(old.src, fitted, text, GrowthRule(10, 100)).added
+    grown = appended(old.src, scored(old.src, fitted, added))
+    pair = TokenizerPair(grown, grown, joint=True, recaser=old.recaser)
+    size = grown.vocab_size
+    cfg = build_section(ModelConfig, parent.model_config, "model")
+    shapes = build_model(parent.architecture, cfg, size, size, grown.ids, grown.ids).state_dict()
+    weights = grown_weights(parent.weights, old, pair, shapes)
+    child = dataclasses.replace(parent, src_vocab_size=size, tgt_vocab_size=size, weights=weights)
+    child.tokenizer, child.sha256 = pair.state(), None
+    child.write(tmp_path / "grown.pt")
+    export_checkpoint(tmp_path / "grown.pt", tmp_path / "grown.fp32", "none")
+
+    tfm = TorchTranslator.from_checkpoint(tmp_path / "grown.pt", torch.device("cpu"))
+    ct2 = Ct2Translator(tmp_path / "grown.fp32", "cpu", threads=1)
+    lines = [de for de, _ in poodle_pairs(10, seed=4)] + HARD[:2]
+    assert any(i >= old.src.vocab_size for line in lines for i in grown.encode(line))  # new pieces in use
+    ours, theirs = decode(tfm, lines, 5, 5), decode(ct2, lines, 5, 5)
+    for line, a, b in zip(lines, ours.translations, theirs.translations):
+        assert [h.tokens for h in a] == [h.tokens for h in b], line
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
