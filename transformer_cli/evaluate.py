@@ -119,6 +119,19 @@ class EvaluationReport:
         return "\n".join(f"{k:<11} {v}" for k, v in rows)
 
 
+def texts_nll(
+    translator: TranslationBackend,
+    sources: list[str],
+    references: list[str],
+    check_stop: Callable[[], None] | None = None,
+) -> tuple[float, int]:
+    """Summed teacher-forced NLL of the references and the target tokens scored, the texts
+    encoded with the translator's own tokenizers."""
+    tok = translator.tokenizers
+    split = EncodedSplit.from_lists(tok.src.encode_batch(sources), tok.tgt.encode_batch(references))
+    return translator.corpus_nll(split, check_stop)
+
+
 def evaluate_texts(
     translator: TranslationBackend,
     sources: list[str],
@@ -134,9 +147,7 @@ def evaluate_texts(
     """
     from .fsutil import atomic_write_text
 
-    tok = translator.tokenizers
-    split = EncodedSplit.from_lists(tok.src.encode_batch(sources), tok.tgt.encode_batch(references))
-    losses = loss_result(*translator.corpus_nll(split))
+    losses = loss_result(*texts_nll(translator, sources, references))
     decoded = translate_and_score(translator, sources, references)
     atomic_write_text(hypotheses_path, "".join(f"{h}\n" for h in decoded.hypotheses))
     s = decoded.scores

@@ -5,6 +5,7 @@ only. (A night that grows, end to end: test_retrain_policy.py.)"""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -76,11 +77,9 @@ def test_the_stored_pieces_give_the_grown_tokenizers_back_for_their_parent_only(
     run = RunDir(tmp_path)
     added = pair.src.id_to_token(range(parent.src.vocab_size, pair.src.vocab_size))
     scores = [pair.src.sp.get_score(parent.src.vocab_size + k) for k in range(len(added))]
-    run.vocabulary.write_text(
-        '{"parent_sha256": "abc", "added": {"shared": %s}}' % [[p, s] for p, s in zip(added, scores)]
-    )
-    assert stored_growth(run, parent, "other") is None
-    run.vocabulary.write_text(run.vocabulary.read_text().replace("'", '"'))
+    stored = {"parent_sha256": "abc", "added": {"shared": [[p, s] for p, s in zip(added, scores)]}}
+    run.vocabulary.write_text(json.dumps(stored))
+    assert stored_growth(run, parent, "other") is None  # stored for another parent
     back = stored_growth(run, parent, "abc")
     assert back is not None and back.vocabulary_digest() == pair.vocabulary_digest()
     run.vocabulary.write_text("{not json")

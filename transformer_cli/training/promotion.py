@@ -7,8 +7,8 @@ same ids, and more: train.retrain.grow_vocabulary) is compared by its summed val
 each model on its own tokenization of the same text, per target token of the published
 model's tokenization: the published model's loss as ever, and the candidate's in the same
 units (the comparison across tokenizers that per-character or per-word perplexities make).
-When the tokenizers differ otherwise the gate compares greedy validation BLEU instead. A candidate that
-continued the published model on more training pairs (the nightly continuation on a grown
+When the tokenizers differ otherwise the gate compares greedy validation BLEU instead. A
+candidate that continued the published model on more training pairs (the nightly continuation on a grown
 corpus, by what their checkpoints record) need not be better: it is promoted unless it is
 worse by more than a tolerance, from the best model published on this validation data,
 since the published model never saw the new pairs and validation cannot tell apart two
@@ -34,9 +34,8 @@ from ..checkpoint import Checkpoint, CheckpointError
 from ..config import DecodeConfig
 from ..config_train import TrainConfig
 from ..data.prepared import Prepared
-from ..data.shards import EncodedSplit, TokenPairs
 from ..errors import UsageError
-from ..evaluate import loss_result, translate_and_score
+from ..evaluate import loss_result, texts_nll, translate_and_score
 from ..fsutil import atomic_write_bytes
 from ..host.device import autocast_dtype
 from ..inference.translate import TorchTranslator
@@ -136,12 +135,12 @@ class Scorer:
         tokenizers (the prepared split when they are the folder's)."""
         if checkpoint.digest not in self._nlls:
             translator = TorchTranslator.load(checkpoint, self.device, DecodeConfig(), self.dtype)
-            split: TokenPairs = self.prepared.split("val")
-            if vocabulary_digest(checkpoint.tokenizer) != self.prepared.tokenizers.vocabulary_digest():
-                tok = translator.tokenizers
+            if vocabulary_digest(checkpoint.tokenizer) == self.prepared.tokenizers.vocabulary_digest():
+                nll = translator.corpus_nll(self.prepared.split("val"), self.check_stop)
+            else:
                 sources, targets = (self.prepared.text("val", lang) for lang in (self.src_lang, self.tgt_lang))
-                split = EncodedSplit.from_lists(tok.src.encode_batch(sources), tok.tgt.encode_batch(targets))
-            self._nlls[checkpoint.digest] = translator.corpus_nll(split, self.check_stop)
+                nll = texts_nll(translator, sources, targets, self.check_stop)
+            self._nlls[checkpoint.digest] = nll
         return self._nlls[checkpoint.digest]
 
     def scored_on(self, checkpoint: Checkpoint, metric: Metric) -> str:
