@@ -8,8 +8,10 @@ a number, so that every line is distinct), then measures in a fresh process each
   (the "translation" is the line itself: the model's cost is not what is measured here), then
   which lines it lacks, and every translation read back in text order;
 
-with each step's wall time and the process's peak RSS. Memory should grow by about 16-32
-bytes per line (keys, their order), not by the text.
+with each step's wall time and two peaks of the process: its RSS (which counts the pages of
+the cache's text that were read through a memory map: file pages the kernel can drop) and its
+anonymous memory (RssAnon, sampled every 5 ms: what the process itself holds). The anonymous
+peak should grow by a few 8-byte arrays per line (keys, their order), not by the text.
 
     python benchmarks/synthetic_scale.py --lines 100000 1000000 4000000
 """
@@ -23,12 +25,32 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 
 def peak_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+class AnonPeak:
+    """The highest RssAnon of this process, sampled every 5 ms by a daemon thread."""
+
+    def __init__(self) -> None:
+        self.peak_kb = 0
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while True:
+            with open("/proc/self/status") as f:
+                for row in f:
+                    if row.startswith("RssAnon:"):
+                        self.peak_kb = max(self.peak_kb, int(row.split()[1]))
+            time.sleep(0.005)
+
+    def mb(self) -> float:
+        return round(self.peak_kb / 1024, 1)
 
 
 def measure(lines: int, source: Path, work: Path) -> dict:
@@ -39,17 +61,24 @@ def measure(lines: int, source: Path, work: Path) -> dict:
     from transformer_cli.synthetic.corpora import TextFile
     from transformer_cli.synthetic.text import clean_text
 
+    anon = AnonPeak()
     captions = read_lines(source)
     text = work / "text.en"
     with open(text, "w", encoding="utf-8") as f:
         for i in range(lines):
             f.write(f"{captions[i % len(captions)]} ({i})\n")
     del captions
-    result: dict = {"lines": lines, "text_mb": round(text.stat().st_size / 2**20, 1), "start_rss_mb": peak_mb()}
+    result: dict = {
+        "lines": lines,
+        "text_mb": round(text.stat().st_size / 2**20, 1),
+        "start_rss_mb": peak_mb(),
+        "start_anon_mb": anon.mb(),
+    }
     started = time.perf_counter()
     clean = clean_text([TextFile(text, "")], work / "clean.en", set(), 100, None)
     result["clean_s"] = round(time.perf_counter() - started, 1)
     result["after_clean_rss_mb"] = peak_mb()
+    result["after_clean_anon_mb"] = anon.mb()
     cache = TranslationCache(work / "cache", {"benchmark": True})
     started = time.perf_counter()
     chunk = 10_000
@@ -63,8 +92,10 @@ def measure(lines: int, source: Path, work: Path) -> dict:
         if batch:
             cache.append(clean.keys[len(clean.keys) - len(batch) :], batch)
     result["append_s"] = round(time.perf_counter() - started, 1)
+    result["after_append_anon_mb"] = anon.mb()
     started = time.perf_counter()
     missing = int(TranslationCache(work / "cache", {"benchmark": True}).missing(clean.keys).sum())
+    result["after_reopen_anon_mb"] = anon.mb()
     read = sum(1 for _ in cache.translations(clean.keys[np.random.default_rng(0).permutation(len(clean.keys))]))
     result.update(
         {
@@ -72,6 +103,7 @@ def measure(lines: int, source: Path, work: Path) -> dict:
             "read_back": read,
             "lookup_s": round(time.perf_counter() - started, 1),
             "peak_rss_mb": peak_mb(),
+            "peak_anon_mb": anon.mb(),
         }
     )
     return result

@@ -11,12 +11,14 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import on_a_small_disk
 
 from transformer_cli.errors import TfmError
+from transformer_cli.synthetic import cache as cache_module
 from transformer_cli.synthetic.cache import STATE, Cost, TranslationCache, cache_folder
 
 IDENTITY = {"models": ["abc"], "search": "beam", "beam_size": 4}
@@ -200,6 +202,37 @@ def test_a_cache_an_earlier_version_damaged_is_emptied_not_trusted(tmp_path, cap
     with caplog.at_level(logging.WARNING, logger="tfm"):
         assert TranslationCache(folder, IDENTITY).rows == 0
     assert "keys.u64 holds a key twice" in caplog.text
+
+
+@pytest.mark.parametrize("rows_a_block", [1, 2, 3, 1 << 20])
+def test_every_block_of_rows_is_checked_and_looked_up(tmp_path, monkeypatch, caplog, rows_a_block):
+    """The check reads ends.u64 a block of rows at a time (and `missing` looks keys up a block at
+    a time): a wrong end or a line that does not end with a newline is found in any block, and
+    a sound cache passes whatever the block."""
+    monkeypatch.setattr(cache_module, "CHECK_ROWS", rows_a_block)
+    lines = [b"a\n", b"bb\n", b"ccc\n", b"dddd\n", b"e\n"]
+    sound = np.cumsum([len(line) for line in lines]).astype(np.uint64)
+
+    def write(ends: np.ndarray, text: bytes) -> Path:
+        folder = tmp_path / f"c{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        (folder / "lines.txt").write_bytes(text)
+        (folder / "keys.u64").write_bytes(keys(1, 2, 3, 4, 5).tobytes())
+        (folder / "ends.u64").write_bytes(ends.tobytes())
+        (folder / STATE).write_text(json.dumps({"identity": IDENTITY, "rows": 5, "bytes": len(text)}))
+        return folder
+
+    folder = write(sound, b"".join(lines))
+    assert list(TranslationCache(folder, IDENTITY).translations(keys(5, 1, 4))) == ["e", "a", "dddd"]
+    assert TranslationCache(folder, IDENTITY).missing(keys(9, 1, 2, 7, 5)).tolist() == [True, False, False, True, False]
+    backwards = sound.copy()
+    backwards[3] = backwards[2]  # the fourth line ends where the third does
+    moved = b"".join(lines[:3]) + b"dd\ndd" + lines[4]  # the fourth line's newline moved into it
+    for ends, text in ((backwards, b"".join(lines)), (sound, moved)):
+        with caplog.at_level(logging.WARNING, logger="tfm"):
+            assert TranslationCache(write(ends, text), IDENTITY).rows == 0
+    assert "ends.u64 does not match lines.txt" in caplog.text
+    assert "lines.txt's lines do not end where ends.u64 says" in caplog.text
 
 
 FULL_DISK = """

@@ -51,6 +51,7 @@ STATE = "cache.json"
 FORMAT = 2  # 2: written under a lock (1, unversioned: an earlier tfm's, checked before use)
 FILES = ("keys.u64", "ends.u64", "lines.txt")
 CHECK_BLOCK = 1 << 24  # bytes of lines.txt looked at a time when the cache is checked
+CHECK_ROWS = 1 << 20  # rows of ends.u64 (or keys) looked at a time
 
 
 @dataclass(frozen=True)
@@ -115,38 +116,46 @@ class TranslationCache:
     def missing(self, keys: np.ndarray) -> np.ndarray:
         """Which of `keys` have no translation yet, as far as this process has read (a bool
         per key; what others appended is read by `claim` and `append`)."""
+        missing = np.ones(len(keys), dtype=bool)
         if not len(self._sorted):
-            return np.ones(len(keys), dtype=bool)
-        positions = np.minimum(np.searchsorted(self._sorted, keys), len(self._sorted) - 1)
-        missing: np.ndarray = self._sorted[positions] != keys
+            return missing
+        for i in range(0, len(keys), CHECK_ROWS):  # a block at a time: its positions, not all
+            block = keys[i : i + CHECK_ROWS]
+            positions = np.minimum(np.searchsorted(self._sorted, block), len(self._sorted) - 1)
+            missing[i : i + CHECK_ROWS] = self._sorted[positions] != block
         return missing
 
     def _set_keys(self, keys: np.ndarray) -> None:
         self._keys, self._sorted, self._order = keys, np.sort(keys), None
 
     def _add_keys(self, keys: np.ndarray) -> None:
-        """Rows appended: their keys joined to the known ones (two sorted runs: a linear sort)."""
+        """Rows appended: their keys joined to the known ones (the new ones, sorted, inserted
+        where they belong: one pass, one new array)."""
         self._keys = np.concatenate([self._keys, keys])
-        self._sorted, self._order = np.sort(np.concatenate([self._sorted, np.sort(keys)]), kind="stable"), None
+        new = np.sort(keys)
+        self._sorted, self._order = np.insert(self._sorted, np.searchsorted(self._sorted, new), new), None
 
     def translations(self, keys: np.ndarray) -> Iterator[str]:
         """The translation of each of `keys`, in order (every one must be in the cache)."""
         if not len(keys):
             return
+        if not self.rows:
+            raise TfmError(f"{self.folder}: lines missing from the translation cache")
         if self._order is None:
             self._order = np.argsort(self.keys, kind="stable")
-        sorted_keys = self.keys[self._order]
-        ends = np.fromfile(self.folder / "ends.u64", dtype=np.uint64, count=self.rows)
+        sorted_keys = self._sorted  # the keys are unique: self.keys[self._order]
+        ends = np.memmap(self.folder / "ends.u64", dtype=np.uint64, mode="r", shape=(self.rows,))
         with open(self.folder / "lines.txt", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as text:
             for block in range(0, len(keys), 65536):
                 wanted = keys[block : block + 65536]
                 positions = np.minimum(np.searchsorted(sorted_keys, wanted), len(sorted_keys) - 1)
-                if not len(sorted_keys) or not (sorted_keys[positions] == wanted).all():
+                if not (sorted_keys[positions] == wanted).all():
                     raise TfmError(f"{self.folder}: lines missing from the translation cache")
                 rows = self._order[positions]
-                for row in rows.tolist():
-                    start = int(ends[row - 1]) if row else 0
-                    yield text[start : int(ends[row]) - 1].decode("utf-8")
+                stops = np.asarray(ends[rows], dtype=np.int64)
+                starts = np.where(rows > 0, np.asarray(ends[np.maximum(rows - 1, 0)], dtype=np.int64), 0)
+                for start, stop in zip(starts.tolist(), stops.tolist()):
+                    yield text[start : stop - 1].decode("utf-8")
 
     # -- translating ---------------------------------------------------------------------
 
@@ -225,7 +234,9 @@ class TranslationCache:
                     self._untrusted(f"{name} is shorter than {STATE} records")
                     return
                 f.truncate(length)
-        problem = self._disagreement(rows, size)
+        keys = np.fromfile(self.folder / "keys.u64", dtype=np.uint64)
+        ordered = np.sort(keys)
+        problem = self._disagreement(rows, size, ordered)
         if problem is not None:
             self._untrusted(problem)
             return
@@ -235,27 +246,33 @@ class TranslationCache:
         cost = state.get("cost", {})
         self.cost = Cost(cost.get("seconds", 0.0), cost.get("cpu_seconds", 0.0))
         self.rows, self.bytes = rows, size
-        self._set_keys(np.fromfile(self.folder / "keys.u64", dtype=np.uint64))
+        self._keys, self._sorted, self._order = keys, ordered, None
 
-    def _disagreement(self, rows: int, size: int) -> str | None:
+    def _disagreement(self, rows: int, size: int, ordered: np.ndarray) -> str | None:
         """Why the files (already cut to the recorded lengths) do not hold `rows` lines of
-        `size` bytes whose ends and keys are as recorded; None when they do."""
+        `size` bytes whose ends and keys are as recorded; None when they do. `ordered`: the
+        keys sorted. Checked a block at a time, from memory maps: beside the keys, memory
+        holds a block's worth."""
         if not rows:
             return None if size == 0 else f"{STATE} records bytes but no rows"
-        ends = np.fromfile(self.folder / "ends.u64", dtype=np.uint64)
-        keys = np.fromfile(self.folder / "keys.u64", dtype=np.uint64)
-        if int(ends[-1]) != size or (len(ends) > 1 and not (np.diff(ends.astype(np.int64)) > 0).all()):
-            return "ends.u64 does not match lines.txt"
-        if len(np.unique(keys)) != rows:
+        if len(ordered) != rows or (ordered[1:] == ordered[:-1]).any():
             return "keys.u64 holds a key twice"
+        ends = np.memmap(self.folder / "ends.u64", dtype=np.uint64, mode="r", shape=(rows,))
+        if int(ends[-1]) != size or int(ends[0]) == 0:
+            return "ends.u64 does not match lines.txt"
         with open(self.folder / "lines.txt", "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
             text = np.frombuffer(m, dtype=np.uint8)
             try:
-                # the newlines counted a block at a time: memory stays flat however long the text
+                for i in range(0, rows, CHECK_ROWS):
+                    block = np.asarray(ends[max(i - 1, 0) : i + CHECK_ROWS])  # from the end before it
+                    if (block[1:] <= block[:-1]).any():
+                        return "ends.u64 does not match lines.txt"
+                    if (text[block - 1] != 10).any():
+                        return "lines.txt's lines do not end where ends.u64 says"
                 newlines = sum(
                     int(np.count_nonzero(text[i : i + CHECK_BLOCK] == 10)) for i in range(0, size, CHECK_BLOCK)
                 )
-                if (text[ends.astype(np.int64) - 1] != 10).any() or newlines != rows:
+                if newlines != rows:
                     return "lines.txt's lines do not end where ends.u64 says"
             finally:
                 del text

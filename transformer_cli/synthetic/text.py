@@ -1,5 +1,5 @@
 """Monolingual text cleaned for translation, streamed in two passes so that memory does not
-grow with the text beyond one 8-byte key per line:
+grow with the text, only by an 8-byte key per line (three such arrays while repeats are found):
 
 1. every line is read and dropped when it is empty, longer than the word limit, or equal to a
    validation or test sentence of either language (compared lowercased, without surrounding
@@ -97,8 +97,7 @@ def clean_text(
         else:
             candidates.append(line_key(line))
     keys = np.frombuffer(candidates, dtype=np.uint64) if candidates else np.zeros(0, np.uint64)
-    keep = np.zeros(len(keys), dtype=bool)
-    keep[np.unique(keys, return_index=True)[1]] = True  # each key's first occurrence
+    keep = _first_occurrences(keys)
     counts.duplicates = int(len(keys) - keep.sum())
     if max_lines is not None:
         beyond = np.flatnonzero(keep)[max_lines:]
@@ -116,6 +115,19 @@ def clean_text(
 
     atomic_write(out, write)
     return CleanText(out, keys[keep].copy(), counts)
+
+
+def _first_occurrences(keys: np.ndarray) -> np.ndarray:
+    """A bool per key: True where it occurs for the first time. Holds two 8-byte arrays per key
+    at most (the stable order and the sorted keys), no array of the unique keys."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    first = np.ones(len(keys), dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+    del ordered
+    keep = np.zeros(len(keys), dtype=bool)
+    keep[order[first]] = True
+    return keep
 
 
 def _lines(files: list[TextFile], check_stop: Callable[[], None] | None) -> Iterator[str]:
