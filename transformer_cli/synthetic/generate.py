@@ -92,7 +92,13 @@ def translate_missing(
             pending[rows] = False
             done.lines += len(rows)
             rate = done.lines / max(time.monotonic() - started, 1e-9)
-            log.info("%s: %d lines translated (%.1f lines/s), %d left", what, done.lines, rate, int(pending.sum()))
+            log.info(
+                "%s: %d lines translated by this process (%.1f lines/s), %d left in all",
+                what,
+                done.lines,
+                rate,
+                int(pending.sum()),
+            )
     finally:
         cache.close()
     done.seconds = time.monotonic() - started
