@@ -83,15 +83,24 @@ def test_a_part_changed_before_its_end_is_encoded_whole_and_a_part_gone_is_dropp
     assert not list(cfg.data_dir.glob("back_translation.*"))
 
 
-def test_pairs_left_out_are_counted_and_misaligned_files_are_one_error(tmp_path, cfg):
+def test_pairs_left_out_are_counted_and_misaligned_files_are_one_error(tmp_path, cfg, caplog):
     made = tmp_path / "made"
     made.mkdir()
     long = " ".join(["Hund"] * 60)
     part = _part(made, "forward_translation", [*sentence_pairs(20, seed=5), ("", "A dog ."), (long, long)])
-    prepared, _ = prepare(cfg, parts=[part])
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        prepared, _ = prepare(cfg, parts=[part])
+    said = "forward_translation: 20 pairs encoded (1 empty, 1 longer than data.train_max_len: left out)"
+    assert said in caplog.text
+    _append(part, [(long, long), ("Ein Hund .", "A dog .")])
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        prepare(cfg, parts=[part])  # only what this encoding left out is said
+    said = "1 new pairs encoded (1 longer than data.train_max_len: left out), 20 kept as they were"
+    assert said in caplog.text
+    prepared, _ = prepare(cfg, force=True, parts=[part])
     record = prepared.manifest.parts["forward_translation"]
-    assert (record.pairs, record.empty, record.too_long) == (20, 1, 1)
-    assert "dropped from forward_translation: 1 empty, 1 longer than data.train_max_len" in summary_table(
+    assert (record.pairs, record.empty, record.too_long) == (21, 1, 2)
+    assert "dropped from forward_translation: 1 empty, 2 longer than data.train_max_len" in summary_table(
         prepared.manifest
     )
     with open(part.paths[0], "a", encoding="utf-8") as f:

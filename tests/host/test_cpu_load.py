@@ -113,6 +113,18 @@ def test_free_cpus_watches_the_machine_for_a_moment():
     assert free is not None and 0.0 <= free <= len(os.sched_getaffinity(0))
 
 
+def test_free_cpus_on_a_busy_machine_is_zero_not_minus_zero(monkeypatch):
+    """No idle tick, and this process's own CPU time unchanged: 0.0, which the start line
+    prints as "0.0 free" (the sum of user and system times, subtracted whole, came out at
+    -1e-16 and printed "-0.0 free")."""
+    samples = iter([Sample(1.0, 0, 50, 100, 2), Sample(1.3, 0, 50, 300, 2)])
+    times = iter([os.times_result((0.3, 0.6, 0, 0, 0)), os.times_result((0.3, 0.6, 0, 0, 0))])
+    monkeypatch.setattr(cpu_load, "sample", lambda: next(samples))
+    monkeypatch.setattr(cpu_load.os, "times", lambda: next(times))
+    free = cpu_load.free_cpus(0.0)
+    assert free == 0.0 and f"{free:.1f}" == "0.0"
+
+
 def test_free_cpus_without_proc_is_unknown(monkeypatch, tmp_path):
     monkeypatch.setattr(cpu_load, "STAT", tmp_path / "missing")
     assert cpu_load.free_cpus(0.01) is None

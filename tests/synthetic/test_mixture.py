@@ -339,6 +339,7 @@ def test_limit_train_applies_to_each_source_and_translates_no_more(world, tmp_pa
     r = run_tfm("preprocess", "-c", str(cfg), "--set", "data.limit_train=20", "--set", "data.min_train_pairs=20")
     assert r.returncode == 0, r.stderr
     assert "data.limit_train=20 applies to each source: the real pairs and each text" in r.stderr
+    assert "back-translation text: " in r.stderr and " past data.limit_train" in r.stderr  # the limit that cut it
     folder = tmp_path / "data" / "bt.synthetic"
     assert len((folder / "back_translation.de").read_text().splitlines()) == 20
     manifest = json.loads((tmp_path / "data" / "bt" / "manifest.json").read_text())
@@ -386,7 +387,8 @@ def test_text_with_no_usable_line_is_refused_naming_the_file_and_the_counts(worl
     assert r.returncode == 2, r.stderr
     assert r.stderr.strip() == (
         f"tfm: error: synthetic.back_translation.text: {empty} yield no line to translate (3 lines read, "
-        "0 kept; dropped: 2 empty, 1 too long, 0 equal to a val/test sentence, 0 repeated, 0 past max_lines)"
+        "0 kept; dropped: 2 empty, 1 too long, 0 equal to a val/test sentence, 0 repeated, "
+        "0 past synthetic.back_translation.max_lines)"
     )
     assert not (tmp_path / "data" / "bt.synthetic" / "back_translation.en").exists()
 

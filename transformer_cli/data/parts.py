@@ -82,6 +82,12 @@ def grown_from(old: PartRecord, now: dict[str, FileRecord], paths: tuple[Path, P
     return True
 
 
+def _left_out(empty: int, too_long: int) -> str:
+    """What encoding just left out, for its log line ("" when nothing)."""
+    said = [f"{n} {what}" for n, what in ((empty, "empty"), (too_long, "longer than data.train_max_len")) if n]
+    return f" ({', '.join(said)}: left out)" if said else ""
+
+
 def _chunks(paths: tuple[Path, Path], offsets: tuple[int, int], dropped: list[int]) -> Iterator[Chunk]:
     """The pairs of the two files from byte `offsets` on, in chunks; pairs with an empty side
     are left out and counted in `dropped[0]`. Files of different lengths are a UsageError."""
@@ -137,13 +143,14 @@ def encode_part(
         if old is not None:
             log.info("%s: its pairs changed before their end: encoding it whole", part.name)
         stats, shards, offsets, empty = SplitStats(), [], (0, 0), [0]
-    before = stats.pairs
+    before, left_out = stats.pairs, (empty[0], stats.too_long)
     writer = ShardWriter(folder, part.name, langs, dtype, shard_tokens, shards)
     stats = encode_split(writer, _chunks(part.paths, offsets, empty), pool, check_stop, bar, stats)
+    dropped = _left_out(empty[0] - left_out[0], stats.too_long - left_out[1])
     if grown:
-        log.info("%s: %d new pairs encoded, %d kept as they were", part.name, stats.pairs - before, before)
+        log.info("%s: %d new pairs encoded%s, %d kept as they were", part.name, stats.pairs - before, dropped, before)
     else:
-        log.info("%s: %d pairs encoded", part.name, stats.pairs)
+        log.info("%s: %d pairs encoded%s", part.name, stats.pairs, dropped)
     record = PartRecord(now, stats.pairs, stats.lengths, stats.longest, stats.unknown, empty[0], stats.too_long)
     return PartEncoding(record, stats.shards, stats)
 

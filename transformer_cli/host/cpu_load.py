@@ -125,5 +125,5 @@ def free_cpus(seconds: float = 0.3) -> float | None:
     last, after = sample(), os.times()
     if first is None or last is None or last.at <= first.at:
         return None
-    own = (after.user + after.system - before.user - before.system) / (last.at - first.at)
+    own = max(0.0, (after.user - before.user) + (after.system - before.system)) / (last.at - first.at)
     return round(min(float(last.cpus), between(first, last, 1).idle_cpus + own), 3)

@@ -288,14 +288,16 @@ def cleaned_text(
 ) -> CleanText:
     """`direction`'s text cleaned into `folder` (refused when no line is left)."""
     files = text_files(cfg, direction.text, direction.languages[0], f"{direction.key}.text")
-    limits = [n for n in (direction.max_lines, cfg.data.limit_train) if n is not None]
+    own = f"{direction.key}.max_lines"
+    limits = [(n, key) for n, key in ((direction.max_lines, own), (cfg.data.limit_train, "data.limit_train")) if n]
+    max_lines, limit = min(limits, default=(None, own))  # the lower limit cuts the text
     out = folder / f"{direction.name}.text"
-    text = clean_text(files, out, evaluation, cfg.data.train_max_len, min(limits, default=None), check_stop)
-    log.info("%s text: %s", direction.what, text.counts.summary())
+    text = clean_text(files, out, evaluation, cfg.data.train_max_len, max_lines, check_stop)
+    log.info("%s text: %s", direction.what, text.counts.summary(limit))
     if not text.counts.kept:
         raise UsageError(
             f"{direction.key}.text: {', '.join(str(f.path) for f in files)} yield no line to translate "
-            f"({text.counts.summary()})"
+            f"({text.counts.summary(limit)})"
         )
     return text
 

@@ -57,11 +57,12 @@ class TextCounts:
     def to_json(self) -> dict[str, int]:
         return asdict(self)
 
-    def summary(self) -> str:
+    def summary(self, limit: str = "max_lines") -> str:
+        """One line of the counts; `limit`: the setting that cut the text short."""
         return (
             f"{self.read} lines read, {self.kept} kept; dropped: {self.empty} empty, "
             f"{self.too_long} too long, {self.in_val_or_test} equal to a val/test sentence, "
-            f"{self.duplicates} repeated, {self.past_max_lines} past max_lines"
+            f"{self.duplicates} repeated, {self.past_max_lines} past {limit}"
         )
 
 
