@@ -355,7 +355,7 @@ def test_limit_train_applies_to_each_source_and_translates_no_more(world, tmp_pa
 
 
 @pytest.mark.slow
-def test_models_that_translate_the_other_way_are_refused_naming_both_directions(world, tmp_path):
+def test_models_that_translate_the_other_way_or_are_missing_are_refused_naming_their_key(world, tmp_path):
     cfg = bt_config(world, tmp_path / "bt", forward=False, model=str(world["teacher"]))
     r = run_tfm("synthesize", "-c", str(cfg), "--quiet")
     assert r.returncode == 2, r.stderr
@@ -372,7 +372,14 @@ def test_models_that_translate_the_other_way_are_refused_naming_both_directions(
         f"tfm: error: synthetic.forward_translation.teachers: {world['reverse']} translates en->de, "
         "but forward-translation for this config needs de->en"
     )
-    for where in ("bt", "ft"):  # refused before any text was read or translated
+    cfg = bt_config(world, tmp_path / "gone", forward=False, model=str(tmp_path / "gone.pt"))
+    r = run_tfm("synthesize", "-c", str(cfg), "--quiet")
+    assert r.returncode == 2, r.stderr
+    assert (
+        r.stderr.strip()
+        == f"tfm: error: synthetic.back_translation.model: checkpoint not found: {tmp_path / 'gone.pt'}"
+    )
+    for where in ("bt", "ft", "gone"):  # refused before any text was read or translated
         assert not list((tmp_path / where / "cache").glob("*"))
         assert not (tmp_path / where / "data" / "bt.synthetic").exists()
 

@@ -317,14 +317,17 @@ def open_models(cfg: Config, direction: Direction) -> TranslationBackend:
     from ..api import open_backend
 
     # A fixed thread count: a chunk translated again after a kill must round as it did.
-    backend = open_backend(
-        direction.models,
-        cfg.train.device,
-        "fp32",
-        threads=start_count(cfg.train.threads),
-        ensemble_weights=direction.weights,
-        ensemble_combine=direction.combine,
-    )
+    try:
+        backend = open_backend(
+            direction.models,
+            cfg.train.device,
+            "fp32",
+            threads=start_count(cfg.train.threads),
+            ensemble_weights=direction.weights,
+            ensemble_combine=direction.combine,
+        )
+    except UsageError as e:  # a model missing or unfit: the key that names it
+        raise UsageError(f"{direction.models_key}: {e}") from None
     members = backend.metadata.members
     found = [(m.path, m.languages) for m in members] or [(str(direction.models[0]), backend.metadata.languages)]
     wanted = direction.languages
