@@ -143,14 +143,14 @@ def encode_part(
         if old is not None:
             log.info("%s: its pairs changed before their end: encoding it whole", part.name)
         stats, shards, offsets, empty = SplitStats(), [], (0, 0), [0]
-    before, left_out = stats.pairs, (empty[0], stats.too_long)
+    before, empty_before, too_long_before = stats.pairs, empty[0], stats.too_long
     writer = ShardWriter(folder, part.name, langs, dtype, shard_tokens, shards)
     stats = encode_split(writer, _chunks(part.paths, offsets, empty), pool, check_stop, bar, stats)
-    dropped = _left_out(empty[0] - left_out[0], stats.too_long - left_out[1])
+    left_out = _left_out(empty[0] - empty_before, stats.too_long - too_long_before)
     if grown:
-        log.info("%s: %d new pairs encoded%s, %d kept as they were", part.name, stats.pairs - before, dropped, before)
+        log.info("%s: %d new pairs encoded%s, %d kept as they were", part.name, stats.pairs - before, left_out, before)
     else:
-        log.info("%s: %d pairs encoded%s", part.name, stats.pairs, dropped)
+        log.info("%s: %d pairs encoded%s", part.name, stats.pairs, left_out)
     record = PartRecord(now, stats.pairs, stats.lengths, stats.longest, stats.unknown, empty[0], stats.too_long)
     return PartEncoding(record, stats.shards, stats)
 
