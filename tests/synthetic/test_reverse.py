@@ -11,8 +11,11 @@ import pytest
 from helpers import write_config
 
 from transformer_cli.config_loading import load_config
+from transformer_cli.corrections.store import Correction, CorrectionStore
+from transformer_cli.corrections.training import PART
 from transformer_cli.errors import UsageError
 from transformer_cli.synthetic.reverse import SUFFIX, back_translation_model, reverse_config
+from transformer_cli.training.run_data import prepare_run_data, training_split
 
 
 @pytest.fixture
@@ -61,3 +64,19 @@ def test_back_translation_uses_the_reverse_runs_best_or_a_named_model(cfg):
     assert back_translation_model(cfg) == best
     cfg.synthetic.back_translation.model = "elsewhere/model.pt"
     assert back_translation_model(cfg) == Path("elsewhere/model.pt")
+
+
+@pytest.mark.parametrize("recipe", [None, "tiny.yaml"])
+def test_the_reverse_run_leaves_the_configs_corrections_out(tmp_path, corpus_dir, recipe):
+    """A store's corrections are pairs of the config's direction: the reverse run (its languages
+    swapped) trains on the real pairs alone, never on them with their sides crossed."""
+    store = CorrectionStore(tmp_path / "store")
+    store.add([Correction("Ein Hund rennt .", "A dog runs ."), Correction("Eine Katze .", "A cat .")])
+    synthetic = {"back_translation": {"text": ["parallel"]}, "reverse_recipe": recipe}
+    path = write_config(
+        tmp_path / "c.yaml", tmp_path, corpus_dir, synthetic=synthetic, corrections={"store": str(tmp_path / "store")}
+    )
+    reverse = reverse_config(load_config(str(path), ["model.d_model=48", "tokenizer.vocab_size=200"]))
+    prepared, _ = prepare_run_data(reverse)
+    assert PART not in prepared.manifest.parts and not prepared.manifest.parts
+    assert len(training_split(reverse, prepared)) == len(prepared.split("train"))

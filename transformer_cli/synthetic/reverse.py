@@ -1,7 +1,8 @@
 """The reverse run of a config: the model that back-translates for it. It is an ordinary tfm
 run with the two languages swapped, named `<name>.reverse` (its data in `data/<name>.reverse/`,
-its checkpoints in `checkpoints/<name>.reverse/`), trained on the real pairs only: `tfm train
--c CFG --reverse` (and `tfm evaluate -c CFG --reverse` scores it). Its recipe (tokenizer,
+its checkpoints in `checkpoints/<name>.reverse/`), trained on the real pairs only (never on the
+config's corrections, which go the other way): `tfm train -c CFG --reverse` (and `tfm evaluate
+-c CFG --reverse` scores it). Its recipe (tokenizer,
 model, train) is the config's own, or that of `synthetic.reverse_recipe`: a config whose
 schedule suits the real pairs, where the config's own is made for a corpus many times larger."""
 
@@ -11,6 +12,7 @@ import copy
 from pathlib import Path
 
 from ..config import Config, DistillConfig
+from ..config_corrections import CorrectionsConfig
 from ..config_loading import command_for, given_overrides, load_config
 from ..config_synthetic import SyntheticConfig
 from ..errors import UsageError
@@ -20,7 +22,8 @@ REVERSE = "reverse"  # synthetic.back_translation.model: this config's reverse r
 
 
 def reverse_config(cfg: Config) -> Config:
-    """`cfg` with the languages swapped, for its real pairs alone, and no parent model."""
+    """`cfg` with the languages swapped, for its real pairs alone (no synthetic text and none of
+    the corrections, which are pairs of `cfg`'s direction), and no parent model."""
     out = copy.deepcopy(cfg)
     if cfg.synthetic.reverse_recipe is not None:  # with the command line's --set of its sections
         own = [o for o in given_overrides(cfg) if o.split(".", 1)[0] in ("tokenizer", "model", "train")]
@@ -28,7 +31,7 @@ def reverse_config(cfg: Config) -> Config:
         out.tokenizer, out.model, out.train = recipe.tokenizer, recipe.model, recipe.train
     out.name = cfg.name + SUFFIX
     out.data.src_lang, out.data.tgt_lang = cfg.data.tgt_lang, cfg.data.src_lang
-    out.synthetic, out.distill = SyntheticConfig(), DistillConfig()
+    out.synthetic, out.distill, out.corrections = SyntheticConfig(), DistillConfig(), CorrectionsConfig()
     out.decode.ensemble, out.decode.ensemble_weights = [], None
     out.train.init_from = None
     return out
