@@ -354,8 +354,6 @@ def export(
         raise StoppedBySignal(
             e.signum, f"stopped by signal {e.signum} during export; nothing was written to {output}"
         ) from None
-    for warning in exporter.warnings(manifest):
-        typer.echo(f"tfm: {warning}", err=True)
     size = sum(p.stat().st_size for p in output.iterdir())
     typer.echo(
         f"exported {checkpoint} -> {output} ({exporter.describe(manifest)}, {size / 1e6:.1f} MB, {seconds:.1f} s)"

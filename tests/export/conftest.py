@@ -4,6 +4,8 @@ stacks), each with its float32 and int8 CTranslate2 exports."""
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,24 @@ def models(tmp_path_factory, corpus_dir) -> dict[str, dict[str, Path]]:
                 for quantization, label in (("none", "fp32"), ("int8", "int8")):
                     export_checkpoint(out[name]["checkpoint"], out[name][label], quantization)
     return out
+
+
+# oneDNN's instruction sets without VNNI, as ONEDNN_MAX_CPU_ISA names them
+_NO_VNNI = {"SSE41", "AVX", "AVX2", "AVX512_CORE"}
+
+
+def int8_kernels_saturate() -> bool:
+    """Whether CTranslate2 runs int8 products here through oneDNN's u8·s8 kernels without VNNI,
+    which add pairs of products in 16 bits and saturate (docs/export-ctranslate2.md): an x86 CPU
+    without VNNI, or one told to act as such (ONEDNN_MAX_CPU_ISA=AVX2), and not MKL, which
+    CTranslate2 uses on Intel CPUs unless CT2_USE_MKL=0."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    cpuinfo = (
+        Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace") if Path("/proc/cpuinfo").exists() else ""
+    )
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo.splitlines() if line.startswith("flags")), [])
+    capped = os.environ.get("ONEDNN_MAX_CPU_ISA", os.environ.get("DNNL_MAX_CPU_ISA", "")).upper() in _NO_VNNI
+    vnni = bool({"avx512_vnni", "avx_vnni"} & set(flags)) and not capped
+    mkl = os.environ.get("CT2_USE_MKL", "1" if "GenuineIntel" in cpuinfo else "0") == "1"
+    return not vnni and not mkl

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import os
 
 import pytest
 import torch
-from export.conftest import VARIANTS
+from export.conftest import VARIANTS, int8_kernels_saturate
 from helpers import run_tfm
 
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import score_translations
 from transformer_cli.export.ct2_translator import Ct2Translator
-from transformer_cli.export.engine import INT8_WARNING, int8_loses_accuracy_here
 from transformer_cli.inference.translate import TorchTranslator
 
 HARD = [
@@ -76,16 +74,17 @@ def test_float32_export_decodes_like_tfm(pairs, corpus_dir, name, beam_size):
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_int8_export_keeps_bleu(models, pairs, corpus_dir, tmp_path, name):
-    """Where CTranslate2's int8 kernels saturate (x86 without VNNI through oneDNN), tfm warns
-    and the workaround it names, CT2_USE_MKL=1, is what keeps the BLEU (CTranslate2 reads it
-    once per process, so that case runs in a `tfm evaluate` of its own)."""
+    """int8 stays within a BLEU point of tfm. Where CTranslate2's int8 kernels saturate (x86
+    without VNNI through oneDNN), these 48-wide models lose 10-13 points (docs/export-ctranslate2.md)
+    and CT2_USE_MKL=1 is what keeps the BLEU (CTranslate2 reads it once per process, so that case
+    runs in a `tfm evaluate` of its own)."""
     refs = references(corpus_dir)
     lines = evaluation_lines(corpus_dir)[: len(refs)]
     lowercase = pairs[name][0].tokenizers.tgt.lowercase
     best = [h[0].text for h in decode(pairs[name][0], lines, 5).translations]
     tfm_bleu = score_translations(best, refs, lowercase).bleu
     assert tfm_bleu > 50  # the tiny models have learned the synthetic language
-    if int8_loses_accuracy_here():
+    if int8_kernels_saturate():
         (tmp_path / "src").write_text("\n".join(lines) + "\n", encoding="utf-8")
         (tmp_path / "ref").write_text("\n".join(refs) + "\n", encoding="utf-8")
         r = run_tfm(
@@ -109,15 +108,6 @@ def test_int8_export_keeps_bleu(models, pairs, corpus_dir, tmp_path, name):
     assert abs(int8_bleu - tfm_bleu) <= 1.0, (int8_bleu, tfm_bleu)
 
 
-def test_int8_on_a_cpu_where_it_loses_accuracy_is_warned_about(models, caplog):
-    if not int8_loses_accuracy_here():
-        pytest.skip("CTranslate2's int8 kernels keep their accuracy on this CPU (VNNI or MKL)")
-    with caplog.at_level(logging.WARNING, logger="tfm"):
-        Ct2Translator(models["subword-post"]["int8"], "cpu", threads=1)
-        Ct2Translator(models["subword-post"]["fp32"], "cpu", threads=1)
-    assert [r.getMessage() for r in caplog.records] == [INT8_WARNING]
-
-
 @pytest.mark.parametrize("name", VARIANTS)
 def test_teacher_forced_loss_and_attention_match(pairs, corpus_dir, name):
     tfm, ct2 = pairs[name]
@@ -133,22 +123,23 @@ def test_teacher_forced_loss_and_attention_match(pairs, corpus_dir, name):
 
 
 def test_the_gpu_weight_types_export_and_run_on_a_cpu(models, pairs, corpus_dir, tmp_path):
-    """float16, bfloat16 and the int8 mixes are for GPUs; a CPU computes them in float32
-    (int8_float32 for int8_float16), so they must load and translate there too, within a BLEU
-    point of the float32 export."""
+    """bfloat16 and int8_float16 are for GPUs; a CPU computes them as float32 and int8_float32,
+    so they load there and translate as the CPU's own exports do: bfloat16 as float32 line for
+    line, int8_float16 within a BLEU point of int8 (the kernels differ, by CPU; how close int8
+    itself comes to float32 is test_int8_export_keeps_bleu's)."""
     from transformer_cli.export.bundle import export_checkpoint
 
     m, lines, refs = models["subword-post"], evaluation_lines(corpus_dir), references(corpus_dir)
     lowercase = pairs["subword-post"][0].tokenizers.tgt.lowercase
-    folders = {"float32": m["fp32"]}
-    for quantization in ("int8_float16", "bfloat16"):
-        folders[quantization] = tmp_path / quantization
-        export_checkpoint(m["checkpoint"], folders[quantization], quantization)
-    bleu = {}
-    for weights, folder in folders.items():
+    texts = {}
+    for quantization, folder in (("none", m["fp32"]), ("int8", m["int8"]), ("bfloat16", None), ("int8_float16", None)):
+        if folder is None:
+            folder = tmp_path / quantization
+            export_checkpoint(m["checkpoint"], folder, quantization)
         out = decode(Ct2Translator(folder, "cpu", threads=1), lines, 1).translations
-        bleu[weights] = score_translations([h[0].text for h in out][: len(refs)], refs, lowercase).bleu
-    assert bleu["float32"] > 50 and all(abs(b - bleu["float32"]) <= 1.0 for b in bleu.values()), bleu
+        texts[quantization] = [h[0].text for h in out]
+    bleu = {q: score_translations(t[: len(refs)], refs, lowercase).bleu for q, t in texts.items()}
+    assert texts["bfloat16"] == texts["none"] and abs(bleu["int8_float16"] - bleu["int8"]) <= 1.0, bleu
 
 
 def test_a_model_of_a_grown_vocabulary_exports_and_decodes_like_tfm(models, corpus_dir, tmp_path):

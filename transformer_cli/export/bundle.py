@@ -27,7 +27,7 @@ from ..config_values import build_section
 from ..errors import UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_sha256, remove_dead_work_folders
 from ..tokenizers.pair import TokenizerPair
-from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here, weight_type
+from .engine import import_ctranslate2, weight_type
 from .exporter import Exporter
 from .manifest import ExportManifest, is_export
 
@@ -91,10 +91,6 @@ class Ct2Exporter(Exporter):
 
     def describe(self, manifest: ExportManifest) -> str:
         return f"ctranslate2, {manifest.details.get('weights')} weights"
-
-    def warnings(self, manifest: ExportManifest) -> list[str]:
-        int8 = str(manifest.details.get("weights", "")).startswith("int8")
-        return [INT8_WARNING] if int8 and int8_loses_accuracy_here() else []
 
 
 CT2_EXPORTER = Ct2Exporter()

@@ -15,7 +15,6 @@ a cut output. Scores are tfm's: log-probability / (tokens + <eos>)^length_penalt
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -34,10 +33,9 @@ from ..inference.search import Hypothesis, output_limits
 from ..inference.strategies import strategy_for
 from ..inference.translate import ModelMetadata, TranslationBackend
 from .bundle import read_export
-from .engine import INT8_WARNING, import_ctranslate2, int8_loses_accuracy_here
+from .engine import import_ctranslate2
 from .manifest import MANIFEST
 
-log = logging.getLogger("tfm")
 DEVICES = ("auto", "cpu", "cuda")  # CTranslate2's
 
 
@@ -80,12 +78,6 @@ class Ct2Translator(TranslationBackend):
         self.src_tokens = tokenizers.src.id_to_token(range(tokenizers.src.vocab_size))
         self.tgt_tokens = tokenizers.tgt.id_to_token(range(tokenizers.tgt.vocab_size))
         self.tgt_token_ids = {token: i for i, token in enumerate(self.tgt_tokens)}
-        if (
-            str(manifest.details.get("weights", "")).startswith("int8")
-            and self.engine_device(ct2, device) == "cpu"
-            and int8_loses_accuracy_here()
-        ):
-            log.warning(INT8_WARNING)
         try:
             self.engine = ct2.Translator(str(folder), device=device, intra_threads=threads)
         except (RuntimeError, ValueError) as e:

@@ -38,7 +38,3 @@ class Exporter(ABC):
     def describe(self, manifest: ExportManifest) -> str:
         """What `tfm export` says it wrote, e.g. "ctranslate2, int8 weights"."""
         return manifest.engine
-
-    def warnings(self, manifest: ExportManifest) -> list[str]:
-        """Lines `tfm export` prints on stderr about what it wrote."""
-        return []
