@@ -59,6 +59,17 @@ def test_an_interrupt_and_a_bug_are_one_line_too(monkeypatch):
     assert isinstance(r.exception, ZeroDivisionError)  # the traceback, on request
 
 
+def test_a_broken_pipe_other_than_stdout_is_still_a_bug(monkeypatch):
+    """Only a stdout whose reader left ends a command quietly (141: tests/test_cli_feedback.py);
+    a pipe to another process that broke is reported."""
+    monkeypatch.delenv("TFM_DEBUG", raising=False)
+    r = CliRunner().invoke(failing(BrokenPipeError(32, "Broken pipe")), [])
+    assert (r.exit_code, r.stderr) == (
+        1,
+        "tfm: internal error: BrokenPipeError: [Errno 32] Broken pipe (set TFM_DEBUG=1 for the traceback)\n",
+    )
+
+
 def test_log_lines_go_to_stderr_as_it_is_then_and_quiet_keeps_warnings(monkeypatch):
     log = logging.getLogger("tfm")
     saved = (log.handlers[:], log.level, log.propagate)

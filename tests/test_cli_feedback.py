@@ -1,13 +1,21 @@
 """cli_feedback.py: `tfm feedback add | list | accept | reject` on a config's store, and a run of
-the config trains on what they accepted."""
+the config trains on what they accepted; a TMX's unusable units skipped and said, a correction
+added again after a later one replaced it current again, and a reader that stops early (`| head`)
+ending `tfm feedback list` quietly."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from helpers import run_tfm, write_config
 
 from transformer_cli.cli_feedback import feedback
+from transformer_cli.corrections.memory import TranslationMemory
+from transformer_cli.corrections.store import Correction, CorrectionStore
 
 
 def test_feedback_adds_lists_accepts_and_the_next_run_trains_on_it(tmp_path, corpus_dir):
@@ -43,3 +51,81 @@ def test_feedback_adds_lists_accepts_and_the_next_run_trains_on_it(tmp_path, cor
 
 def test_the_feedback_group_has_its_four_commands():
     assert sorted(c.name or "" for c in feedback.registered_commands) == ["accept", "add", "list", "reject"]
+
+
+def with_store(tmp_path: Path, corpus_dir: Path) -> Path:
+    return write_config(tmp_path / "fix.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
+
+
+def tmx_file(path: Path, units: list[tuple[str, str, str, str]]) -> Path:
+    """A TMX file of units (lang, seg, lang, seg); a lang "" leaves its tuv out."""
+    tuv = '<tuv xml:lang="{}"><seg>{}</seg></tuv>'.format
+    tus = "".join(f"<tu>{tuv(a, b) if a else ''}{tuv(c, d) if c else ''}</tu>\n" for a, b, c, d in units)
+    path.write_text(
+        f'<?xml version="1.0"?>\n<tmx version="1.4"><header/><body>\n{tus}</body></tmx>\n', encoding="utf-8"
+    )
+    return path
+
+
+def test_a_tmx_with_unusable_units_adds_the_others_and_says_what_it_skipped(tmp_path, corpus_dir):
+    cfg = with_store(tmp_path, corpus_dir)
+    unusable = [
+        ("de", "Ein Haus .", "fr", "Une maison ."),
+        ("es", "Una casa .", "fr", "Une maison ."),
+        ("de", "Ein Baum .", "", ""),
+    ]
+    good = [
+        ("de", f'<bpt i="1">&lt;b&gt;</bpt>Ein Hund {i} .<ept i="1">&lt;/b&gt;</ept>', "en", f"A dog {i} .")
+        for i in range(7)
+    ]
+    tmx = tmx_file(tmp_path / "memory.tmx", good + unusable)
+    r = run_tfm("feedback", "add", str(tmx), "-c", str(cfg))
+    assert r.returncode == 0, r.stderr
+    skipped = "3 translation unit(s) skipped: 2 of another language pair, 1 missing a segment; the first: unit 8"
+    assert f"{tmx}: {skipped}" in r.stderr
+    assert "7 correction(s) added to" in r.stderr and ": 7 accepted, 0 held" in r.stderr
+    fixes = tmp_path / "fixes.tsv"
+    fixes.write_text("Ein Boot .\tA boat .\n", encoding="utf-8")
+    none_usable = tmx_file(tmp_path / "other.tmx", unusable)
+    r = run_tfm("feedback", "add", str(fixes), str(none_usable), "-c", str(cfg))
+    skipped = skipped.replace("unit 8", "unit 1")
+    assert (r.returncode, r.stderr) == (
+        2,
+        f"tfm: error: {none_usable}: no translation unit has segments in both de and en ({skipped})\n",
+    )
+    not_xml = tmp_path / "notes.tmx"
+    not_xml.write_text("Ein Boot .\tA boat .\n", encoding="utf-8")
+    r = run_tfm("feedback", "add", str(fixes), str(not_xml), "-c", str(cfg))
+    assert (
+        r.returncode == 2
+        and r.stderr.startswith(f"tfm: error: {not_xml}:1: not a TMX file")
+        and len(r.stderr.splitlines()) == 1
+    )
+    listed = [json.loads(line) for line in run_tfm("feedback", "list", "-c", str(cfg)).stdout.splitlines()]
+    assert [(c["source"], c["status"]) for c in listed] == [(f"Ein Hund {i} .", "accepted") for i in range(7)]
+
+
+def test_a_correction_added_again_after_a_later_one_replaced_it_is_current_again(tmp_path, corpus_dir):
+    cfg, fixes = with_store(tmp_path, corpus_dir), tmp_path / "fixes.tsv"
+    for corrected in ["A dog runs .", "A dog is running .", "A dog runs ."]:
+        fixes.write_text(f"Ein Hund rennt .\t{corrected}\n", encoding="utf-8")
+        r = run_tfm("feedback", "add", str(fixes), "-c", str(cfg))
+        assert r.returncode == 0 and ": 1 accepted, 0 held" in r.stderr, r.stderr
+    listed = [json.loads(line) for line in run_tfm("feedback", "list", "-c", str(cfg)).stdout.splitlines()]
+    assert [c["status"] for c in listed] == ["accepted"] * 3
+    served = TranslationMemory(CorrectionStore(tmp_path / "store")).lookup("Ein Hund rennt .")
+    assert served is not None and (served.translation, served.id) == ("A dog runs .", listed[2]["id"])
+
+
+def test_a_reader_that_stops_early_ends_feedback_list_quietly(tmp_path, corpus_dir):
+    """`tfm feedback list | head -1`: the reader closes the pipe while tfm still writes."""
+    cfg = with_store(tmp_path, corpus_dir)
+    CorrectionStore(tmp_path / "store").add([Correction(f"Satz {i} .", f"Sentence {i} .") for i in range(800)])
+    env = {k: v for k, v in os.environ.items() if k != "TFM_DEBUG"}
+    command = [sys.executable, "-m", "transformer_cli", "feedback", "list", "-c", str(cfg)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as p:
+        assert p.stdout is not None and p.stderr is not None
+        first = json.loads(p.stdout.readline())
+        p.stdout.close()  # 800 lines are far more than the pipe holds: tfm is still writing
+        assert (p.wait(120), p.stderr.read().decode()) == (141, "")  # 128 + SIGPIPE, as Unix tools
+    assert first["source"] == "Satz 0 ."

@@ -8,13 +8,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import select
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from .errors import EXIT_FAILURE, TfmError
+from .errors import EXIT_FAILURE, EXIT_STDOUT_CLOSED, TfmError
 from .version import __version__
 
 app = typer.Typer(
@@ -63,8 +64,27 @@ def setup_logging(quiet: bool) -> None:
     log.propagate = False
 
 
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe or socket whose reader has gone (not a file: no)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):  # no poll here, or stdout is no file (a test's capture)
+        return False
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+
+
+def _discard_stdout() -> None:
+    """Send stdout to /dev/null: what is still buffered for it goes nowhere, and the
+    interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected errors into one line on stderr and a documented exit code."""
+    """Turn expected errors into one line on stderr and a documented exit code; a reader of
+    stdout that left (`| head`) ends the command quietly, 141."""
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -80,6 +100,9 @@ def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except Exception as e:  # a bug: still one line, the traceback on request
+            if isinstance(e, BrokenPipeError) and _stdout_closed():  # not a bug: the reader had enough
+                _discard_stdout()
+                raise typer.Exit(EXIT_STDOUT_CLOSED) from None
             if os.environ.get("TFM_DEBUG"):
                 raise
             typer.echo(f"tfm: internal error: {type(e).__name__}: {e} (set TFM_DEBUG=1 for the traceback)", err=True)

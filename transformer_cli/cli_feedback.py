@@ -47,7 +47,8 @@ def add(
     quiet: bool = QUIET,
 ) -> None:
     """Add corrections from translators' files, each through the guards (a held one is kept for
-    review); every file is read before anything is stored.
+    review); every file is read before anything is stored. A TMX unit of another language pair
+    or missing a segment is skipped, and counted in one line for its file.
 
     \b
     Examples:
@@ -58,8 +59,10 @@ def add(
     from .corrections.guards import guarded as guards
 
     cfg, store = _store(config, overrides, quiet)
-    read = [c for f in files for c in read_corrections(f, (cfg.data.src_lang, cfg.data.tgt_lang), client)]
-    added = store.add(read, guards(cfg.corrections))
+    read = [read_corrections(f, (cfg.data.src_lang, cfg.data.tgt_lang), client) for f in files]
+    for skipped in filter(None, (r.skipped_line() for r in read)):
+        log.warning("%s", skipped)
+    added = store.add([c for r in read for c in r.corrections], guards(cfg.corrections))
     held = sum(c.status == "held" for c in added)
     log.info("%d correction(s) added to %s: %d accepted, %d held", len(added), store.path, len(added) - held, held)
 

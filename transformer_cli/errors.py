@@ -11,7 +11,9 @@ Exit codes of every command (also in docs/cron.md and docs/reliability.md):
 75    busy: another process holds the run's lock (EX_TEMPFAIL)
 130   stopped by SIGINT (training saved a resumable checkpoint;
       preprocessing and export kept nothing half-done)
-143   stopped by SIGTERM (likewise)
+141   stdout's reader left (`tfm feedback list | head -1`): the
+      command ended quietly, as Unix tools do on SIGPIPE
+143   stopped by SIGTERM (as by SIGINT)
 ====  ==========================================================
 """
 
@@ -21,6 +23,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_BUSY = 75
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE
 
 
 def first_line(error: BaseException) -> str:

@@ -6,7 +6,9 @@ import time
 
 from transformer_cli.config_corrections import CorrectionsConfig
 from transformer_cli.corrections.guards import DAY_S, Guards, guarded, normalised, script, shared, trigrams
-from transformer_cli.corrections.store import Correction
+from transformer_cli.corrections.memory import TranslationMemory
+from transformer_cli.corrections.store import Correction, CorrectionStore
+from transformer_cli.corrections.training import accepted
 
 
 def test_each_guard_holds_with_its_reason_and_a_passing_correction_is_accepted():
@@ -27,6 +29,23 @@ def test_each_guard_holds_with_its_reason_and_a_passing_correction_is_accepted()
     assert (ok.status, ok.reasons) == ("accepted", [])
     again = guards.check(Correction("Ein  Hund bellt .", "A dog barks .", client="y"))
     assert again.reasons == ["already accepted"]  # spaces aside
+
+
+def test_a_correction_a_later_one_replaced_is_accepted_again_and_is_the_current_one(tmp_path):
+    """ "already accepted" is measured against the correction now in force for the source, not
+    against every correction it ever had."""
+    store, check = CorrectionStore(tmp_path / "s"), guarded(CorrectionsConfig(store="s"))
+    memory = TranslationMemory(store)
+    t = time.time() - 10
+    first, later = Correction("Ein Hund .", "A dog .", time=t), Correction("Ein  Hund .", "One dog .", time=t + 1)
+    store.add([first, later], check)
+    (again,) = store.add([Correction("Ein Hund .", "A dog . ", time=t + 2)], check)
+    assert (again.status, again.reasons) == ("accepted", [])
+    memory.refresh()
+    assert (memory.lookup("Ein Hund .").translation, memory.lookup("Ein Hund .").id) == ("A dog . ", again.id)
+    assert [c.id for c in accepted(store)] == [again.id]
+    (repeated,) = store.add([Correction("Ein Hund .", "A dog .", time=t + 3)], check)
+    assert (repeated.status, repeated.reasons) == ("held", ["already accepted"])  # the current one, again
 
 
 def test_the_cap_counts_a_client_per_day_across_the_store():

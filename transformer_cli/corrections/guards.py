@@ -11,7 +11,9 @@
     script           the correction is mostly written in another script than the output it
                      corrects (corrections.same_script)
     unknown tokens   more than corrections.max_unk_rate of its tokens are <unk> to the model
-    repeated         the same source and correction already accepted
+    repeated         the correction in force for the source (its latest accepted one:
+                     `current`) is this one already; one that a later correction replaced
+                     is accepted again, and is in force once more
     client's cap     the client already has corrections.per_client_per_day accepted today (UTC)
 """
 
@@ -32,6 +34,17 @@ OVER_CAP = "corrections of the day are accepted already"  # the end of the cap's
 def normalised(text: str) -> str:
     """`text` as sources are matched: Unicode NFC, spaces collapsed and trimmed."""
     return " ".join(unicodedata.normalize("NFC", text).split())
+
+
+def current(corrections: Iterable[Correction]) -> dict[str, Correction]:
+    """The correction in force for each normalised source: its latest accepted one (by time),
+    in the order they were accepted (a source corrected again goes last)."""
+    latest: dict[str, Correction] = {}
+    for c in sorted(corrections, key=lambda c: c.time):
+        if c.status == "accepted":
+            latest.pop(normalised(c.source), None)
+            latest[normalised(c.source)] = c
+    return latest
 
 
 def script(text: str) -> str | None:
@@ -60,13 +73,13 @@ class Guards:
 
     def __init__(self, cfg: CorrectionsConfig, accepted: Iterable[Correction], unknown_share: UnknownShare | None):
         self.cfg, self.unknown_share = cfg, unknown_share
-        self.seen: set[tuple[str, str]] = set()
+        accepted = list(accepted)
+        self.in_force = {source: normalised(c.corrected) for source, c in current(accepted).items()}
         self.today: Counter[tuple[str, int]] = Counter()
         for c in accepted:
             self._count(c)
 
     def _count(self, c: Correction) -> None:
-        self.seen.add((normalised(c.source), normalised(c.corrected)))
         self.today[(c.client or "", int(c.time // DAY_S))] += 1
 
     def reasons(self, c: Correction) -> list[str]:
@@ -85,7 +98,7 @@ class Guards:
             out.append(f"written in {script(corrected)}, the output it corrects in {script(c.output)}")
         if self.unknown_share is not None and (share := self.unknown_share(corrected)) > cfg.max_unk_rate:
             out.append(f"{share:.0%} of its tokens are unknown to the model")
-        if (source, corrected) in self.seen:
+        if self.in_force.get(source) == corrected:
             out.append("already accepted")
         if self.today[(c.client or "", int(c.time // DAY_S))] >= cfg.per_client_per_day:
             out.append(f"the client's {cfg.per_client_per_day} {OVER_CAP}")
@@ -97,6 +110,7 @@ class Guards:
         c.status = "held" if c.reasons else "accepted"
         if not c.reasons:
             self._count(c)
+            self.in_force[normalised(c.source)] = normalised(c.corrected)
         return c
 
 

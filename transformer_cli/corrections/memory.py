@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .guards import normalised
+from .guards import current, normalised
 from .store import CorrectionStore
 
 
@@ -34,9 +34,7 @@ class TranslationMemory:
         if self.store.version != self._version:
             self._version = self.store.version
             self._by_source = {
-                normalised(c.source): Remembered(c.corrected, c.id)
-                for c in sorted(self.store.corrections(), key=lambda c: c.time)
-                if c.status == "accepted"
+                source: Remembered(c.corrected, c.id) for source, c in current(self.store.corrections()).items()
             }
 
     def lookup(self, source: str) -> Remembered | None:

@@ -14,7 +14,7 @@ from typing import BinaryIO
 from ..config import Config
 from ..data.parts import PartInput
 from ..fsutil import atomic_write, exclusive_lock
-from .guards import normalised, over_cap
+from .guards import current, normalised, over_cap
 from .store import Correction, CorrectionStore
 
 PART = "corrections"
@@ -31,12 +31,7 @@ def corrections_folder(cfg: Config) -> Path:
 
 def accepted(store: CorrectionStore) -> list[Correction]:
     """The latest accepted correction of each source, in the order they were accepted."""
-    latest: dict[str, Correction] = {}
-    for c in sorted(store.corrections(), key=lambda c: c.time):
-        if c.status == "accepted":
-            latest.pop(normalised(c.source), None)  # a later one of the same source goes last
-            latest[normalised(c.source)] = c
-    return list(latest.values())
+    return list(current(store.corrections()).values())
 
 
 def corrections_part(cfg: Config) -> PartInput | None:
