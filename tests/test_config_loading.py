@@ -213,6 +213,42 @@ def test_keys_moved_into_the_entries_settings_still_read_with_a_warning_each(tmp
     assert len(warnings) == 6
 
 
+def test_an_old_key_in_a_parent_is_blamed_on_its_own_line_and_a_new_key_over_it_is_named(tmp_path, caplog):
+    """An extends chain: the warning of a parent's old key names the parent's file and line,
+    not the child's that gives the new key over it (which it names as overriding it); an old
+    key in both files is one warning at each file's line."""
+    parent = write(
+        tmp_path,
+        "# a parent of an earlier version\ndata:\n  limit_train: 500\nmodel:\n  d_model: 64\n"
+        "  n_heads: 4\ntrain:\n  epochs: 2\n  lr: 0.001\n  label_smoothing: 0.1\n  eps: 1.0e-8\n",
+        "dold.yaml",
+    )
+    child = write(
+        tmp_path,
+        "extends: dold.yaml\ntrain:\n  criterion_options:\n    label_smoothing: 0.2\n  eps: 1.0e-7\n",
+        "dchild.yaml",
+    )
+    with caplog.at_level("WARNING"):
+        cfg = load_config(child, ["train.optimizer_options.weight_decay=0.01"])
+    assert cfg.train.criterion_options == {"label_smoothing": 0.2}
+    assert cfg.train.optimizer_options == {"eps": 1.0e-7, "weight_decay": 0.01}
+    assert sorted(r.getMessage() for r in caplog.records) == [
+        f"warning: {child}:5: train.eps is now train.optimizer_options.eps "
+        "(the old name is read until a later release)",
+        f"warning: {parent}:10: train.label_smoothing is now train.criterion_options.label_smoothing "
+        f"(overridden by {child}:4; the old name is read until a later release)",
+        f"warning: {parent}:11: train.eps is now train.optimizer_options.eps "
+        f"(overridden by {child}:5; the old name is read until a later release)",
+    ]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_config(parent, ["train.criterion_options.label_smoothing=0.3"])
+    assert sorted(r.getMessage() for r in caplog.records)[0] == (
+        f"warning: {parent}:10: train.label_smoothing is now train.criterion_options.label_smoothing "
+        "(overridden by --set train.criterion_options.label_smoothing=0.3; the old name is read until a later release)"
+    )
+
+
 def test_an_old_key_the_chosen_entry_has_no_use_for_is_dropped_with_a_warning(tmp_path, caplog):
     cfg_path = write(tmp_path, "train:\n  schedule: constant\n  warmup_steps: 400\n")
     with caplog.at_level("WARNING"):

@@ -196,3 +196,144 @@ def test_an_entry_tfm_cannot_call_is_refused_where_the_config_is_loaded(tmp_path
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "train.optimizer: 'json:dumps' is not a optimizer" not in r.stderr
     assert "train.optimizer: 'json:dumps' is not an optimizer: tfm calls one with 3 positional arguments" in r.stderr
+
+
+STRATEGY = "transformer_cli.inference.strategies:SearchStrategy"
+OF_ANOTHER_KIND = [  # (section, key, value, what is wrong)
+    (
+        "tokenizer",
+        "kind",
+        "json:dumps",
+        "not a tokenizer kind: it is a function, not a subclass of transformer_cli.tokenizers.base:Tokenizer",
+    ),
+    (
+        "tokenizer",
+        "kind",
+        "json:JSONDecoder",
+        "not a tokenizer kind: it is the class json.decoder:JSONDecoder, not a subclass of "
+        "transformer_cli.tokenizers.base:Tokenizer",
+    ),
+    (
+        "data",
+        "corpus",
+        "json:dumps",
+        "not a parallel corpus: it is a function, not an instance of transformer_cli.data.sources:ParallelCorpus",
+    ),
+    (
+        "data",
+        "corpus",
+        "transformer_cli.data.sources:PublicCorpus",  # the class, where an instance is the entry
+        "not a parallel corpus: it is the class transformer_cli.data.sources:PublicCorpus, not an instance of "
+        "transformer_cli.data.sources:ParallelCorpus",
+    ),
+    (
+        "train",
+        "transforms",
+        ["json:dumps"],
+        "not a transform: called with the config, it raised TypeError: Object of type Config is not JSON serializable",
+    ),
+    (
+        "train",
+        "transforms",
+        ["builtins:repr"],
+        "not a transform: what it returned for the config is no transform: it is a str, which tfm cannot call",
+    ),
+    ("decode", "strategy", "json:dumps", f"not a search strategy: it is a function, not an instance of {STRATEGY}"),
+    (
+        "export",
+        "format",
+        "json:dumps",
+        "not an export format: it is a function, not an instance of transformer_cli.export.exporter:Exporter",
+    ),
+    (
+        "synthetic",
+        "back_translation.search",
+        "json:dumps",
+        f"not a search strategy: it is a function, not an instance of {STRATEGY}",
+    ),
+]
+
+
+@pytest.mark.parametrize(("section", "key", "value", "wrong"), OF_ANOTHER_KIND)
+def test_a_dotted_path_to_an_object_of_another_kind_is_refused_where_the_config_is_loaded(
+    tmp_path, isolated, section, key, value, wrong
+):
+    """Every registry knows what its entries are (a subclass of its base, an instance of it, a
+    function of its arguments that makes one): a dotted path to something else is one line
+    naming the file, the line and the key, not an internal error after the data work."""
+    nested = {}
+    *parents, last = key.split(".")
+    inner = nested
+    for part in parents:
+        inner = inner.setdefault(part, {})
+    inner[last] = value
+    path = write_config(tmp_path / "c.yaml", tmp_path, write_corpus(tmp_path / "corpus"), **{section: nested})
+    with pytest.raises(UsageError) as refused:
+        load_config(str(path))
+    name = value[0] if isinstance(value, list) else value
+    assert str(refused.value).startswith(f"{path}:{_line(path, last)}: {section}.{key}: {name!r} is {wrong}")
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("tokenizer", "kind", "transformer_cli.tokenizers.word:WordTokenizer"),
+        ("data", "corpus", "transformer_cli.data.sources:FILES"),
+        ("train", "transforms", ["transformer_cli.data.augment:source_noise"]),
+        ("decode", "strategy", "transformer_cli.inference.strategies:BEAM"),
+        ("export", "format", "transformer_cli.export.bundle:CT2_EXPORTER"),
+    ],
+)
+def test_a_dotted_path_to_an_entry_of_the_right_kind_loads(tmp_path, isolated, section, key, value):
+    path = write_config(tmp_path / "c.yaml", tmp_path, write_corpus(tmp_path / "corpus"), **{section: {key: value}})
+    assert getattr(getattr(load_config(str(path)), section), key) == value
+
+
+NO_TORCH = textwrap.dedent("""\
+    import json, sys
+    from transformer_cli.config_loading import load_config
+    from transformer_cli.errors import UsageError
+
+    errors = []
+    for assignment in sys.argv[1:]:
+        try:
+            load_config("tiny.yaml", [assignment])
+        except UsageError as e:
+            errors.append(str(e))
+    print(json.dumps({"errors": errors, "torch": "torch" in sys.modules}))
+    """)
+
+
+def test_an_entry_of_another_kind_is_exit_2_in_one_line_without_importing_torch():
+    """`tfm config` (and every command) refuses `--set decode.strategy=json:dumps` in one line,
+    exit 2; telling what a path names imports no layer of tfm (no torch) to look."""
+    from helpers import ROOT
+
+    sets = [
+        "decode.strategy=json:dumps",
+        "tokenizer.kind=json:dumps",
+        "data.corpus=json:dumps",
+        "train.transforms=[json:dumps]",
+        "export.format=json:dumps",
+        "synthetic.back_translation.search=json:dumps",
+    ]
+    r = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, *sets], capture_output=True, text=True, cwd=ROOT / "configs", timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["torch"] is False
+    assert [e.split(": ")[:2] for e in out["errors"]] == [[f"--set {s}", s.split("=")[0]] for s in sets]
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "tfm"), "config", "-c", "tiny.yaml", "--set", sets[0]],
+        capture_output=True,
+        text=True,
+        cwd=ROOT / "configs",
+        timeout=120,
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2,
+        "",
+        f"tfm: error: --set {sets[0]}: decode.strategy: 'json:dumps' is not a search strategy: it is a function, "
+        f"not an instance of {STRATEGY}\n",
+    )

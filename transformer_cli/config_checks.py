@@ -4,12 +4,13 @@ culprit first, so that the loader can say which file and line (or --set) gave ea
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .config_sections import DataConfig, DecodeConfig, DistillConfig, ModelConfig, TokenizerConfig
 from .config_synthetic import NOISED_BEAM, SyntheticConfig
 from .config_train import TrainConfig
 from .config_values import ConfigError, lookup
+from .registry import Registry
 from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, SCHEDULES, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS
 
 
@@ -122,23 +123,21 @@ def _check_runs(cfg: Checked) -> None:
 
 def check_choices(cfg: Checked) -> None:
     """Every key that names a registry's entry names one (an unknown name: a ConfigError that
-    lists the known ones), and the entry's options are its settings (seams.CHOSEN_BY_CONFIG):
-    of a list of entries (train.transforms), each one's under its name."""
+    lists the known ones; a dotted path to an object of another shape: one saying so), the
+    entry's options are its settings (seams.CHOSEN_BY_CONFIG): of a list of entries
+    (train.transforms), each one's under its name; and what an imported entry makes of the
+    config is what its registry makes (Registry.check_made)."""
     for registry in CHOSEN_BY_CONFIG:
         value = lookup(cfg, registry.key)
         given = lookup(cfg, registry.options_key) if registry.options_key else None
-        if not isinstance(value, list):
+        if isinstance(value, list):
+            _check_listed(registry, value, given)
+        else:
             registry.check(value)
             if given:  # (none given: nothing to check, and the entry is not imported to look)
                 registry.options(value, given)
-            continue
-        for name in value:
-            registry.check(name)
-        for name, options in (given or {}).items():
-            key = f"{registry.options_key}.{name}"
-            if name not in value:
-                raise ConfigError(f"{key}: {name!r} is not in {registry.key} ({', '.join(value) or 'none'})", key)
-            registry.options(name, options, key)
+        for name in value if isinstance(value, list) else [value]:
+            registry.check_made(name, cfg)
     continued = cfg.train.continued.schedule_options
     if continued:
         options = {**cfg.train.schedule_options, **continued}
@@ -152,6 +151,18 @@ def check_choices(cfg: Checked) -> None:
             "config file (not only with --set)",
             "model.architecture",
         )
+
+
+def _check_listed(registry: Registry[Any], names: list[str], given: dict[str, Any] | None) -> None:
+    """A list of entries (train.transforms): each one known, and the options given by name
+    (train.transform_options.<name>) those of an entry of the list, checked by its settings."""
+    for name in names:
+        registry.check(name)
+    for name, options in (given or {}).items():
+        key = f"{registry.options_key}.{name}"
+        if name not in names:
+            raise ConfigError(f"{key}: {name!r} is not in {registry.key} ({', '.join(names) or 'none'})", key)
+        registry.options(name, options, key)
 
 
 def _check_synthetic(cfg: Checked) -> None:

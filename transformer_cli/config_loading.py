@@ -11,7 +11,7 @@ import logging
 import shlex
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -130,22 +130,31 @@ def _merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Origins]:
+class OldKey(NamedTuple):
+    """An old key read (a section's `MOVED`): its dotted key, the key it moved to, and where it
+    was given (`file:line`, or the --set)."""
+
+    old: str
+    new: str
+    where: str
+
+
+def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Origins, list[OldKey]]:
     """The file's mapping with its `extends:` parents merged in (the parent is found beside the
-    file first, then like any config name), and where each key was set: the file and line that
-    gave its value, a child's over its parent's."""
+    file first, then like any config name), where each key was set: the file and line that
+    gave its value, a child's over its parent's; and the old keys each file gave, parents' first."""
     raw, origins = _read_mapping(path)
     try:
         with moved_keys_noted() as moved:  # (this file's old keys, before a child's override them)
             raw = moved_into_place(Config, raw)
     except ConfigError as e:  # an old key beside its new one
         raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
-    for old, new in moved:
-        origins[new] = origins[old]
+    old_keys = [OldKey(old, new, origins[old]) for old, new in moved]
+    origins.update((key.new, key.where) for key in old_keys)
     _plugins_beside(raw, path.parent)
     parent = raw.pop("extends", None)
     if parent is None:
-        return raw, origins
+        return raw, origins, old_keys
     where = origins["extends"]
     if not isinstance(parent, str):
         raise UsageError(f"{where}: extends must be a config file name (got {parent!r})")
@@ -155,10 +164,10 @@ def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[st
         raise UsageError(f"{where}: extends: {e}") from None
     if parent_path.resolve() in {p.resolve() for p in (*chain, path)}:
         raise UsageError(f"{where}: extends {parent} makes a cycle")
-    inherited, inherited_origins = _resolved_mapping(parent_path, (*chain, path))
+    inherited, inherited_origins, inherited_old_keys = _resolved_mapping(parent_path, (*chain, path))
     inherited.pop("name", None)  # a name is never inherited
     inherited_origins.pop("name", None)
-    return _merge(inherited, raw), {**inherited_origins, **origins}
+    return _merge(inherited, raw), {**inherited_origins, **origins}, inherited_old_keys + old_keys
 
 
 def load_config(spec: str, overrides: list[str] | None = None) -> Config:
@@ -167,19 +176,18 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     An error names where the value at fault came from: `file:line` (of the file in the extends
     chain that set it), or the `--set` (both when a check involves both)."""
     path = resolve_config_path(spec)
-    with moved_keys_noted() as moved:
-        raw, origins = _resolved_mapping(path)
+    raw, origins, old_keys = _resolved_mapping(path)
     raw.setdefault("name", Path(path).stem)
     try:
         _import_plugins_of(raw)  # first: they may add the keys read below
-        with moved_keys_noted() as set_moved:
+        with moved_keys_noted() as read:  # (old keys of a plugin's sections: its own MOVED)
             with checks_deferred():  # validated once the overrides are in
                 cfg: Config = build_section(Config, raw, "")
-            for assignment in overrides or []:  # their own errors name the --set
-                origins[apply_override(cfg, assignment)] = f"--set {assignment.strip()}"
-        moved += set_moved
+        old_keys += [OldKey(old, new, origins.get(old, str(path))) for old, new in read]
+        for assignment in overrides or []:
+            old_keys += _override(cfg, assignment, origins)
         import_plugins(cfg.plugins)  # (those a --set adds)
-        _settle_moved(cfg, moved, origins)
+        _settle_moved(cfg, old_keys, origins)
         validate(cfg)
     except ConfigError as e:
         raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
@@ -202,6 +210,15 @@ def command_for(cfg: Config, command: str, *options: str) -> str:
     spec, overrides = getattr(cfg, _GIVEN_AS, ("CONFIG", []))
     sets = [word for assignment in overrides for word in ("--set", assignment)]
     return shlex.join(["tfm", command, "-c", spec, *sets, *options])
+
+
+def _override(cfg: Config, assignment: str, origins: Origins) -> list[OldKey]:
+    """Apply one --set (its own errors name it) and note it as the origin of its key; returns
+    the old key it gave, if it gave one."""
+    where = f"--set {assignment.strip()}"
+    with moved_keys_noted() as moved:
+        origins[apply_override(cfg, assignment)] = where
+    return [OldKey(old, new, where) for old, new in moved]
 
 
 def _blame(keys: tuple[str, ...], origins: Origins) -> str:
@@ -227,18 +244,26 @@ def _plugins_beside(raw: dict[str, Any], folder: Path) -> None:
         raw["plugins"] = [str((folder / p).resolve()) if p.endswith(".py") or "/" in p else p for p in plugins]
 
 
-def _settle_moved(cfg: Config, moved: list[tuple[str, str]], origins: Origins) -> None:
-    """Warn of each old key read, in one line naming where it was given: it now sits at its new
-    key, or, where the chosen entry has no such setting (train.warmup_steps beside schedule
-    constant: ignored before as well), it is dropped."""
-    for old, new in moved:
-        where = origins.setdefault(new, origins.get(old, ""))
-        unused = _not_taken(cfg, new)
+def _settle_moved(cfg: Config, old_keys: list[OldKey], origins: Origins) -> None:
+    """Warn of each old key read, in one line naming where it was given (and what gave its new
+    key over it, a child's file or a --set): it now sits at its new key, or, where the chosen
+    entry has no such setting (train.warmup_steps beside schedule constant: ignored before as
+    well), it is dropped."""
+    for key in old_keys:
+        given = origins.setdefault(key.new, key.where)
+        unused = _not_taken(cfg, key.new)
         if unused:
-            _drop(cfg, new)
-            log.warning("warning: %s: %s is ignored: %s (drop it)", where or "config", old, unused)
-        else:
-            log.warning("warning: %s: %s is now %s (the old name is read until a later release)", where, old, new)
+            _drop(cfg, key.new)
+            log.warning("warning: %s: %s is ignored: %s (drop it)", key.where, key.old, unused)
+            continue
+        over = f"overridden by {given}; " if given != key.where else ""
+        log.warning(
+            "warning: %s: %s is now %s (%sthe old name is read until a later release)",
+            key.where,
+            key.old,
+            key.new,
+            over,
+        )
 
 
 def _not_taken(cfg: Config, key: str) -> str:

@@ -18,7 +18,14 @@ An entry may have settings: a dataclass (config_values.Section) of its own keys,
 it has none, known likewise) or as the entry's `settings` attribute. A config gives them in the
 mapping named by the registry's `options_key` (e.g. train.criterion_options; the model section
 itself for architectures).
-An unknown name, or a plugin that cannot be imported, is one ConfigError line naming the key.
+What an entry must be is the registry's `shape` (a subclass of a base class, an instance of
+one, a function of tfm's arguments: `SubclassOf`, `InstanceOf`, `Calls`), told of an object
+without importing anything to look (no torch): an entry imported from a dotted path that is
+something else is refused where the config is loaded, not where tfm first uses it. An entry
+that tfm makes something of the config with (a transform) is called with the config then too,
+and what it makes checked against the registry's `makes`.
+An unknown name, a plugin that cannot be imported, or an entry of another shape is one
+ConfigError line naming the key.
 """
 
 from __future__ import annotations
@@ -29,9 +36,10 @@ import importlib.util
 import inspect
 import sys
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from .config_values import ConfigError, build_section
 
@@ -63,11 +71,84 @@ def resolve(path: str, key: str = "") -> Any:
     return obj
 
 
+class Shape(Protocol):
+    """What every entry of a registry is."""
+
+    def fault(self, entry: Any) -> str:
+        """Why `entry` is not of this shape, as a clause about it ("it is a function, not an
+        instance of ..."); "" when it is."""
+        ...
+
+
+@dataclass(frozen=True)
+class Calls:
+    """A function (or any callable) that tfm calls with `arity` positional arguments, and whose
+    `attributes` it reads."""
+
+    arity: int
+    attributes: tuple[str, ...] = ()
+
+    def fault(self, entry: Any) -> str:
+        if not callable(entry):
+            return f"it is {_kind_of(entry)}, which tfm cannot call"
+        missing = [name for name in self.attributes if not hasattr(entry, name)]
+        if missing:
+            return f"it has no {', '.join(missing)}"
+        try:
+            signature = inspect.signature(entry)
+        except (TypeError, ValueError):  # a builtin without a signature: taken as it is
+            return ""
+        try:
+            signature.bind(*range(self.arity))
+        except TypeError:
+            arguments = f"{self.arity} positional argument{'s' if self.arity > 1 else ''}"
+            return f"tfm calls one with {arguments}, and it takes {signature}"
+        return ""
+
+
+@dataclass(frozen=True)
+class SubclassOf:
+    """A subclass of the class at the dotted path `base` (`module:Class`)."""
+
+    base: str
+    relation: ClassVar[str] = "a subclass"
+
+    def fault(self, entry: Any) -> str:
+        base = _imported_class(self.base)
+        if base is not None and self._fits(entry, base):
+            return ""
+        return f"it is {_kind_of(entry)}, not {self.relation} of {self.base}"
+
+    def _fits(self, entry: Any, base: type) -> bool:
+        return inspect.isclass(entry) and issubclass(entry, base)
+
+
+class InstanceOf(SubclassOf):
+    """An instance of the class at the dotted path `base` (or of a subclass of it)."""
+
+    relation = "an instance"
+
+    def _fits(self, entry: Any, base: type) -> bool:
+        return isinstance(entry, base)
+
+
+def _imported_class(path: str) -> type | None:
+    """The class at the dotted path `path` when its module is imported, else None: no object
+    derives from a class whose module was never imported, so nothing is imported to tell (a
+    config's names are checked without torch)."""
+    module_name, _, name = path.partition(":")
+    module = sys.modules.get(module_name)
+    found: type | None = None if module is None else getattr(module, name)
+    return found
+
+
 class Registry(Generic[T]):
     """Entries of one `kind` (e.g. "architectures") by name; `what` names one in errors, `key`
     is the config key that chooses one (errors start with it), `options_key` the config key of
-    the chosen entry's own settings, and `keywords` the values of `key` that are no entry (a
-    choice made elsewhere: decode.strategy's `auto`)."""
+    the chosen entry's own settings, `keywords` the values of `key` that are no entry (a
+    choice made elsewhere: decode.strategy's `auto`), `shape` what every entry is (None: any
+    object), and `makes` what an entry called with the config makes (None too: nothing to do;
+    `makes` None: entries are not called with the config)."""
 
     def __init__(
         self,
@@ -76,11 +157,11 @@ class Registry(Generic[T]):
         key: str = "",
         options_key: str = "",
         keywords: tuple[str, ...] = (),
-        arity: int | None = None,
+        shape: Shape | None = None,
+        makes: Shape | None = None,
     ):
         self.kind, self.what, self.key, self.options_key = kind, what, key, options_key
-        self.keywords = keywords
-        self.arity = arity  # the positional arguments tfm calls an entry with (None: not called)
+        self.keywords, self.shape, self.makes = keywords, shape, makes
         self._entries: dict[str, Any] = {}  # name -> entry, or the dotted path of one
         self._settings: dict[str, Any] = {}  # name -> a dataclass or its dotted path, or _NO_SETTINGS
         _REGISTRIES.append(self)
@@ -116,51 +197,35 @@ class Registry(Generic[T]):
             raise self.unknown(name)
         return found
 
-    def find(self, name: str) -> T | None:
+    def find(self, name: str, key: str = "") -> T | None:
         """The entry `name` (imported if it was given by its path), or None: installed packages'
-        entry points are looked at first, and a dotted path is imported (a ConfigError if it
-        cannot be)."""
+        entry points are looked at first, and a dotted path is imported (a ConfigError naming
+        `key`, else the registry's, if it cannot be or is not of the registry's shape)."""
         if name not in self._entries:
             load_plugins(self.kind, self)
         if name not in self._entries and ":" in name:
             self.register(name, name)  # a dotted path given as the name: its own entry
         entry = self._entries.get(name)
         if isinstance(entry, str):
-            path = entry
-            try:
-                entry = resolve(path, self.key)
-                self._check_callable(path, entry)
-            except ConfigError:
-                if path == name:  # a dotted path given as a name: not an entry after all
-                    self.unregister(name)
-                raise
-            self._entries[name] = entry
+            entry = self._import(name, entry, key)
         return entry
 
-    def _check_callable(self, path: str, entry: Any) -> None:
-        """Refuse, naming the key, an entry that tfm could not call with `arity` arguments (a
-        dotted path to a constant, or to a function of another shape): found where the config
-        is loaded, not as a TypeError in the middle of a run."""
-        if self.arity is None:
-            return
-        if not callable(entry):
-            raise ConfigError(
-                f"{self._where()}{path!r} is not {_a(self.what)}: it is "
-                f"{_a(type(entry).__name__)}, which tfm cannot call",
-                self.key,
-            )
+    def _import(self, name: str, path: str, key: str) -> T:
+        """The entry `name`, registered by its dotted `path`, imported and checked against the
+        registry's shape: found where the config is loaded, not as a TypeError or an
+        AttributeError in the middle of a run. A dotted path given as a name that is no entry
+        after all is forgotten."""
         try:
-            signature = inspect.signature(entry)
-        except (TypeError, ValueError):  # a builtin without a signature: taken as it is
-            return
-        try:
-            signature.bind(*range(self.arity))
-        except TypeError:
-            raise ConfigError(
-                f"{self._where()}{path!r} is not {_a(self.what)}: tfm calls one with {self.arity} "
-                f"positional argument{'s' if self.arity > 1 else ''}, and it takes {signature}",
-                self.key,
-            ) from None
+            entry: T = resolve(path, key or self.key)
+            fault = "" if self.shape is None else self.shape.fault(entry)
+            if fault:
+                raise self._refusal(path, fault, key)
+        except ConfigError:
+            if path == name:
+                self.unregister(name)
+            raise
+        self._entries[name] = entry
+        return entry
 
     def check(self, name: str, key: str = "") -> None:
         """Refuse (ConfigError naming `key`, else the registry's key) a name that is neither an
@@ -168,8 +233,27 @@ class Registry(Generic[T]):
         if name in self.keywords or name in self._entries:
             return
         load_plugins(self.kind, self)
-        if name not in self._entries and self.find(name) is None:
+        if name not in self._entries and self.find(name, key) is None:
             raise self.unknown(name, key)
+
+    def check_made(self, name: str, config: Any, key: str = "") -> None:
+        """Refuse (ConfigError naming `key`) an entry that, called with `config`, fails or makes
+        something not of the registry's `makes` (None is fine: nothing to do). Only an entry
+        imported already (a dotted path, a plugin's) is called: tfm's own are not imported to
+        check, which would import their layers (torch)."""
+        entry = self._entries.get(name)
+        if self.makes is None or entry is None or isinstance(entry, str):
+            return
+        try:
+            made = entry(config)
+        except Exception as e:  # the entry's own error, whatever it is, in one line
+            raise self._refusal(name, f"called with the config, it raised {_first_line(e)}", key) from None
+        fault = "" if made is None else self.makes.fault(made)
+        if fault:
+            raise self._refusal(name, f"what it returned for the config is no {self.what}: {fault}", key)
+
+    def _refusal(self, name: str, fault: str, key: str) -> ConfigError:
+        return ConfigError(f"{self._where(key)}{name!r} is not {_a(self.what)}: {fault}", key or self.key)
 
     def unknown(self, name: str, key: str = "") -> ConfigError:
         failures = load_plugins(self.kind, self)
@@ -227,6 +311,17 @@ class Registry(Generic[T]):
 def _a(noun: str) -> str:
     """`noun` with its indefinite article."""
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def _kind_of(entry: Any) -> str:
+    """What `entry` is, in words: "a function", "the class json.decoder:JSONDecoder", "an int"."""
+    if inspect.isclass(entry):
+        return f"the class {_label(entry)}"
+    if inspect.isroutine(entry):
+        return "a function"
+    if inspect.ismodule(entry):
+        return f"the module {entry.__name__}"
+    return _a(type(entry).__name__)
 
 
 def _label(entry: Any) -> str:

@@ -12,68 +12,106 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Registry
+from .registry import Calls, InstanceOf, Registry, SubclassOf
 
 # The registries hold their entries untyped (`Registry[Any]`): this module imports no layer,
 # not even for type checkers, so the layers that implement the entries stay above it. Each
 # reader types what it takes out where it reads it (e.g. `kind: type[Tokenizer] =
-# TOKENIZERS[name]`); what an entry must be is said beside each registry.
+# TOKENIZERS[name]`); what an entry must be is said beside each registry, and is its `shape`
+# (a base class named by its dotted path, not imported: registry.py), which a dotted path given
+# as a config's value is checked against where the config is loaded.
 TFM = "transformer_cli."  # tfm's own modules
 TRAIN = TFM + "config_train:"  # the settings of tfm's own training entries
 
 # model.architecture: an Architecture (model/builders.py): a builder and the dataclass of the
 # `model:` section (config.ModelConfig or a subclass), which is the entry's settings.
-ARCHITECTURES: Registry[Any] = Registry("architectures", "model architecture", "model.architecture")
+ARCHITECTURES: Registry[Any] = Registry(
+    "architectures", "model architecture", "model.architecture", shape=InstanceOf(TFM + "model.builders:Architecture")
+)
 ARCHITECTURES.register(
     "transformer", TFM + "model.builders:TRANSFORMER", settings=TFM + "model.transformer_config:TransformerConfig"
 )
 
 # tokenizer.kind: a Tokenizer subclass (tokenizers/base.py); its own keys: tokenizer.options
-TOKENIZERS: Registry[Any] = Registry("tokenizers", "tokenizer kind", "tokenizer.kind", "tokenizer.options")
+TOKENIZERS: Registry[Any] = Registry(
+    "tokenizers",
+    "tokenizer kind",
+    "tokenizer.kind",
+    "tokenizer.options",
+    shape=SubclassOf(TFM + "tokenizers.base:Tokenizer"),
+)
 TOKENIZERS.register("spacy", TFM + "tokenizers.word:WordTokenizer")
 TOKENIZERS.register("sentencepiece", TFM + "tokenizers.subword:SubwordTokenizer")
 TOKENIZERS.register("piece-vocab", TFM + "tokenizers.piece_vocab:PieceVocabTokenizer")
 
 # data.corpus: a ParallelCorpus (data/sources.py); its own keys: data.corpus_options
-CORPORA: Registry[Any] = Registry("corpora", "parallel corpus", "data.corpus", "data.corpus_options")
+CORPORA: Registry[Any] = Registry(
+    "corpora",
+    "parallel corpus",
+    "data.corpus",
+    "data.corpus_options",
+    shape=InstanceOf(TFM + "data.sources:ParallelCorpus"),
+)
 CORPORA.register("multi30k", TFM + "data.sources:MULTI30K")
 CORPORA.register("files", TFM + "data.sources:FILES")
 
 # synthetic.*.text: a monolingual corpus known by name (synthetic/corpora.py); the other values
 # are `parallel` (the config's own training side) and files or folders
-TEXT_CORPORA: Registry[Any] = Registry("text_corpora", "monolingual corpus", "synthetic.*.text", keywords=("parallel",))
+TEXT_CORPORA: Registry[Any] = Registry(
+    "text_corpora",
+    "monolingual corpus",
+    "synthetic.*.text",
+    keywords=("parallel",),
+    shape=InstanceOf(TFM + "synthetic.corpora:NamedText"),
+)
 TEXT_CORPORA.register("multi30k-task2", TFM + "synthetic.corpora:MULTI30K_TASK2")
 
-# train.transforms: (config) -> a data.augment.Transform, or None when its settings do nothing;
-# each one's own keys: train.transform_options.<its name>
-TRANSFORMS: Registry[Any] = Registry("transforms", "transform", "train.transforms", "train.transform_options", arity=1)
+# train.transforms: (config) -> a data.augment.Transform (called with (source, target, rng); its
+# changes_targets read), or None when its settings do nothing; each one's own keys:
+# train.transform_options.<its name>. One imported when the config is loaded (a dotted path, a
+# plugin's) is called with it there, and what it makes checked.
+TRANSFORMS: Registry[Any] = Registry(
+    "transforms",
+    "transform",
+    "train.transforms",
+    "train.transform_options",
+    shape=Calls(1),
+    makes=Calls(3, ("changes_targets",)),
+)
 TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise", settings=TRAIN + "SourceNoiseOptions")
 
 # train.criterion: (train settings, target pad id) -> a criterion (training/step.py); its own
 # keys: train.criterion_options
 CRITERIA: Registry[Any] = Registry(
-    "criteria", "training criterion", "train.criterion", "train.criterion_options", arity=2
+    "criteria", "training criterion", "train.criterion", "train.criterion_options", shape=Calls(2)
 )
 CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config", settings=TRAIN + "CrossEntropyOptions")
 
 # train.optimizer: (parameter groups, train settings, torch device) -> a torch optimizer (training/optim.py);
 # its own keys: train.optimizer_options (read by the entry: OPTIMIZERS.options(name, given)); the
 # parameter groups decay the matrices by the settings' weight_decay, where they have one
-OPTIMIZERS: Registry[Any] = Registry("optimizers", "optimizer", "train.optimizer", "train.optimizer_options", arity=3)
+OPTIMIZERS: Registry[Any] = Registry(
+    "optimizers", "optimizer", "train.optimizer", "train.optimizer_options", shape=Calls(3)
+)
 OPTIMIZERS.register("adam", TFM + "training.optim:ADAM", settings=TRAIN + "AdamOptions")
 OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW", settings=TRAIN + "AdamOptions")
 
 # train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py); its own
 # keys: train.schedule_options
 SCHEDULES: Registry[Any] = Registry(
-    "schedules", "learning-rate schedule", "train.schedule", "train.schedule_options", arity=2
+    "schedules", "learning-rate schedule", "train.schedule", "train.schedule_options", shape=Calls(2)
 )
 SCHEDULES.register("constant", TFM + "training.optim:constant", settings=False)
 SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt", settings=TRAIN + "InverseSqrtOptions")
 
 # decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
 SEARCH_STRATEGIES: Registry[Any] = Registry(
-    "search_strategies", "search strategy", "decode.strategy", "decode.strategy_options", keywords=("auto",)
+    "search_strategies",
+    "search strategy",
+    "decode.strategy",
+    "decode.strategy_options",
+    keywords=("auto",),
+    shape=InstanceOf(TFM + "inference.strategies:SearchStrategy"),
 )
 SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY", settings=False)
 SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM", settings=False)
@@ -82,14 +120,16 @@ SEARCH_STRATEGIES.register(
 )
 
 # export.format (tfm export --format): an Exporter (export/exporter.py); its keys: export.options
-EXPORTERS: Registry[Any] = Registry("exporters", "export format", "export.format", "export.options")
+EXPORTERS: Registry[Any] = Registry(
+    "exporters", "export format", "export.format", "export.options", shape=InstanceOf(TFM + "export.exporter:Exporter")
+)
 EXPORTERS.register("ctranslate2", TFM + "export.bundle:CT2_EXPORTER", settings=TFM + "export.options:Ct2Options")
 EXPORTERS.register("hf", TFM + "hf.export:HF_EXPORTER")
 
 # The engine an export's manifest names -> the function (path, device, precision, decode
 # settings or None, threads) that opens the folder as an inference.translate.TranslationBackend,
 # with api.open_backend's arguments (a path without a manifest: torch).
-ENGINES: Registry[Any] = Registry("engines", "export engine", arity=5)
+ENGINES: Registry[Any] = Registry("engines", "export engine", shape=Calls(5))
 ENGINES.register("torch", TFM + "api:open_torch")
 ENGINES.register("transformers", TFM + "api:open_torch")  # tfm export --format hf: a MarianMT folder
 ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")
@@ -98,7 +138,7 @@ ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")
 # Checkpoint (checkpoint.py), for an engine whose exports keep trainable weights: what
 # model_io.read_model asks (train.init_from, exports, translation with torch). An engine
 # without one (ctranslate2: converted weights) is refused there, by name.
-CHECKPOINT_READERS: Registry[Any] = Registry("checkpoint_readers", "checkpoint reader", arity=1)
+CHECKPOINT_READERS: Registry[Any] = Registry("checkpoint_readers", "checkpoint reader", shape=Calls(1))
 CHECKPOINT_READERS.register("transformers", TFM + "hf.folder:read_folder")
 
 # What a config chooses by name, checked when it is loaded (config_checks.check_choices).

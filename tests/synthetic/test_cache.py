@@ -70,6 +70,40 @@ def test_a_cache_of_another_model_or_with_an_unreadable_state_is_refused(tmp_pat
         TranslationCache(folder, IDENTITY)
 
 
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"rows": "1"}, "rows has the wrong type (str)"),
+        ({"rows": -1}, "rows must be a finite number >= 0 (got -1)"),
+        ({"rows": None}, "has no rows"),
+        ({"rows": 1.0}, "rows has the wrong type (float)"),
+        ({"bytes": -4}, "bytes must be a finite number >= 0 (got -4)"),
+        ({"bytes": True}, "bytes has the wrong type (bool)"),
+        ({"identity": None}, "has no identity"),
+        ({"identity": ["abc"]}, "identity has the wrong type (list)"),
+        ({"format": "2"}, "format has the wrong type (str)"),
+        ({"cost": 3}, "cost is not a JSON object"),
+        ({"cost": {"seconds": "3"}}, "cost: seconds has the wrong type (str)"),
+        ({"cost": {"seconds": 1.0, "cpu_seconds": -0.5}}, "cost.cpu_seconds must be a finite number >= 0 (got -0.5)"),
+        ({"cost": {"seconds": float("nan")}}, "cost.seconds must be a finite number >= 0 (got nan)"),
+    ],
+)
+def test_a_state_of_any_malformed_shape_is_unreadable_in_one_line_naming_the_field(tmp_path, change, problem):
+    """cache.json's whole record is checked when it is read (each field's type and range), so
+    a malformed one is the one documented line naming the folder and the field, never a
+    ValueError, an OSError or a KeyError from deep in the reader."""
+    folder = tmp_path / "c"
+    TranslationCache(folder, IDENTITY).append(keys(1), ["one"], Cost(1.0, 0.5))
+    state = {**json.loads((folder / STATE).read_text()), **change}
+    (folder / STATE).write_text(json.dumps({k: v for k, v in state.items() if v is not None}))
+    with pytest.raises(TfmError) as refused:
+        TranslationCache(folder, IDENTITY)
+    assert str(refused.value).startswith(f"{folder / STATE}: unreadable (")
+    assert problem in str(refused.value)
+    assert str(refused.value).endswith(f"); remove {folder} to translate again")
+    assert "\n" not in str(refused.value)
+
+
 def test_each_model_and_search_has_its_own_folder(tmp_path):
     a = cache_folder(tmp_path, "back", IDENTITY)
     assert a == cache_folder(tmp_path, "back", dict(reversed(list(IDENTITY.items()))))  # key order aside

@@ -5,7 +5,10 @@ config, night and process that translates with them, so that each line is transl
     ends.u64      where each translation ends in lines.txt (bytes)
     lines.txt     the translations, UTF-8, one per line
     cache.json    the format, the identity, how many rows are complete, and what translating
-                  them cost (seconds and CPU seconds, summed over every process that added rows)
+                  them cost (seconds and CPU seconds, summed over every process that added rows);
+                  checked whole when read (`State`): one that cannot be read or parsed, or whose
+                  fields have the wrong type or range, is one line naming the field ("unreadable
+                  (…); remove <folder> to translate again")
     .lock         flock()ed exclusively for the moment a process reads the state or appends
     claims/       one file per process translating into the cache now: the keys of the chunk it
                   is translating, flock()ed by it for as long as it lives
@@ -33,6 +36,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import mmap
 import os
 import uuid
@@ -45,6 +49,7 @@ import numpy as np
 
 from ..errors import TfmError
 from ..fsutil import atomic_write_json, close_lock, exclusive_lock, track_lock
+from ..records import RecordError, from_json
 
 log = logging.getLogger("tfm")
 STATE = "cache.json"
@@ -63,6 +68,25 @@ class Cost:
 
     def __add__(self, other: Cost) -> Cost:
         return Cost(self.seconds + other.seconds, self.cpu_seconds + other.cpu_seconds)
+
+
+@dataclass(frozen=True)
+class State:
+    """cache.json: checked whole when it is read (records.from_json: each field's type; here:
+    each count's range), so that a malformed one is refused in one line naming the field."""
+
+    identity: dict[str, Any]
+    rows: int
+    bytes: int
+    cost: Cost = Cost()
+    format: int = 1  # none recorded: an earlier tfm's, checked before use
+
+    def __post_init__(self) -> None:
+        counts = {"rows": self.rows, "bytes": self.bytes}
+        spent = {"cost.seconds": self.cost.seconds, "cost.cpu_seconds": self.cost.cpu_seconds}
+        for name, value in {**counts, **spent}.items():
+            if not (math.isfinite(value) and value >= 0):
+                raise RecordError(f"{STATE}: {name} must be a finite number >= 0 (got {value})")
 
 
 def cache_folder(root: Path, kind: str, identity: dict[str, Any]) -> Path:
@@ -206,16 +230,18 @@ class TranslationCache:
         """`.lock` held for the block (waiting, and checking for a stop, while another has it)."""
         return exclusive_lock(self.folder / ".lock", self.check_stop)
 
-    def _state(self) -> dict[str, Any] | None:
+    def _state(self) -> State | None:
+        """cache.json, checked whole (None: there is none yet); a TfmError naming the folder
+        when it cannot be read or is malformed, or is another model's or search's."""
         try:
-            state = json.loads((self.folder / STATE).read_text(encoding="utf-8"))
+            state = from_json(State, json.loads((self.folder / STATE).read_text(encoding="utf-8")), STATE)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError) as e:  # (RecordError is a ValueError: a malformed field)
             raise TfmError(
                 f"{self.folder / STATE}: unreadable ({e}); remove {self.folder} to translate again"
             ) from None
-        if not isinstance(state, dict) or state.get("identity") != self.identity:
+        if state.identity != self.identity:
             raise TfmError(f"{self.folder}: a translation cache of another model or search")
         return state
 
@@ -226,7 +252,7 @@ class TranslationCache:
         if state is None:
             self._reset()
             return
-        rows, size = int(state["rows"]), int(state["bytes"])
+        rows, size = state.rows, state.bytes
         for name, length in (("keys.u64", 8 * rows), ("ends.u64", 8 * rows), ("lines.txt", size)):
             path = self.folder / name
             with open(path, "ab") as f:  # created if missing
@@ -240,12 +266,10 @@ class TranslationCache:
         if problem is not None:
             self._untrusted(problem)
             return
-        if state.get("format") != FORMAT:  # an earlier tfm's, found sound: recorded as checked
-            state["format"] = FORMAT
-            atomic_write_json(self.folder / STATE, state)
-        cost = state.get("cost", {})
-        self.cost = Cost(cost.get("seconds", 0.0), cost.get("cpu_seconds", 0.0))
-        self.rows, self.bytes = rows, size
+        if state.format == FORMAT:
+            self.rows, self.bytes, self.cost = rows, size, state.cost
+        else:  # an earlier tfm's, found sound: recorded as checked (and counted)
+            self._write_state(rows, size, state.cost)
         self._keys, self._sorted, self._order = keys, ordered, None
 
     def _disagreement(self, rows: int, size: int, ordered: np.ndarray) -> str | None:
@@ -314,7 +338,7 @@ class TranslationCache:
     def _read_new_rows(self) -> np.ndarray:
         """Take in the rows appended by others since this process last read the state."""
         state = self._state()
-        rows = int(state["rows"]) if state else 0
+        rows = state.rows if state else 0
         if rows < self.rows:  # emptied by another process as damaged: start over
             self._open()
             return self.keys
@@ -323,9 +347,7 @@ class TranslationCache:
         assert state is not None
         new = np.fromfile(self.folder / "keys.u64", dtype=np.uint64, count=rows - self.rows, offset=8 * self.rows)
         self._add_keys(new)
-        cost = state.get("cost", {})
-        self.rows, self.bytes = rows, int(state["bytes"])
-        self.cost = Cost(cost.get("seconds", 0.0), cost.get("cpu_seconds", 0.0))
+        self.rows, self.bytes, self.cost = rows, state.bytes, state.cost
         return new
 
     def _write_rows(self, keys: np.ndarray, data: list[bytes], cost: Cost | None) -> None:
