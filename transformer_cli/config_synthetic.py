@@ -22,6 +22,11 @@ TEXT_HELP = (
     "corpus, that side); empty: none."
 )
 
+WEIGHT_HELP = (  # a direction's weight in the training mix (training/mix_plan.py)
+    "Each of these pairs appears this many times in an epoch (0: made, not trained on); mixed "
+    "when batches are drawn: a change encodes nothing again."
+)
+
 
 @dataclass
 class BackTranslationConfig(Section):
@@ -51,6 +56,7 @@ class BackTranslationConfig(Section):
         "by (Caswell et al. 2019), put in front when batches are drawn; users' input never carries it.",
     )
     max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).", ge=1)
+    weight: int = _f(1, WEIGHT_HELP, ge=0, le=1000, added=True)
 
 
 @dataclass
@@ -66,6 +72,7 @@ class ForwardTranslationConfig(Section):
     beam_size: int = _f(5, "The teachers' beam.", ge=1, le=256)
     tag: bool = _f(False, "Mark these pairs' sources with their own tag token.")
     max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).", ge=1)
+    weight: int = _f(1, WEIGHT_HELP, ge=0, le=1000, added=True)
 
 
 @dataclass

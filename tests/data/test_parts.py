@@ -12,10 +12,10 @@ from helpers import sentence_pairs, write_config
 from transformer_cli.config_loading import load_config
 from transformer_cli.data.manifest import summary_table
 from transformer_cli.data.parts import PartInput
-from transformer_cli.data.prepared import verify_folder
+from transformer_cli.data.prepared import Prepared, verify_folder
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.errors import UsageError
-from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER
+from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER, MARKS
 
 
 def _part(folder, name, pairs):
@@ -110,7 +110,7 @@ def test_pairs_left_out_are_counted_and_misaligned_files_are_one_error(tmp_path,
 
 
 @pytest.mark.parametrize("kind", ["sentencepiece", "spacy"])
-def test_a_folder_with_parts_reserves_the_marks_as_tokens_of_their_own(tmp_path, corpus_dir, kind):
+def test_the_reserved_marks_are_tokens_of_their_own_and_asking_for_another_refits(tmp_path, corpus_dir, kind, caplog):
     joint = kind == "sentencepiece"
     tokenizer = {"kind": kind, "vocab_size": 120, "joint": joint}
     model = {"share_embeddings": joint, "tie_output": True}
@@ -118,8 +118,17 @@ def test_a_folder_with_parts_reserves_the_marks_as_tokens_of_their_own(tmp_path,
     cfg = load_config(str(path))
     made = tmp_path / "made"
     made.mkdir()
-    prepared, _ = prepare(cfg, parts=[_part(made, "back_translation", sentence_pairs(5, seed=5))])
-    src = prepared.tokenizers.src
-    for mark in (BACK_TRANSLATION_TAG, FILLER):
-        (ids,) = src.encode_batch([mark])
-        assert src.id_to_token(ids)[-1] == mark and ids[-1] != src.ids.unk
+    parts = [_part(made, "back_translation", sentence_pairs(5, seed=5))]
+
+    def tokens(prepared: Prepared) -> set[str]:
+        src = prepared.tokenizers.src
+        return {m for m in MARKS if src.id_to_token(src.encode_batch([m])[0])[-1] == m}
+
+    prepared, _ = prepare(cfg, parts=parts, reserved=(BACK_TRANSLATION_TAG,))
+    assert tokens(prepared) == {BACK_TRANSLATION_TAG}  # what the mix writes, no more
+    again, rebuilt = prepare(cfg, parts=parts)  # a tag turned off: the folder still serves
+    assert not rebuilt and again.fingerprint == prepared.fingerprint
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        noised, rebuilt = prepare(cfg, parts=parts, reserved=(BACK_TRANSLATION_TAG, FILLER))
+    assert rebuilt and tokens(noised) == {BACK_TRANSLATION_TAG, FILLER}
+    assert "its tokenizers lack 1 of the marks the training mix writes: rebuilding" in caplog.text

@@ -45,7 +45,7 @@ class Prepared:
 
     @property
     def fingerprint(self) -> str:
-        """The corpus and settings the folder was built from (preprocess.data_fingerprint),
+        """The corpus and settings the folder was built from (freshness.data_fingerprint),
         and the parts beside the corpus (data/parts.py) by their inputs' sums."""
         m = self.manifest
         if not m.parts:

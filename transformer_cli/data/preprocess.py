@@ -18,28 +18,25 @@ fitted, the corpus is encoded with the parent's vocabularies, and the manifest r
 parent (`tokenizer_from`) and the vocabularies' digest (`tokenizer_sha256`).
 
 A folder whose fingerprint (config sections that shape the data + input checksums + format
-version) and tokenizers match, and whose files still match the sizes and SHA-256 sums its manifest lists,
-is reused as is; a damaged one is rebuilt. The manifest records the source it was built from,
-so a later command with no source given reuses it (an offline re-run), and when the source
-cannot be reached at all, a folder built with the same settings is used with a warning.
+version) and tokenizers match, and whose files still match the sizes and SHA-256 sums its
+manifest lists, is reused as is (data/freshness.py); a damaged one is rebuilt. The manifest
+records the source it was built from, so a later command with no source given reuses it (an
+offline re-run), and when the source cannot be reached at all, a folder built with the same
+settings is used with a warning.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, TokenizerConfig
-from ..config_values import as_before
+from ..config import Config
 from ..errors import TfmError, UsageError
 from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
 from ..host.allocator import release_freed_memory
@@ -48,12 +45,18 @@ from ..provenance import package_versions
 from ..seams import TOKENIZERS
 from ..tokenizers.base import Chunk, sample_pairs
 from ..tokenizers.pair import TokenizerPair
-from ..tokenizers.text_marks import MARKS
 from ..tokenizers.truecase import Truecaser
 from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, setup
 from .folder_lock import hold_shared, rebuilding, release
+from .freshness import (
+    LEGACY_MARKS,
+    GivenTokenizers,
+    data_fingerprints,
+    settings_fingerprint,
+    still_current,
+    tokenizers_differ,
+)
 from .manifest import (
-    FORMAT_VERSION,
     DataManifest,
     Dropped,
     Origin,
@@ -78,29 +81,6 @@ from .sources import (
 EVAL_SPLITS = ("val", "test")
 CHUNK_PAIRS = 5_000  # pairs a worker encodes at a time
 log = logging.getLogger("tfm")
-
-
-def _settings(cfg: Config, reserved: tuple[str, ...]) -> dict[str, Any]:
-    """The config values that shape the preprocessed data (paths excluded; keys added since
-    folders were prepared, at their defaults, too: config_values.as_before), and the marks
-    the vocabularies reserve."""
-    data = as_before(cfg.data)
-    for key in ("source", "dir", "cache_dir", "min_train_pairs"):
-        data.pop(key)
-    out = {"format": FORMAT_VERSION, "data": data, "tokenizer": as_before(cfg.tokenizer)}
-    return {**out, "reserved": list(reserved)} if reserved else out
-
-
-def data_fingerprint(cfg: Config, files: list[CorpusFile], reserved: tuple[str, ...] = ()) -> str:
-    """What the corpus's splits depend on: data/tokenizer settings (not paths) and input
-    checksums (parts beside the corpus: `Prepared.fingerprint`)."""
-    payload = {**_settings(cfg, reserved), "files": {f"{f.split}.{f.lang}": f.sha256 for f in files}}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
-def settings_fingerprint(cfg: Config, reserved: tuple[str, ...] = ()) -> str:
-    """Like `data_fingerprint` without the inputs: known before the corpus is fetched."""
-    return hashlib.sha256(json.dumps(_settings(cfg, reserved), sort_keys=True).encode()).hexdigest()
 
 
 class TrainingPairs:
@@ -169,22 +149,6 @@ def _choose_source(cfg: Config, old: DataManifest | None) -> str:
     return resolve_source(cfg.data)
 
 
-@dataclass(frozen=True)
-class GivenTokenizers:
-    """Tokenizers to encode the corpus with instead of fitting new ones: a parent model's, for a
-    run that continues training it (train.init_from). `parent` says where they come from (its
-    sha256 and how it was named) and goes into the manifest; `settings`, their tokenizer
-    settings, go into the folder's config.yaml in place of the config's."""
-
-    pair: TokenizerPair
-    parent: dict[str, Any]
-    settings: TokenizerConfig | None = None
-
-    @property
-    def digest(self) -> str:
-        return self.pair.vocabulary_digest()
-
-
 def prepare(
     cfg: Config,
     force: bool = False,
@@ -193,12 +157,14 @@ def prepare(
     hold: bool = False,
     given: GivenTokenizers | None = None,
     parts: Sequence[PartInput] = (),
+    reserved: tuple[str, ...] = (),
 ) -> tuple[Prepared, bool]:
     """Make `cfg`'s preprocessed folder current. Returns it and whether it was (re)built.
     `parts`: sources of pairs beside the corpus (data/parts.py), each encoded into a split of
-    its own with the corpus's tokenizers, which then reserve tfm's marks (tokenizers/
-    text_marks.py); a folder whose corpus and tokenizers are current has only the parts that
-    changed encoded (what they appended, when they grew at the end).
+    its own with the corpus's tokenizers; a folder whose corpus and tokenizers are current has
+    only the parts that changed encoded (what they appended, when they grew at the end).
+    `reserved`: marks the fitted tokenizers hold as tokens of their own (tokenizers/
+    text_marks.py: those the training mix's transforms write, training/mix_plan.py).
 
     Corpus and prepared files that kept the size and modification time recorded when they were
     last hashed are not read again (a start does not re-hash gigabytes); `verify` reads them all.
@@ -210,7 +176,7 @@ def prepare(
     """
     hold_shared(cfg.data_dir, check_stop)
     try:
-        prepared = _prepare(cfg, force, check_stop, verify, given, tuple(parts))
+        prepared = _prepare(cfg, force, check_stop, verify, given, tuple(parts), reserved)
     except BaseException:
         release(cfg.data_dir)
         raise
@@ -226,6 +192,7 @@ def _prepare(
     verify: bool,
     given: GivenTokenizers | None,
     parts: tuple[PartInput, ...],
+    reserved: tuple[str, ...],
 ) -> tuple[Prepared, bool]:
     started = time.monotonic()
     folder = cfg.data_dir
@@ -240,10 +207,10 @@ def _prepare(
     except UsageError:
         raise
     except TfmError as e:  # unreachable source: fall back on data built with the same settings
-        return _stand_in(cfg, old, e, force, given, parts), False
-    reserved = MARKS if parts else ()
-    fingerprint = data_fingerprint(cfg, files, reserved)
-    if old is not None and not force and _still_current(folder, old, fingerprint, verify, given):
+        return _stand_in(cfg, old, e, force, given, parts, reserved), False
+    fingerprints = data_fingerprints(cfg, files)
+    fingerprint = fingerprints[0]
+    if old is not None and not force and still_current(folder, old, fingerprints, verify, given, reserved):
         if parts_current(old, parts):
             return Prepared(folder, old), False
         with rebuilding(folder, check_stop):
@@ -251,7 +218,7 @@ def _prepare(
         return Prepared(folder, manifest), True
     origin = Origin(
         fingerprint=fingerprint,
-        settings_fingerprint=settings_fingerprint(cfg, reserved),
+        settings_fingerprint=settings_fingerprint(cfg),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         source=source,
         files={f.path.name: f.sha256 for f in files},
@@ -262,18 +229,8 @@ def _prepare(
         tokenizer_from=given.parent if given else None,
     )
     with rebuilding(folder, check_stop):
-        pair, manifest = _build(cfg, files, origin, started, check_stop, given, parts)
+        pair, manifest = _build(cfg, files, origin, started, check_stop, given, parts, reserved)
     return Prepared(folder, manifest, pair), True
-
-
-def _tokenizers_differ(old: DataManifest, given: GivenTokenizers | None) -> str | None:
-    """Why a folder's tokenizers are not the ones asked for (None: they are): given ones must
-    have the same vocabularies; without, the folder must hold its own fitted ones."""
-    if given is None:
-        return "its tokenizers came from a parent model" if old.tokenizer_from else None
-    if old.tokenizer_sha256 != given.digest:
-        return "it was encoded with other tokenizers than the parent model's (or their growth for this run)"
-    return None
 
 
 def _stand_in(
@@ -283,12 +240,20 @@ def _stand_in(
     force: bool,
     given: GivenTokenizers | None,
     parts: tuple[PartInput, ...],
+    reserved: tuple[str, ...],
 ) -> Prepared:
     """The existing folder in place of a source that cannot be reached, when it was built with
     the same settings, tokenizers and parts and is intact; else the error."""
     folder = cfg.data_dir
-    same = old is not None and old.settings_fingerprint == settings_fingerprint(cfg, MARKS if parts else ())
-    if old is None or not same or force or _tokenizers_differ(old, given) or not parts_current(old, parts):
+    settings = (settings_fingerprint(cfg), settings_fingerprint(cfg, LEGACY_MARKS))
+    same = old is not None and old.settings_fingerprint in settings
+    if (
+        old is None
+        or not same
+        or force
+        or tokenizers_differ(folder, old, given, reserved)
+        or not parts_current(old, parts)
+    ):
         raise error
     problem = verify_folder(folder, old)
     if problem is not None:
@@ -299,24 +264,6 @@ def _stand_in(
     return Prepared(folder, old)
 
 
-def _still_current(
-    folder: Path, old: DataManifest, fingerprint: str, verify: bool, given: GivenTokenizers | None
-) -> bool:
-    """Whether the folder was built from these inputs, settings and tokenizers and is
-    undamaged (every file read when `verify`)."""
-    if old.fingerprint != fingerprint:
-        log.info("inputs or settings changed since the last preprocess: rebuilding %s", folder)
-        return False
-    other = _tokenizers_differ(old, given)
-    if other is not None:
-        log.info("%s: rebuilding %s", other, folder)
-        return False
-    problem = verify_folder(folder, old, full=verify)
-    if problem is not None:
-        log.warning("warning: the preprocessed data in %s is damaged (%s): rebuilding it", folder, problem)
-    return problem is None
-
-
 def _build(
     cfg: Config,
     files: list[CorpusFile],
@@ -325,6 +272,7 @@ def _build(
     check_stop: Callable[[], None] | None,
     given: GivenTokenizers | None,
     parts: tuple[PartInput, ...],
+    reserved: tuple[str, ...],
 ) -> tuple[TokenizerPair, DataManifest]:
     """Fit the tokenizers on the corpus's training pairs (unless `given`), then encode every
     split and part into a work folder that replaces `cfg.data_dir` as a whole
@@ -335,7 +283,7 @@ def _build(
     paths = {s: (where[s, langs[0]], where[s, langs[1]]) for s in SPLITS}
     evaluation = {s: read_parallel(*paths[s]) for s in EVAL_SPLITS}  # small: read first, fail early
     workers = available_cpus()
-    train = TrainingPairs(*paths["train"], cfg.data.limit_train, workers, check_stop, MARKS if parts else ())
+    train = TrainingPairs(*paths["train"], cfg.data.limit_train, workers, check_stop, reserved)
     if given is None:
         pair = _fit_tokenizers(cfg, train)
     else:  # the parent's vocabularies; the truecaser is learned from this corpus below

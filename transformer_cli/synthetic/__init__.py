@@ -7,7 +7,7 @@ cache.py       translations kept by line, per model and search: resumable, appen
 generate.py    translating the lines a cache lacks (beam, sampling, noised beam; ensembles)
 noise.py       the noise of noised back-translation (Edunov et al. 2018)
 mixture.py     each direction's pairs as files (`synthetic_parts(cfg)`: parts preprocessing
-               encodes beside the corpus), and `synthetic_sources`: those parts as sources of
-               the training mix (training/run_data.py), each tag put in front as batches are drawn
+               encodes beside the corpus; training/mix_plan.py mixes them by weight, each tag
+               put in front as batches are drawn)
 reverse.py     the reverse run of a config (languages swapped): the back-translation model
 """

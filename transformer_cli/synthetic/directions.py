@@ -1,6 +1,7 @@
 """The ways a config makes training pairs by translating text, each one `Direction` record:
 which text, which side of a pair the translations take, which models translate it (and so
-which way they must translate), how they search, and how the result is marked.
+which way they must translate) and how they search (how its pairs are weighted and tagged in
+the training mix: training/mix_plan.py).
 
     back_translation     synthetic.back_translation: target-language text, translated by the
                          reverse model into synthetic sources (Sennrich et al. 2016), with any
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Config, DecodeConfig
 from ..config_synthetic import NOISED_BEAM
-from ..tokenizers.text_marks import BACK_TRANSLATION_TAG, FORWARD_TRANSLATION_TAG
 from .corpora import PARALLEL
 from .noise import noised
 from .reverse import back_translation_model
@@ -76,7 +76,6 @@ class Direction:
     search: dict[str, Any]  # the search's settings, as the cache's identity records them
     decode: Callable[[DecodeConfig], DecodeConfig]  # the models' own decoding settings -> the search's
     chunk_lines: int
-    tag: str | None = None
     max_lines: int | None = None
     weights: list[float] | None = None
     combine: str = "log"
@@ -134,16 +133,12 @@ def directions(cfg: Config) -> list[Direction]:
                 },
                 decode=lambda base: _decode(base, sc.batch_size, beam_size, strategy, options),
                 chunk_lines=sc.chunk_lines,
-                tag=BACK_TRANSLATION_TAG if bt.tag else None,
                 max_lines=bt.max_lines,
                 post=noised if bt.search == NOISED_BEAM else None,
             )
         )
     if ft.text:
-        tag = FORWARD_TRANSLATION_TAG if ft.tag else None
-        out.append(
-            _by_teachers(cfg, "forward_translation", ft.SECTION, ft.text, ft.teachers, ft, sc, tag, ft.max_lines)
-        )
+        out.append(_by_teachers(cfg, "forward_translation", ft.SECTION, ft.text, ft.teachers, ft, sc, ft.max_lines))
     if dc.teachers:
         out.append(_by_teachers(cfg, "distillation", dc.SECTION, [PARALLEL], dc.teachers, dc, dc))
     return out
@@ -157,7 +152,6 @@ def _by_teachers(
     teachers: list[str],
     search: TeacherSearch,
     chunks: Chunking,
-    tag: str | None = None,
     max_lines: int | None = None,
 ) -> Direction:
     """Source-language text translated by teachers (one model or an ensemble) with beam search."""
@@ -180,7 +174,6 @@ def _by_teachers(
         },
         decode=lambda base: _decode(base, chunks.batch_size, search.beam_size),
         chunk_lines=chunks.chunk_lines,
-        tag=tag,
         max_lines=max_lines,
         weights=search.weights,
         combine=search.combine,

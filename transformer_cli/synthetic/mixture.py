@@ -11,8 +11,8 @@ synthetic/directions.py), one source of pairs per direction, in `<data.dir>/<nam
 
 Preprocessing encodes each direction's files into a split of its own beside the real corpus's
 (data/parts.py: a night's new lines are appended, not the whole re-encoded), and training mixes
-them when batches are drawn (training/run_data.py: the real pairs `synthetic.real_upsample`
-times, each direction's pairs once, `synthetic_sources`, its tag in front). The files are
+them when batches are drawn as training/mix_plan.py declares (the real pairs
+`synthetic.real_upsample` times, each direction's pairs by its weight, its tag in front). The files are
 remade when their inputs change (a line added to the text, another model), and the
 translation caches (synthetic/cache.py)
 make that cheap: a night with new lines translates those lines alone.
@@ -36,9 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..config import Config
-from ..data.mixed import Source
 from ..data.parts import PartInput
-from ..data.prepared import Prepared
 from ..data.sources import (
     CorpusFile,
     explicit_source,
@@ -78,21 +76,6 @@ def synthetic_parts(cfg: Config, check_stop: Callable[[], None] | None = None) -
 
 def _part_paths(folder: Path, name: str, langs: tuple[str, str]) -> tuple[Path, Path]:
     return folder / f"{name}.{langs[0]}", folder / f"{name}.{langs[1]}"
-
-
-def synthetic_sources(cfg: Config, prepared: Prepared) -> list[Source]:
-    """Each direction's part of `prepared` as a source of the training mix: once an epoch, its
-    tag (when it has one) in front of its sources."""
-    out = []
-    for d in directions(cfg):
-        tag_ids = tuple(prepared.tokenizers.src.encode_batch([d.tag])[0]) if d.tag else ()
-        out.append(Source(d.name, prepared.split(d.name), 1, d.tag, tag_ids))
-    return out
-
-
-def mix_identity(cfg: Config) -> dict[str, Any]:
-    """How the directions' parts are mixed, as a run's identity takes it."""
-    return {d.name: [1, d.tag] for d in directions(cfg)}
 
 
 @dataclass

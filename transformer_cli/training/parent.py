@@ -40,7 +40,7 @@ from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config, ModelConfig, TokenizerConfig
 from ..config_checks import validate
 from ..config_values import ConfigError, as_before, build_section
-from ..data.preprocess import GivenTokenizers
+from ..data.freshness import GivenTokenizers
 from ..errors import UsageError
 from ..hf.folder import HUB_ID
 from ..model_io import read_model

@@ -2,9 +2,9 @@
 pairs it makes by translating text (a `synthetic:` or `distill:` section, synthetic/mixture.py)
 and its users' accepted corrections (corrections/training.py) — prepared, encoded with the
 parent model's tokenizers when the run continues one (train.init_from, training/parent.py),
-and mixed when batches are drawn (`training_split`, data/mixed.py). `tfm train`, `tfm
-preprocess` and `tfm evaluate` prepare it through here, so none of them rebuilds what another
-made."""
+and mixed when batches are drawn as its plan says (`training_split`, training/mix_plan.py).
+`tfm train`, `tfm preprocess` and `tfm evaluate` prepare it through here, so none of them
+rebuilds what another made."""
 
 from __future__ import annotations
 
@@ -15,14 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
-from ..corrections.training import PART, corrections_part
-from ..data.mixed import MixedSplit, Source
+from ..corrections.training import corrections_part
+from ..data.freshness import GivenTokenizers
+from ..data.mixed import MixedSplit
 from ..data.prepared import Prepared
-from ..data.preprocess import GivenTokenizers, prepare
+from ..data.preprocess import prepare
 from ..data.shards import ShardedSplit
-from ..errors import UsageError
-from ..synthetic.directions import makes_pairs, real_copies
-from ..synthetic.mixture import mix_identity, synthetic_parts, synthetic_sources
+from ..synthetic.mixture import synthetic_parts
+from .mix_plan import mix_plan
 from .parent import parent_tokenizers
 
 _UNSET: Any = object()
@@ -40,38 +40,24 @@ def prepare_run_data(
     corrections = corrections_part(cfg)
     if corrections is not None:
         parts.append(corrections)
-    return prepare(cfg, check_stop=check_stop, given=given, parts=parts, **options)
+    reserved = mix_plan(cfg).specials()
+    return prepare(cfg, check_stop=check_stop, given=given, parts=parts, reserved=reserved, **options)
 
 
 def training_split(cfg: Config, prepared: Prepared) -> ShardedSplit | MixedSplit:
-    """What `cfg` trains on from its prepared folder: the corpus's training split alone, or
-    the mix of it (the real pairs `real_copies` times), each direction's pairs (tagged as
-    configured) and the accepted corrections (corrections.weight times); one log line says
-    what the mix is."""
-    real = prepared.split("train")
-    if not prepared.manifest.parts:
-        return real
-    sources = [Source("train", real, real_copies(cfg) if makes_pairs(cfg) else 1)]
-    if makes_pairs(cfg):
-        sources += synthetic_sources(cfg, prepared)
-    if PART in prepared.manifest.parts:
-        sources.append(Source(PART, prepared.split(PART), cfg.corrections.weight))
-    mixed = MixedSplit(sources)
-    shares = [f"{len(s.split)} {s.name} pairs x{s.copies}{' (tagged)' if s.tag else ''}" for s in sources]
-    log.info("training mix, drawn as batches are made: %s; %d pairs an epoch", ", ".join(shares), len(mixed))
-    if not len(mixed):
-        raise UsageError(f"nothing to train on: {', '.join(shares)}")
-    return mixed
+    """What `cfg` trains on from its prepared folder (training/mix_plan.py); one log line says
+    what the mix is when there is one."""
+    plan = mix_plan(cfg)
+    split = plan.split(prepared)
+    if isinstance(split, MixedSplit):
+        log.info("training mix, drawn as batches are made: %s; %d pairs an epoch", plan.describe(prepared), len(split))
+    return split
 
 
 def data_identity(cfg: Config, prepared: Prepared) -> str:
     """What `cfg` trains on, as a run's identity takes it: the prepared folder's fingerprint and,
-    when it has parts, how `training_split` mixes them."""
+    when it has parts, how the plan mixes them."""
     if not prepared.manifest.parts:
         return prepared.fingerprint
-    mix: dict[str, Any] = {"train": real_copies(cfg) if makes_pairs(cfg) else 1}
-    if makes_pairs(cfg):
-        mix.update(mix_identity(cfg))
-    if PART in prepared.manifest.parts:
-        mix[PART] = cfg.corrections.weight
+    mix = mix_plan(cfg).identity(prepared)
     return hashlib.sha256(json.dumps([prepared.fingerprint, mix], sort_keys=True).encode()).hexdigest()

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
 from ..data import folder_lock
+from ..data.freshness import GivenTokenizers
 from ..data.prepared import Prepared, load_prepared
-from ..data.preprocess import GivenTokenizers
 from ..errors import UsageError
 from .parent import PUBLISHED, Parent, lineage
 from .retrain_policy import Decision, decide, facts_of, first_run, read_stored, store

@@ -42,7 +42,7 @@ from ..tokenizers.base import Chunk, sample_pairs
 from ..tokenizers.growth import Growth, GrowthRule, appended, new_pieces, scored, tiling
 from ..tokenizers.pair import LinesText, TokenizerPair
 from ..tokenizers.subword import SubwordTokenizer
-from ..tokenizers.text_marks import MARKS
+from .mix_plan import mix_plan
 from .run_dir import RunDir
 
 log = logging.getLogger("tfm")
@@ -80,7 +80,7 @@ def grow(
     rule = GrowthRule(cfg.train.retrain.new_piece_min_count, cfg.train.retrain.max_new_pieces)
     seen = Counter[str]()
     sources, targets = sample_pairs(_text(prepared, seen), settings.fit_sample)
-    reserved = MARKS if prepared.manifest.parts else ()
+    reserved = mix_plan(cfg).specials()
     fitted = SubwordTokenizer.fit(settings, prepared.langs, LinesText(sources, targets, available_cpus(), reserved))
     sides = ("shared",) if parent.joint else ("src", "tgt")
     texts = {"shared": [*sources, *targets], "src": sources, "tgt": targets}

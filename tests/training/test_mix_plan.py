@@ -1,0 +1,76 @@
+"""training/mix_plan.py: the training mix declared once from the config (sources, weights,
+transforms): the batches, the run's identity and the log line read it, and the vocabulary
+reserves exactly the marks its transforms write."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from helpers import sentence_pairs, write_config
+
+from transformer_cli.config_loading import load_config
+from transformer_cli.corrections.store import Correction, CorrectionStore
+from transformer_cli.data.parts import PartInput
+from transformer_cli.data.preprocess import prepare
+from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER, FORWARD_TRANSLATION_TAG
+from transformer_cli.training.mix_plan import PlannedSource, Prefix, WordNoise, mix_plan
+from transformer_cli.training.run_data import data_identity, prepare_run_data, training_split
+
+
+def test_the_plan_declares_each_source_with_its_weight_and_transforms(tmp_path, corpus_dir):
+    synthetic = {
+        "back_translation": {"text": ["parallel"], "search": "noised_beam", "weight": 3},
+        "forward_translation": {"text": ["parallel"], "teachers": ["t.pt"], "tag": True},
+        "real_upsample": 2,
+    }
+    corrections = {"store": str(tmp_path / "store"), "weight": 5}
+    path = write_config(tmp_path / "c.yaml", tmp_path, corpus_dir, synthetic=synthetic, corrections=corrections)
+    plan = mix_plan(load_config(str(path)))
+    assert plan.sources == (
+        PlannedSource("train", 2),
+        PlannedSource("back_translation", 3, (Prefix(BACK_TRANSLATION_TAG), WordNoise())),
+        PlannedSource("forward_translation", 1, (Prefix(FORWARD_TRANSLATION_TAG),)),
+        PlannedSource("corrections", 5),
+    )
+    assert plan.specials() == (BACK_TRANSLATION_TAG, FILLER, FORWARD_TRANSLATION_TAG)
+    only = load_config(str(write_config(tmp_path / "o.yaml", tmp_path, corpus_dir, corrections=corrections)))
+    assert mix_plan(only).sources == (PlannedSource("train", 1), PlannedSource("corrections", 5))
+    assert mix_plan(only).specials() == ()  # no transform writes a mark: nothing reserved
+
+
+def test_a_directions_weight_repeats_its_pairs_and_makes_another_run_not_other_data(tmp_path, corpus_dir, caplog):
+    synthetic = {"back_translation": {"text": ["parallel"]}}
+    path = write_config(tmp_path / "w.yaml", tmp_path, corpus_dir, synthetic=synthetic)
+    cfg = load_config(str(path))
+    made = tmp_path / "made"
+    made.mkdir()
+    pairs = sentence_pairs(7, seed=3)
+    paths = (made / "back_translation.de", made / "back_translation.en")
+    for side, file in enumerate(paths):
+        file.write_text("".join(f"{p[side]}\n" for p in pairs), encoding="utf-8")
+    prepared, _ = prepare(cfg, parts=[PartInput("back_translation", paths)], reserved=mix_plan(cfg).specials())
+    real = len(prepared.split("train"))
+    heavier = load_config(str(path), ["synthetic.back_translation.weight=3"])
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        once, thrice = training_split(cfg, prepared), training_split(heavier, prepared)
+    assert (len(once), len(thrice)) == (real + 7, real + 3 * 7)
+    assert thrice.lines(real + 7) == thrice.lines(real) == (f"{BACK_TRANSLATION_TAG} {pairs[0][0]}", pairs[0][1])
+    assert f"{real} train pairs x1, 7 back_translation pairs x3 (tagged); {real + 21} pairs an epoch" in caplog.text
+    assert data_identity(heavier, prepared) != data_identity(cfg, prepared)
+
+
+def test_a_corrections_only_configs_first_correction_encodes_that_pair_alone(tmp_path, corpus_dir, caplog):
+    store = CorrectionStore(tmp_path / "store")
+    path = write_config(tmp_path / "k.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
+    cfg = load_config(str(path))
+    before, _ = prepare_run_data(cfg)
+    shards = {p: p.stat().st_ino for p in cfg.data_dir.glob("train.*.bin")}
+    store.add([Correction("Ein Hund rennt .", "A dog runs .", time=time.time())])
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        after, rebuilt = prepare_run_data(cfg)
+    assert rebuilt and "corrections: 1 pairs encoded" in caplog.text
+    assert "rebuilding" not in caplog.text and after.manifest.fingerprint == before.manifest.fingerprint
+    assert {p: p.stat().st_ino for p in cfg.data_dir.glob("train.*.bin")} == shards  # the corpus untouched
+    assert after.tokenizers.vocabulary_digest() == before.tokenizers.vocabulary_digest()
