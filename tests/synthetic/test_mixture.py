@@ -257,7 +257,7 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
     for i in (0, 60, 60 + bt):
         assert mixed.pair(i)[0].tolist() == src.encode_batch([lines[i][0]])[0]
     assert len(mixed.src_lengths) == len(mixed) and int(mixed.src_lengths[60]) == len(mixed.pair(60)[0])
-    assert prepared.tokenizers.src.id_to_token(mixed.pair(60)[0][:2].tolist())[-1] == BACK_TRANSLATION_TAG
+    assert prepared.tokenizers.src.id_to_token(mixed.pair(60)[0][:1].tolist()) == [f"\u2581{BACK_TRANSLATION_TAG}"]
 
     made = [*(folder / f"{p.name}.{lang}" for p in parts for lang in ("de", "en")), *cfg.data_dir.iterdir()]
     before = {p: p.stat().st_mtime_ns for p in made}

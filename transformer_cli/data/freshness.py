@@ -99,7 +99,8 @@ def lacking_marks(folder: Path, reserved: tuple[str, ...]) -> int:
         src = TokenizerPair.load(folder).src
     except (OSError, ValueError, KeyError, TypeError, RuntimeError):
         return len(reserved)
-    return sum(mark not in src.id_to_token(src.encode_batch([mark])[0]) for mark in reserved)
+    # a token of its own: the mark, or SentencePiece's `▁<mark>` (tokenizers/subword.py)
+    return sum(not any(mark in token for token in src.id_to_token(src.encode_batch([mark])[0])) for mark in reserved)
 
 
 def still_current(

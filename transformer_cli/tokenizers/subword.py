@@ -13,6 +13,7 @@ from ..errors import UsageError, first_line
 from .base import ProgressCallback, Tokenizer, TrainingText, strip_specials
 from .vocab import EOS, PAD, SOS, SPECIALS, UNK, SpecialIds
 
+WORD_START = "\u2581"  # SentencePiece's word boundary
 _SPM_TOO_BIG = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 
 
@@ -40,7 +41,9 @@ class SubwordTokenizer(Tokenizer):
         cls, lines: Sequence[str], cfg: TokenizerConfig, threads: int, reserved: Sequence[str] = ()
     ) -> SubwordTokenizer:
         """Fit on `lines` (all of them: the caller bounds how many) with `threads` threads;
-        `reserved` become pieces of their own."""
+        `reserved` marks become pieces of their own, each with the word boundary in front
+        (`▁<mark>`): a mark stands as a word (a tag before the sentence, a blanked word), so it
+        is one piece, as it was when fitted on tagged text, not a lone "▁" and the mark."""
         import sentencepiece as spm
 
         text = [line.lower() if cfg.lowercase else line for line in lines if line.strip()]
@@ -61,7 +64,7 @@ class SubwordTokenizer(Tokenizer):
                 bos_piece=SPECIALS[SOS],
                 eos_piece=SPECIALS[EOS],
                 input_sentence_size=0,
-                user_defined_symbols=list(reserved),
+                user_defined_symbols=[f"{WORD_START}{mark}" for mark in reserved],
                 minloglevel=2,
                 num_threads=threads,
             )
