@@ -1,7 +1,8 @@
 """cli_feedback.py: `tfm feedback add | list | accept | reject` on a config's store, and a run of
 the config trains on what they accepted; a TMX's unusable units skipped and said, a correction
-added again after a later one replaced it current again, and a reader that stops early (`| head`)
-ending `tfm feedback list` quietly."""
+added again after a later one replaced it current again, a reader that stops early (`| head`)
+ending `tfm feedback list` quietly, damaged lines of the store skipped and said, and a file's
+lines counted as one caller's."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_feedback_adds_lists_accepts_and_the_next_run_trains_on_it(tmp_path, cor
     r = run_tfm("train", "-c", str(cfg), "--quiet")
     assert r.returncode == 0, r.stderr
     log = (tmp_path / "checkpoints" / "fix" / "train.log").read_text()
-    assert "corrections: 2 accepted from 1 client(s) (x3 an epoch), 0 held" in log
+    assert "corrections: 2 accepted from 1 caller(s) (x3 an epoch), 0 held" in log
     assert "300 train pairs x1, 2 corrections pairs x3; 306 pairs an epoch" in log
     r = run_tfm("feedback", "list", "-c", str(tmp_path / "missing.yaml"))
     assert r.returncode == 2
@@ -129,3 +130,50 @@ def test_a_reader_that_stops_early_ends_feedback_list_quietly(tmp_path, corpus_d
         p.stdout.close()  # 800 lines are far more than the pipe holds: tfm is still writing
         assert (p.wait(120), p.stderr.read().decode()) == (141, "")  # 128 + SIGPIPE, as Unix tools
     assert first["source"] == "Satz 0 ."
+
+
+def test_damaged_lines_of_the_store_are_skipped_and_said_by_list_and_by_train(tmp_path, corpus_dir):
+    """A record of the wrong shape (a number as source, no corrected, not an object) was
+    `tfm: internal error: TypeError` (exit 1) in `tfm feedback list` and `tfm train`."""
+    cfg = write_config(
+        tmp_path / "fix.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")}, train={"epochs": 1}
+    )
+    store = CorrectionStore(tmp_path / "store")
+    good = Correction("Ein Hund rennt .", "A dog runs .")
+    store.add([good])
+    with open(store.path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"id": "n", "source": 5, "corrected": "Five ."}) + "\n")
+        f.write(json.dumps({"id": "m", "source": "Ein Haus ."}) + "\n")
+        f.write("[1, 2]\n")
+    r = run_tfm("feedback", "list", "-c", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line)["id"] for line in r.stdout.splitlines()] == [good.id]
+    said = [
+        f"{store.path}:2: a correction: source has the wrong type (int); line skipped",
+        f"{store.path}:3: a correction has no corrected; line skipped",
+        f"{store.path}:4: not a JSON object (list); line skipped",
+        f"{store.path}: 3 damaged line(s) skipped: 2, 3, 4",
+    ]
+    assert [line.split(" ", 2)[2] for line in r.stderr.splitlines()] == [f"warning: {s}" for s in said]
+    r = run_tfm("train", "-c", str(cfg), "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert all(f"warning: {s}" in r.stderr for s in said[:3])
+    log = (tmp_path / "checkpoints" / "fix" / "train.log").read_text()
+    assert "corrections: 1 accepted from 1 caller(s) (x4 an epoch), 0 held" in log
+
+
+def test_a_files_lines_count_against_the_user_who_adds_it_whatever_clients_they_name(tmp_path, corpus_dir):
+    """corrections.per_client_per_day counted the 4th column's client names: a TSV naming a new
+    client on each line was accepted whole, however long. A file added by one user is one caller."""
+    import pwd
+
+    store = {"store": str(tmp_path / "store"), "per_client_per_day": 20}
+    cfg = write_config(tmp_path / "fix.yaml", tmp_path, corpus_dir, corrections=store)
+    fixes = tmp_path / "fixes.tsv"
+    fixes.write_text("".join(f"Satz {i} .\tSentence {i} .\t\tclient-{i}\n" for i in range(30)), encoding="utf-8")
+    r = run_tfm("feedback", "add", str(fixes), "-c", str(cfg))
+    assert r.returncode == 0 and ": 20 accepted, 10 held" in r.stderr, r.stderr
+    listed = [json.loads(line) for line in run_tfm("feedback", "list", "-c", str(cfg)).stdout.splitlines()]
+    assert [c["client"] for c in listed] == [f"client-{i}" for i in range(30)]  # kept as labels
+    assert {c["caller"] for c in listed} == {f"user {pwd.getpwuid(os.getuid()).pw_name}"}
+    assert listed[20]["reasons"] == ["the caller's 20 corrections of the day are accepted already"]

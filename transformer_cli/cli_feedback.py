@@ -75,11 +75,15 @@ def list_(
     overrides: list[str] = SET,
 ) -> None:
     """Print the corrections, one JSON object a line (id, status, reasons, source, corrected,
-    output, client, origin, time)."""
+    output, client, origin, time, caller). Lines of the store's log that hold no record are
+    skipped: each is a warning naming its line, and one more says how many."""
     _, store = _store(config, overrides, True)
     for c in store.corrections():
         if not held or c.status == "held":
             typer.echo(json.dumps(c.__dict__, ensure_ascii=False))
+    if damaged := store.damaged:
+        numbers = ", ".join(str(d.number) for d in damaged)
+        log.warning("warning: %s: %d damaged line(s) skipped: %s", store.path, len(damaged), numbers)
 
 
 def _decide(config: str, ids: list[str], overrides: list[str], quiet: bool, decision: str) -> None:

@@ -29,9 +29,18 @@ class CorrectionsConfig(Section):
         True, "tfm serve answers a source equal to an accepted correction's (spaces aside) with the correction."
     )
     max_bytes: int = _f(16384, "A correction request's body size in bytes (more: 413).", ge=64, le=1 << 24)
-    per_minute: int = _f(30, "Corrections one client may post a minute (more: 429).", ge=1, le=1_000_000)
+    per_minute: int = _f(
+        30,
+        "Corrections one caller (its network address) may post to tfm serve a minute (more: 429).",
+        ge=1,
+        le=1_000_000,
+    )
     per_client_per_day: int = _f(
-        500, "Corrections of one client accepted a day (UTC); later ones are held for review.", ge=0, le=10_000_000
+        500,
+        "Corrections of one caller (a network address, the local user: not the client a correction names) "
+        "accepted a day (UTC); later ones are held for review.",
+        ge=0,
+        le=10_000_000,
     )
     max_length_ratio: float = _f(
         3.0, "Held when one side is this many times longer than the other (in characters).", ge=1.0, le=1000.0

@@ -249,7 +249,7 @@ class ServeConfig(Section):
         "Load shedding: the seconds an admitted request may "
         "wait for its answer from when the server began to read it, predicted from the recent batches' "
         "times with a margin for how far recent predictions fell short "
-        "(before the first batch: one batch, serve.batch_tokens); a "
+        "(the first requests' from a warm-up batch timed before the server listens); a "
         "request that would wait longer, or make an earlier one "
         "late, is answered 503 with Retry-After at once (counted in "
         "/metrics: tfm_requests_shed_total). null: no bound.",

@@ -48,16 +48,17 @@ def test_a_correction_a_later_one_replaced_is_accepted_again_and_is_the_current_
     assert (repeated.status, repeated.reasons) == ("held", ["already accepted"])  # the current one, again
 
 
-def test_the_cap_counts_a_client_per_day_across_the_store():
+def test_the_cap_counts_a_caller_per_day_across_the_store_whatever_clients_it_names():
     cfg = CorrectionsConfig(store="s", per_client_per_day=2)
     yesterday = time.time() - DAY_S
-    known = [Correction(f"Satz {i}", f"Sentence {i}", client="a") for i in range(2)]
-    known.append(Correction("Alt", "Old", client="b", time=yesterday))
+    known = [Correction(f"Satz {i}", f"Sentence {i}", client=f"c{i}", caller="a") for i in range(2)]
+    known.append(Correction("Alt", "Old", caller="b", time=yesterday))
     check = guarded(cfg)
-    assert check(known, Correction("Neu", "New", client="a")).reasons == [
-        "the client's 2 corrections of the day are accepted already"
+    assert check(known, Correction("Neu", "New", client="c9", caller="a")).reasons == [
+        "the caller's 2 corrections of the day are accepted already"
     ]
-    assert check(known, Correction("Neu", "New", client="b")).status == "accepted"  # yesterday's do not count
+    from_b = Correction("Neu", "New", client="c0", caller="b")
+    assert check(known, from_b).status == "accepted"  # yesterday's do not count
 
 
 def test_sources_are_matched_in_nfc_with_spaces_collapsed_and_scripts_by_most_letters():

@@ -21,13 +21,13 @@ def test_the_accepted_corrections_are_a_part_weighted_in_the_mix(tmp_path, corpu
     t = time.time() - 100
     store.add(
         [
-            Correction("Ein Hund rennt .", "A dog runs .", client="a", time=t),
-            Correction("Eine Katze schläft .", "A cat sleeps .", client="b", time=t + 1),
-            Correction("Ein Hund rennt .", "A dog is running .", client="a", time=t + 2),  # replaces the first
+            Correction("Ein Hund rennt .", "A dog runs .", caller="a", time=t),
+            Correction("Eine Katze schläft .", "A cat sleeps .", caller="b", time=t + 1),
+            Correction("Ein Hund rennt .", "A dog is running .", caller="a", time=t + 2),  # replaces the first
             Correction("Ein Haus .", "A house .", status="held", reasons=["x"], time=t + 3),
         ]
     )
-    flood = [Correction(f"Satz {i} .", f"Sentence {i} .", client="flood") for i in range(4)]
+    flood = [Correction(f"Satz {i} .", f"Sentence {i} .", client=f"c{i}", caller="flood") for i in range(4)]
     store.add(flood, guarded(CorrectionsConfig(store="s", per_client_per_day=0)))
     assert [c.corrected for c in accepted(store)] == ["A cat sleeps .", "A dog is running ."]
     path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
@@ -35,8 +35,8 @@ def test_the_accepted_corrections_are_a_part_weighted_in_the_mix(tmp_path, corpu
     with caplog.at_level(logging.INFO, logger="tfm"):
         prepared, _ = prepare_run_data(cfg)
         mixed = training_split(cfg, prepared)
-    assert "corrections: 2 accepted from 2 client(s) (x4 an epoch), 5 held for review" in caplog.text
-    capped = "corrections: client flood reached its daily cap (corrections.per_client_per_day): 4 of its"
+    assert "corrections: 2 accepted from 2 caller(s) (x4 an epoch), 5 held for review" in caplog.text
+    capped = "corrections: caller flood reached its daily cap (corrections.per_client_per_day): 4 of its"
     assert capped in caplog.text
     assert prepared.manifest.parts[PART].pairs == 2 and len(mixed) == 300 + 4 * 2
     assert [mixed.lines(i) for i in (300, 301, 302)] == [
@@ -66,7 +66,7 @@ def test_data_limit_train_keeps_the_first_corrections_and_says_so(tmp_path, corp
     line counts them all and says how many are trained on (it said "2 accepted" of 5)."""
     store = CorrectionStore(tmp_path / "store")
     t = time.time() - 100
-    store.add([Correction(f"Satz {i} .", f"Sentence {i} .", client=f"c{i}", time=t + i) for i in range(5)])
+    store.add([Correction(f"Satz {i} .", f"Sentence {i} .", caller=f"c{i}", time=t + i) for i in range(5)])
     path = write_config(
         tmp_path / "small.yaml",
         tmp_path,
@@ -77,5 +77,5 @@ def test_data_limit_train_keeps_the_first_corrections_and_says_so(tmp_path, corp
     with caplog.at_level(logging.INFO, logger="tfm"):
         part = corrections_part(load_config(str(path)))
     assert part is not None
-    assert "corrections: 5 accepted from 5 client(s), the first 2 trained on (data.limit_train) (x4" in caplog.text
+    assert "corrections: 5 accepted from 5 caller(s), the first 2 trained on (data.limit_train) (x4" in caplog.text
     assert part.paths[1].read_text(encoding="utf-8") == "Sentence 0 .\nSentence 1 .\n"

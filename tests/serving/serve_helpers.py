@@ -9,6 +9,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,20 @@ def toy_model_args(trained: dict, *settings: str) -> list[str]:
     for setting in ("serve.threads=1", *settings):
         args += ["--set", setting]
     return args
+
+
+TOKEN = "s3cret-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def corrections_args(trained: dict, folder: Path, *settings: str) -> tuple[list[str], Path]:
+    """`tfm serve` arguments for the toy model of `trained` behind the bearer token TOKEN (a file
+    in `folder`), taking corrections into a store in `folder`, without the bound on waits
+    (serve.max_pending_s=null), and each `KEY=VALUE` of `settings`; and the store's folder."""
+    token, store = folder / "token", folder / "store"
+    token.write_text(TOKEN)
+    settings = (f"serve.token_file={token}", f"corrections.store={store}", "serve.max_pending_s=null", *settings)
+    return toy_model_args(trained, *settings), store
 
 
 def free_port() -> int:
@@ -100,6 +115,19 @@ class Reply:
     text: str = ""
     sha256: str = ""
     error: str = ""
+    retry_after: str = ""  # the Retry-After header of an answer other than 200
+
+    def shed(self) -> bool:
+        """Whether this is admission control's 503 (docs/serving.md, "Under load"): Retry-After
+        in whole seconds and `{"error": "the server is busy: ... (serve.max_pending_s=...) ..."}`,
+        a documented answer that asks the client to retry, not a failure."""
+        if self.status != 503 or not self.retry_after.isdigit() or int(self.retry_after) < 1:
+            return False
+        try:
+            error = json.loads(self.error)["error"]
+        except (ValueError, KeyError, TypeError):
+            return False
+        return isinstance(error, str) and error.startswith("the server is busy: ") and "serve.max_pending_s=" in error
 
 
 @dataclass
@@ -118,18 +146,28 @@ class Load:
 
     def __enter__(self) -> Load:
         self._thread.start()
-        wait_until(lambda: len(self.replies) >= self.clients, 30, "the first replies under load")
+        wait_until(lambda: len(self.answered()) >= self.clients, 30, "the first answers under load")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(60)
 
+    def answered(self) -> list[Reply]:
+        """The requests admitted and translated."""
+        return [r for r in self.replies if r.status == 200]
+
+    def shed(self) -> list[Reply]:
+        """The requests admission control answered 503 (`Reply.shed`)."""
+        return [r for r in self.replies if r.shed()]
+
     def failures(self) -> list[Reply]:
-        return [r for r in self.replies if r.status != 200]
+        """Every other reply: another status, a 503 of another kind, no answer at all."""
+        return [r for r in self.replies if r.status != 200 and not r.shed()]
 
     def shas(self) -> set[str]:
-        return {r.sha256 for r in self.replies}
+        """The models that answered."""
+        return {r.sha256 for r in self.answered()}
 
     async def _main(self) -> None:
         async with httpx.AsyncClient(base_url=self.url, timeout=30) as client:
@@ -146,7 +184,7 @@ class Load:
                 if r.status_code == 200:
                     reply.text = r.json()[0]["translation_text"]
                 else:
-                    reply.error = r.text
+                    reply.error, reply.retry_after = r.text, r.headers.get("retry-after", "")
             except httpx.HTTPError as e:
                 reply = Reply(sentence, 0, error=f"{type(e).__name__}: {e}")
             self.replies.append(reply)
@@ -223,33 +261,65 @@ def read_answer(sock: socket.socket) -> tuple[int, str]:
     return int(head.split()[1]), body.decode()
 
 
+def _post(path: str, body: dict) -> bytes:
+    """The bytes of an HTTP/1.1 POST of `body` as JSON to `path`."""
+    payload = json.dumps(body).encode()
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    ).encode() + payload
+
+
+def _ask(sock: socket.socket, request: bytes) -> tuple[int, float]:
+    """(status, seconds to answer) of `request` sent on `sock`."""
+    sent = time.monotonic()
+    sock.sendall(request)
+    status, _ = read_answer(sock)
+    return status, time.monotonic() - sent
+
+
+def _on_threads(clients: int, client: Callable[[], None], timeout: float) -> None:
+    """`client()` on `clients` threads at once; returns when all are done (or `timeout` s each)."""
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+
+
 def burst(port: int, path: str, body: dict, clients: int, seconds: float) -> list[tuple[int, float]]:
     """(status, seconds to answer) of every request of `clients` clients that POST `body` to
     `path` again as soon as they are answered, for `seconds`, each on a keep-alive connection
     and a thread of its own, as wrk's connections do. Raw sockets, not httpx: on two cores,
     httpx's own work per request in this process added a tenth of a second and more to what
     its clients measured (30 ms 503s took 120 ms), which would time the clients, not the server."""
-    payload = json.dumps(body).encode()
-    request = (
-        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(payload)}\r\n\r\n"
-    ).encode() + payload
+    request = _post(path, body)
     answers: list[tuple[int, float]] = []
     stop = time.monotonic() + seconds
 
     def client() -> None:
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
             while time.monotonic() < stop:
-                sent = time.monotonic()
-                sock.sendall(request)
-                status, _ = read_answer(sock)
-                answers.append((status, time.monotonic() - sent))
-                if not status:
+                answers.append(_ask(sock, request))
+                if not answers[-1][0]:
                     return
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(seconds + 120)
+    _on_threads(clients, client, seconds + 120)
+    return answers
+
+
+def wave(port: int, path: str, body: dict, clients: int) -> list[tuple[int, float]]:
+    """(status, seconds to answer) of one POST of `body` to `path` by each of `clients` clients,
+    sent at once: each connects first, on a thread of its own, then all send together (raw
+    sockets, as `burst`)."""
+    request = _post(path, body)
+    answers: list[tuple[int, float]] = []
+    connected = threading.Barrier(clients)
+
+    def client() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            connected.wait(60)
+            answers.append(_ask(sock, request))
+
+    _on_threads(clients, client, 120)
     return answers

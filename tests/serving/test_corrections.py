@@ -8,27 +8,15 @@ import json
 import signal
 import time
 
-from serving.serve_helpers import SENTENCES, Served, toy_model_args
+from serving.serve_helpers import AUTH, SENTENCES, Served, corrections_args, toy_model_args
 
 from transformer_cli.corrections.store import CorrectionStore
 from transformer_cli.serving.corrections import PerMinute
 from transformer_cli.serving.requests import ClientError
 
-TOKEN = "s3cret-token"
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def _args(trained, tmp_path, *settings):
-    token = tmp_path / "token"
-    token.write_text(TOKEN)
-    store = tmp_path / "store"
-    return toy_model_args(
-        trained, f"serve.token_file={token}", f"corrections.store={store}", "serve.max_pending_s=null", *settings
-    ), store
-
 
 def test_a_correction_is_durable_at_its_200_and_served_from_memory_by_every_server(trained, tmp_path):
-    args, store = _args(trained, tmp_path, "corrections.per_minute=3")
+    args, store = corrections_args(trained, tmp_path, "corrections.per_minute=3")
     one = Served(*args, log_to=tmp_path / "one.log")
     two = Served(*args, log_to=tmp_path / "two.log")
     try:
@@ -73,7 +61,7 @@ def test_a_correction_is_durable_at_its_200_and_served_from_memory_by_every_serv
 
 
 def test_a_correction_that_fails_the_guards_is_held_not_served_and_served_sources_are_kept(trained, tmp_path):
-    args, store = _args(trained, tmp_path, "corrections.served_per_day=2")
+    args, store = corrections_args(trained, tmp_path, "corrections.served_per_day=2")
     server = Served(*args, log_to=tmp_path / "serve.log")
     try:
         source = SENTENCES[2]
@@ -139,7 +127,8 @@ def test_no_acknowledged_correction_is_lost_across_a_reload_and_a_sigkill_under_
 
     model = tmp_path / "published.pt"
     shutil.copyfile(trained["run"] / "published.pt", model)
-    args, store = _args(trained, tmp_path, "corrections.per_minute=100000", "serve.reload_poll_s=0.1")
+    limits = ("corrections.per_minute=100000", "corrections.per_client_per_day=1000000")  # one caller: 127.0.0.1
+    args, store = corrections_args(trained, tmp_path, *limits, "serve.reload_poll_s=0.1")
     args[args.index("--checkpoint") + 1] = str(model)
     server = {"now": Served(*args, log_to=tmp_path / "a.log")}
     acked: list[tuple[str, str]] = []
@@ -205,3 +194,34 @@ def test_no_acknowledged_correction_is_lost_across_a_reload_and_a_sigkill_under_
         assert all(a.get("from_memory") for a in answers)
     finally:
         server["now"].stop()
+
+
+def test_the_page_is_answered_from_memory_with_the_models_attention_over_the_correction(trained, tmp_path, model):
+    """POST /attention (the try-it page's) once answered a source the memory holds with the
+    model's own translation, where /translate answered the correction. Now it answers the
+    correction, says which (as /translate does), and its weights are the model's attention while
+    it reads the correction (teacher forcing); a source the memory does not hold is the model's."""
+    args, _ = corrections_args(trained, tmp_path)
+    server = Served(*args, log_to=tmp_path / "serve.log")
+    try:
+        source, other = SENTENCES[0], SENTENCES[1]
+        fix = {"source": source, "corrected": "A man looks at a red ball."}
+        correction = server.post("/corrections", json=fix, headers=AUTH).json()
+        assert correction["status"] == "accepted", correction
+        translated = server.post("/translate", json={"inputs": source}, headers=AUTH).json()[0]
+        r = server.post("/attention", json={"inputs": f" {source}"}, headers=AUTH)
+        assert r.status_code == 200, r.text
+        shown = r.json()
+        assert {k: shown[k] for k in ("translation_text", "from_memory", "correction")} == translated
+        tgt = model.backend.tokenizers.tgt
+        (ids,) = tgt.encode_batch([fix["corrected"]])
+        assert shown["target_tokens"] == tgt.id_to_token([*ids, tgt.ids.eos])  # the correction's, forced
+        assert shown["source_tokens"] == model.attention(source).source_tokens
+        assert [len(row) for row in shown["weights"]] == [len(shown["source_tokens"])] * len(shown["target_tokens"])
+        assert all(abs(sum(row) - 1) < 1e-4 for row in shown["weights"])
+        plain = server.post("/attention", json={"inputs": other}, headers=AUTH).json()
+        expected = model.attention(other)
+        assert "from_memory" not in plain and "correction" not in plain
+        assert (plain["translation_text"], plain["target_tokens"]) == (expected.translation, expected.target_tokens)
+    finally:
+        assert server.stop() == 0

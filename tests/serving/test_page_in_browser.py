@@ -1,7 +1,8 @@
 """The try-it page in a real browser (headless Chromium driven by Playwright): type a sentence,
 translate, see the translation and the attention heatmap, with no console errors and no
-failed requests; the beam box starts at the server's default; a server that cannot be reached
-is said in the page, and the translation of another text is no longer shown.
+failed requests; the beam box starts at the server's default; an answer from the translation
+memory (an accepted correction) is said in the page; a server that cannot be reached is said in
+the page, and the translation of another text is no longer shown.
 
 Needs Playwright (the browser test extra) and a Chromium: Debian's, which scripts/setup.sh
 installs where it can, or $TFM_CHROMIUM. Skipped with the reason otherwise."""
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from serving.serve_helpers import SENTENCES
+from serving.serve_helpers import AUTH, SENTENCES, corrections_args
 
 
 def chromium() -> str:
@@ -81,6 +82,35 @@ def test_the_page_translates_and_draws_the_attention(served, model):
         attention = model.attention(SENTENCES[2], model.options(beam_size=1))
         assert cells == len(attention.source_tokens) * len(attention.target_tokens)
         assert "sha256" in page.text_content("#model")
+    assert problems == []
+
+
+def test_the_page_says_when_the_answer_is_an_accepted_correction(trained, tmp_path, start_server, model):
+    """The page once showed the model's own translation of a source the translation memory
+    holds, where /translate answered the correction, and did not say which it was."""
+    args, _ = corrections_args(trained, tmp_path)
+    server = start_server(*args)
+    fix = {"source": SENTENCES[2], "corrected": "A little child holds a big hat."}
+    correction = server.post("/corrections", json=fix, headers=AUTH).json()
+    assert correction["status"] == "accepted", correction
+    shown = "document.querySelector('#translation').textContent"
+    problems: list[str] = []
+    with browser_page(problems) as page:
+        page.set_extra_http_headers(AUTH)  # what the proxy in front of a server with a token adds
+        page.goto(server.url + "/")
+        page.wait_for_function("document.querySelector('#heatmap table.heat') !== null")
+        assert page.text_content("#memory") == ""  # the example sentence: the model's
+        page.fill("#text", SENTENCES[2])
+        page.click("button[type=submit]")
+        page.wait_for_function(f"{shown} == {fix['corrected']!r}")
+        note = page.text_content("#memory")
+        assert note.startswith(f"From an accepted correction ({correction['id']}), not the model's own"), note
+        tokens = len(model.backend.tokenizers.tgt.encode(fix["corrected"])) + 1  # and <eos>
+        assert page.locator("#heatmap table.heat tr").count() == 1 + tokens  # the correction's rows
+        page.fill("#text", SENTENCES[3])
+        page.click("button[type=submit]")
+        page.wait_for_function(f"{shown} == {model.translate([SENTENCES[3]])[0]!r}")
+        assert page.text_content("#memory") == ""
     assert problems == []
 
 

@@ -14,7 +14,9 @@
     repeated         the correction in force for the source (its latest accepted one:
                      `current`) is this one already; one that a later correction replaced
                      is accepted again, and is in force once more
-    client's cap     the client already has corrections.per_client_per_day accepted today (UTC)
+    caller's cap     its caller already has corrections.per_client_per_day accepted today
+                     (UTC): who sent it (store.py's `caller`: a network address, a local
+                     user), not the `client` it names, a label that counts for nothing
 """
 
 from __future__ import annotations
@@ -67,20 +69,25 @@ def shared(text: str, other: str) -> float:
     return len(mine & trigrams(other)) / len(mine) if mine else 0.0
 
 
+def _caller_day(c: Correction) -> tuple[str | None, int]:
+    """What the daily cap counts `c` under: its caller and its day (UTC)."""
+    return c.caller, int(c.time // DAY_S)
+
+
 class Guards:
     """The guards of one store (see the module docstring): `check` gives a correction its
-    status and reasons, counting what it accepts per client and day."""
+    status and reasons, counting what it accepts per caller and day."""
 
     def __init__(self, cfg: CorrectionsConfig, accepted: Iterable[Correction], unknown_share: UnknownShare | None):
         self.cfg, self.unknown_share = cfg, unknown_share
         accepted = list(accepted)
         self.in_force = {source: normalised(c.corrected) for source, c in current(accepted).items()}
-        self.today: Counter[tuple[str, int]] = Counter()
+        self.today: Counter[tuple[str | None, int]] = Counter()
         for c in accepted:
             self._count(c)
 
     def _count(self, c: Correction) -> None:
-        self.today[(c.client or "", int(c.time // DAY_S))] += 1
+        self.today[_caller_day(c)] += 1
 
     def reasons(self, c: Correction) -> list[str]:
         """Why `c` is held (empty: it passes)."""
@@ -100,8 +107,8 @@ class Guards:
             out.append(f"{share:.0%} of its tokens are unknown to the model")
         if self.in_force.get(source) == corrected:
             out.append("already accepted")
-        if self.today[(c.client or "", int(c.time // DAY_S))] >= cfg.per_client_per_day:
-            out.append(f"the client's {cfg.per_client_per_day} {OVER_CAP}")
+        if self.today[_caller_day(c)] >= cfg.per_client_per_day:
+            out.append(f"the caller's {cfg.per_client_per_day} {OVER_CAP}")
         return out
 
     def check(self, c: Correction) -> Correction:
@@ -115,7 +122,7 @@ class Guards:
 
 
 def over_cap(c: Correction) -> bool:
-    """Whether `c` was held for its client's daily cap."""
+    """Whether `c` was held for its caller's daily cap."""
     return any(r.endswith(OVER_CAP) for r in c.reasons)
 
 

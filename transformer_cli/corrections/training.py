@@ -36,7 +36,7 @@ def accepted(store: CorrectionStore) -> list[Correction]:
 
 def corrections_part(cfg: Config) -> PartInput | None:
     """The config's accepted corrections as a part (None: corrections off, or none accepted);
-    one log line says how many, from how many clients, how many data.limit_train keeps (the
+    one log line says how many, from how many callers, how many data.limit_train keeps (the
     first N, as of every source), and how many are held."""
     if cfg.corrections.store is None:
         return None
@@ -45,22 +45,22 @@ def corrections_part(cfg: Config) -> PartInput | None:
     taken = accepted(store)
     chosen = taken[: cfg.data.limit_train]
     held = sum(c.status == "held" for c in every)
-    clients = Counter(c.client or "-" for c in taken)
+    callers = Counter(c.caller or "-" for c in taken)
     limited = f", the first {len(chosen)} trained on (data.limit_train)" if len(chosen) < len(taken) else ""
     log.info(
-        "corrections: %d accepted from %d client(s)%s (x%d an epoch), %d held for review (tfm feedback list --held)",
+        "corrections: %d accepted from %d caller(s)%s (x%d an epoch), %d held for review (tfm feedback list --held)",
         len(taken),
-        len(clients),
+        len(callers),
         limited,
         cfg.corrections.weight,
         held,
     )
-    capped = Counter(c.client or "-" for c in every if c.status == "held" and over_cap(c))
-    for client, n in sorted(capped.items()):
+    capped = Counter(c.caller or "-" for c in every if c.status == "held" and over_cap(c))
+    for who, n in sorted(capped.items()):
         log.info(
-            "corrections: client %s reached its daily cap (corrections.per_client_per_day): %d of its "
+            "corrections: caller %s reached its daily cap (corrections.per_client_per_day): %d of its "
             "corrections held, not trained on",
-            client,
+            who,
             n,
         )
     if not chosen:

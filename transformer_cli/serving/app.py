@@ -3,9 +3,10 @@
     POST /translate   {"inputs": ..., "parameters": {...}} -> [{"translation_text": ...}, ...]
     POST /            the same (where Hugging Face's InferenceClient(base_url=...) posts)
     POST /attention   one sentence -> its translation and cross-attention weights (the page uses
-                      it); admitted and queued as a translation is
+                      it); queued as a translation is, admitted by its own bound
     POST /corrections a user's correction of a translation, with a corrections.store
-                      (serving/corrections.py); /translate then answers its source from memory
+                      (serving/corrections.py); /translate and /attention then answer its source
+                      from memory
     GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config", "file"},
                        "defaults": {"beam_size", "max_beam_size"}}
     GET  /metrics     Prometheus text format
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,11 +34,12 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
-from ..api import Translator
+from ..api import Attention, Translator
 from ..config import ServeConfig
+from ..corrections.memory import Remembered
 from ..inference.outputs import Output
 from .batcher import Batcher, Overloaded
-from .corrections import ServedCorrections
+from .corrections import ServedCorrections, attention_to
 from .guard import RECEIVED, SHED_PATHS, TRANSLATE_PATHS, Guard, ShedPace
 from .metrics import Metrics
 from .reloader import ModelWatcher
@@ -85,12 +88,22 @@ def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
     return items
 
 
+def _remembered(server: Server, lines: list[str]) -> list[Remembered | None]:
+    """Each line's accepted correction in the translation memory, if the server has one."""
+    return server.corrections.remembered(lines) if server.corrections else [None] * len(lines)
+
+
+def _from_memory(remembered: Remembered) -> dict[str, Any]:
+    """What an answer from the translation memory says of itself."""
+    return {"from_memory": True, "correction": remembered.id}
+
+
 async def _translations(
     server: Server, req: TranslateRequest, model: Translator, received: float | None
 ) -> list[dict[str, Any]]:
     """One response item per input line: from the translation memory (a line an accepted
     correction's source), else from the model, within the bound counted from `received`."""
-    remembered = server.corrections.remembered(req.lines) if server.corrections else [None] * len(req.lines)
+    remembered = _remembered(server, req.lines)
     asked = [line for line, r in zip(req.lines, remembered) if r is None]
     translated: list[dict[str, Any]] = []
     if asked:
@@ -100,10 +113,28 @@ async def _translations(
         if server.corrections is not None:
             await server.corrections.keep_served(asked)
     answers = iter(translated)
-    return [
-        next(answers) if r is None else {"translation_text": r.translation, "from_memory": True, "correction": r.id}
-        for r in remembered
-    ]
+    return [next(answers) if r is None else {"translation_text": r.translation, **_from_memory(r)} for r in remembered]
+
+
+async def _attention(server: Server, req: TranslateRequest, model: Translator) -> dict[str, Any]:
+    """POST /attention's answer: the model's translation of the one line and its cross-attention;
+    for a line the translation memory holds, the correction, the model's attention while it
+    reads the correction (teacher forcing: it did not write it) and which correction."""
+    line, options = req.lines[0], model.options(**req.parameters)
+    [remembered] = _remembered(server, [line])
+    attend: Callable[[], Attention] = (
+        functools.partial(model.attention, line, options)
+        if remembered is None
+        else functools.partial(attention_to, model, line, remembered.translation, options)
+    )
+    att = await server.batcher.attention(line, options, model, attend)
+    answer = {
+        "translation_text": att.translation,
+        "source_tokens": att.source_tokens,
+        "target_tokens": att.target_tokens,
+        "weights": att.weights,
+    }
+    return answer if remembered is None else {**answer, **_from_memory(remembered)}
 
 
 def _answer_errors(app: FastAPI, pace: ShedPace) -> None:
@@ -143,11 +174,14 @@ def _take_corrections(app: FastAPI, server: Server, corrections: ServedCorrectio
 
 
 def _lifespan(server: Server) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
-    """The server's background tasks (the batcher, the model watcher) while the app runs, and
-    its threads stopped after uvicorn has drained the requests in flight."""
+    """The batcher's warm-up before uvicorn listens, the server's background tasks (the batcher,
+    the model watcher) while the app runs, and its threads stopped after uvicorn has drained the
+    requests in flight."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        model = server.watcher.current  # timed before uvicorn listens: the bound has batch times from the start
+        await server.batcher.warm_up(model, model.options(beam_size=server.limits.max_beam_size))
         tasks = [asyncio.create_task(server.batcher.run()), asyncio.create_task(server.watcher.run())]
         yield  # uvicorn has drained the requests in flight when this resumes
         for task in tasks:
@@ -206,16 +240,7 @@ def create_app(server: Server) -> FastAPI:
     @app.post("/attention")
     async def attention(request: Request) -> JSONResponse:
         req, model = await _parsed(server, request, parse_attention)
-        att = await server.batcher.attention(req.lines[0], model.options(**req.parameters), model)
-        return JSONResponse(
-            {
-                "translation_text": att.translation,
-                "source_tokens": att.source_tokens,
-                "target_tokens": att.target_tokens,
-                "weights": att.weights,
-            },
-            headers={"X-Model-Sha256": model.sha256},
-        )
+        return JSONResponse(await _attention(server, req, model), headers={"X-Model-Sha256": model.sha256})
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

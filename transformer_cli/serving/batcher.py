@@ -16,8 +16,9 @@ from that model's defaults): after a hot reload, requests already queued finish 
 model and new ones go to the new model.
 
 POST /attention (one sentence, its translation and cross-attention) goes through the same
-queue, token budget and admission control as a translation, and is decoded alone in the batch
-that takes it (`Translator.attention`).
+queue as a translation, admitted by its own bound, and is decoded alone in the batch that takes
+it (`Translator.attention`, or the model's attention over a correction the translation memory
+holds: serving/corrections.py).
 
 Admission control bounds the time an admitted request waits, from the moment the server began
 to read it (serving/guard.py notes it; the batcher's own arrival where not given: reading and
@@ -36,9 +37,9 @@ requests queued before it still finish within their own bound (it may join their
 make it longer). The prediction is right on average but scattered around it (a batch's time
 depends on what it holds), so it is first multiplied by a margin taken from how far the recent
 admitted requests' waits exceeded theirs (`WaitErrors`, serving/wait_prediction.py): admitted
-requests are answered within the bound, not only half of them. Before the first batch is timed,
-the bound is one batch (`batch_tokens`), which a slow model may take longer than
-`max_pending_s` to decode.
+requests are answered within the bound, not only half of them. The first requests are
+predicted from a warm-up batch timed before the server listens (`Batcher.warm_up`); a batcher
+that has timed no batch admits nothing beside a request alone.
 
 A request that would wait past the bound is answered at once with `Overloaded` (HTTP 503 and
 Retry-After, counted in /metrics), rather than queued behind work it would wait seconds for;
@@ -56,12 +57,14 @@ the decode thread may be translating (api.Translator: encoding may run beside a 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from ..api import Attention, Translator
@@ -73,6 +76,8 @@ from .wait_prediction import BatchTimes, WaitErrors
 
 log = logging.getLogger("tfm")
 IDLE_S = 2.0  # without requests for this long after a batch, freed memory goes back to the OS
+WARM_UP_LINES = 4  # of the batch timed at start (`Batcher.warm_up`)
+WARM_UP_TOKENS = 16  # a warm-up line's tokens: the source vocabulary's first, as a typical sentence has
 
 
 class Overloaded(Exception):
@@ -90,7 +95,7 @@ class Job:
     model: Translator  # the one the request was accepted with, which decodes it
     done: asyncio.Future[Output | Attention]  # the lines' translations (Attention for an attention job)
     arrived: float  # time.monotonic() when the server began to read the request (the bound counts from it)
-    attention_of: str | None = None  # POST /attention: the one line whose cross-attention is asked
+    attend: Callable[[], Attention] | None = None  # POST /attention: its one line's cross-attention, to decode
 
     @property
     def tokens(self) -> int:
@@ -128,6 +133,24 @@ class Batcher:
         self._in_flight_began = 0.0  # time.monotonic() when it began to form
         self._tokens_per_line = 16.0  # source tokens of a request's line, smoothed
 
+    async def warm_up(self, model: Translator, options: DecodeConfig) -> None:
+        """Translate a line of `model`'s own vocabulary once (a backend sets itself up in its
+        first call), then time a batch of WARM_UP_LINES of it, before the server listens: the
+        bound then predicts even the first requests' waits from a measured batch instead of
+        admitting a flood it has no time for. They are predicted long rather than short: one
+        small batch's time is taken as proportional to its tokens (its fixed part, counted per
+        token, overstates larger batches) and `options` are the slowest a request may ask for
+        (the largest beam), until the requests' own batches are timed."""
+        loop = asyncio.get_running_loop()
+        line = _warm_up_line(model)
+        first, timed = (model.encode([line] * lines, options, True) for lines in (1, WARM_UP_LINES))
+        await loop.run_in_executor(self._executor, model.translate_encoded, first, options)
+        started = time.monotonic()
+        await loop.run_in_executor(self._executor, model.translate_encoded, timed, options)
+        took = time.monotonic() - started
+        self.batch_times.add(timed.tokens, took)
+        log.info("warm-up batch: %d lines, %d source tokens, %.3f s", timed.n_lines, timed.tokens, took)
+
     @property
     def queued(self) -> int:
         """Requests tokenized and waiting for a batch."""
@@ -145,15 +168,18 @@ class Batcher:
         output: Output = await self._submit(lines, options, model, None, received)
         return output
 
-    async def attention(self, line: str, options: DecodeConfig, model: Translator) -> Attention:
-        """`model.attention(line, options)`, queued and decoded as a translation of `line` is, but
-        admitted by its own bound: at most `attention_slots` at once (Overloaded past it), and not
-        counted in the translations' bound, which a flood of them would otherwise fill."""
+    async def attention(
+        self, line: str, options: DecodeConfig, model: Translator, attend: Callable[[], Attention]
+    ) -> Attention:
+        """`attend()`, the cross-attention of `line` by `model` with `options`, queued and decoded
+        as a translation of `line` is, but admitted by its own bound: at most `attention_slots` at
+        once (Overloaded past it), and not counted in the translations' bound, which a flood of
+        them would otherwise fill."""
         if (why := self._attention_refusal()) is not None:
             raise Overloaded(*why)
         self._attention += 1
         try:
-            attention: Attention = await self._submit([line], options, model, line, None)
+            attention: Attention = await self._submit([line], options, model, attend, None)
         finally:
             self._attention -= 1
         return attention
@@ -163,12 +189,12 @@ class Batcher:
         lines: list[str],
         options: DecodeConfig,
         model: Translator,
-        attention_of: str | None,
+        attend: Callable[[], Attention] | None,
         received: float | None,
     ) -> Any:
         """Tokenize, admit (or raise Overloaded), queue, and wait for the job's answer. An
         attention job was admitted by its own bound (`attention`) and counts in neither."""
-        bounded = attention_of is None  # a translation: the bound on the waiting work admits it
+        bounded = attend is None  # a translation: the bound on the waiting work admits it
         if bounded and (why := self.busy()) is not None:  # the admitted work alone is at the bound
             raise Overloaded(*why)
         arrived = time.monotonic() if received is None else received
@@ -192,7 +218,7 @@ class Batcher:
             raise Overloaded(*why)
         self.pending_tokens += tokens
         try:
-            job = Job(sources, options, model, loop.create_future(), arrived, attention_of)
+            job = Job(sources, options, model, loop.create_future(), arrived, attend)
             self._queue.append(job)
             self._owed = max(0, self._owed - 1)
             self._arrived.set()
@@ -233,14 +259,11 @@ class Batcher:
         if self.max_pending_s is None or not self.pending_tokens:  # a request alone is admitted
             return None, None
         wait_s = self._wait_s(tokens)
-        if wait_s is None:  # no batch timed yet: one batch
-            fits = self.pending_tokens + tokens <= self.batch_tokens
-        else:
+        if wait_s is not None:  # else no batch is timed (no `warm_up`): nothing beside a request alone
             oldest = min(arrived, self._queue[0].arrived) if self._queue else arrived
             margin = self.wait_errors.margin if self.wait_errors is not None else 1.0
-            fits = time.monotonic() - oldest + wait_s * margin <= self.max_pending_s
-        if fits:
-            return None, wait_s
+            if time.monotonic() - oldest + wait_s * margin <= self.max_pending_s:
+                return None, wait_s
         self._metrics.shed.inc()
         retry_after_s = 1 if wait_s is None else min(60, max(1, math.ceil(wait_s)))
         why = (
@@ -321,7 +344,7 @@ class Batcher:
         # one decoding call per (model, options), and one per attention job
         groups: dict[tuple[int, str, int], list[Job]] = {}
         for job in batch:  # (the options' repr: some of their fields are lists)
-            alone = id(job) if job.attention_of is not None else 0
+            alone = id(job) if job.attend is not None else 0
             groups.setdefault((id(job.model), repr(job.options), alone), []).append(job)
         started = time.perf_counter()
         loop = asyncio.get_running_loop()
@@ -343,12 +366,21 @@ class Batcher:
         self._metrics.sentences.inc(n)
 
 
+def _warm_up_line(model: Translator) -> str:
+    """The source vocabulary's first WARM_UP_TOKENS tokens but its specials (the most frequent,
+    as tfm builds vocabularies) as a line: text the model knows, whatever its languages."""
+    tokenizer = model.backend.tokenizers.src
+    specials = set(astuple(tokenizer.ids))
+    ids = (i for i in range(tokenizer.vocab_size) if i not in specials)
+    return tokenizer.decode(list(itertools.islice(ids, WARM_UP_TOKENS)))
+
+
 def _decode_group(jobs: list[Job]) -> list[Output | Attention]:
     """Runs on the decode thread: all lines of `jobs` (same model and options) in one call,
     split back; an attention job's one line alone."""
     first = jobs[0]
-    if first.attention_of is not None:
-        return [first.model.attention(first.attention_of, first.options)]
+    if first.attend is not None:
+        return [first.attend()]
     out = first.model.translate_encoded(Sources.concat([job.sources for job in jobs]), first.options)
     outputs: list[Output | Attention] = []
     start = 0

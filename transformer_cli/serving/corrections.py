@@ -4,14 +4,16 @@
     POST /corrections  {"source": ..., "corrected": ..., "output": ..., "client": ...} ->
                        {"id", "status": "accepted" | "held", "reasons": [...]}, answered once the
                        correction is on disk; 413 past corrections.max_bytes, 429 past
-                       corrections.per_minute for the client (its "client", else its address),
-                       507 when the store's disk is full (nothing stored)
+                       corrections.per_minute for its caller, 507 when the store's disk is
+                       full (nothing stored)
 
 and the translation memory: a /translate input equal to an accepted correction's source is
-answered with the correction (`"from_memory": true`), by this and every other process serving
-from the store, from their next request on. With corrections.served_per_day, the sources the
-model translated are kept as self-training text (corrections/served.py). The route needs the
-bearer token (serve refuses a store without one).
+answered with the correction (`"from_memory": true`, `"correction"`: its id), by this and every
+other process serving from the store, from their next request on; a POST /attention of it (the
+try-it page's) too, with the model's attention while it reads the correction (`attention_to`).
+With corrections.served_per_day, the sources the model translated are kept as self-training
+text (corrections/served.py). The route needs the bearer token (serve refuses a store without
+one).
 """
 
 from __future__ import annotations
@@ -22,32 +24,41 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from ..api import Translator
+from ..api import Attention, Translator
+from ..config import DecodeConfig
 from ..config_corrections import CorrectionsConfig
 from ..corrections.guards import guarded
 from ..corrections.memory import Remembered, TranslationMemory
 from ..corrections.served import ServedText
 from ..corrections.store import Correction, CorrectionStore, StoreFull
 from ..errors import TfmError
+from ..inference.outputs import Translation
 from .requests import ClientError, parse_json, read_body
 
 MAX_CLIENT_ID = 100  # characters of a client id
 
 
+def caller(address: str) -> str:
+    """Who posts from `address`, as the limits count it. tfm serve has one bearer token, shared
+    by all its callers, so it names none of them: the network address does (uvicorn's, which
+    takes X-Forwarded-For from a proxy on this machine only)."""
+    return f"address {address}"
+
+
 class PerMinute:
-    """At most `limit` requests a minute per client (a sliding window)."""
+    """At most `limit` requests a minute per caller (a sliding window)."""
 
     def __init__(self, limit: int):
         self.limit = limit
         self.times: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
 
-    def admit(self, client: str) -> None:
-        now, seen = time.monotonic(), self.times[client]
+    def admit(self, who: str) -> None:
+        now, seen = time.monotonic(), self.times[who]
         while seen and now - seen[0] >= 60:
             seen.popleft()
         if len(seen) >= self.limit:
             wait = max(1, int(60 - (now - seen[0])) + 1)
-            message = f"more than {self.limit} corrections a minute from {client} (corrections.per_minute)"
+            message = f"more than {self.limit} corrections a minute from {who} (corrections.per_minute)"
             raise ClientError(429, message, {"Retry-After": str(wait)})
         seen.append(now)
 
@@ -79,8 +90,9 @@ class ServedCorrections:
         """Store one posted correction; its id, status and reasons."""
         length = headers.get("content-length")
         raw = parse_json(await read_body(length, body, self.cfg.max_bytes, timeout_s, "corrections.max_bytes"))
-        correction = _parse(raw)
-        self.rate.admit(correction.client or address)
+        who = caller(address)
+        correction = _parse(raw, who)
+        self.rate.admit(who)
         check = guarded(self.cfg, _unknown_share(model))
         try:
             await asyncio.to_thread(self.store.add, [correction], check)
@@ -91,7 +103,19 @@ class ServedCorrections:
         return {k: v for k, v in asdict(correction).items() if k in ("id", "status", "reasons")}
 
 
-def _parse(raw: Any) -> Correction:
+def attention_to(model: Translator, line: str, translation: str, options: DecodeConfig) -> Attention:
+    """`model`'s cross-attention over `line` while it reads `translation`, a correction it did not
+    write, as its output (teacher forcing: how `Translator.attention` weighs the model's own best
+    translation): the weights the page shows for an answer from the translation memory. A
+    translation longer than the model's positions is weighed as far as they go."""
+    tokenizer = model.backend.tokenizers.tgt
+    (ids,) = tokenizer.encode_batch([translation])
+    forced = Translation(translation, ids[: model.max_src_len], 0.0)  # room for <sos>, as for <eos>
+    source_tokens, target_tokens, weights = model.backend.cross_attention(line, forced, options.recase)
+    return Attention(translation, source_tokens, target_tokens, weights)
+
+
+def _parse(raw: Any, who: str) -> Correction:
     if not isinstance(raw, dict):
         raise ClientError(422, 'send a JSON object: {"source": ..., "corrected": ..., "output": ..., "client": ...}')
     for key in ("source", "corrected"):
@@ -103,7 +127,7 @@ def _parse(raw: Any) -> Correction:
     client = raw.get("client")
     if client is not None and len(client) > MAX_CLIENT_ID:
         raise ClientError(422, f"client: at most {MAX_CLIENT_ID} characters")
-    return Correction(raw["source"], raw["corrected"], raw.get("output"), client, origin="serve")
+    return Correction(raw["source"], raw["corrected"], raw.get("output"), client, origin="serve", caller=who)
 
 
 def _unknown_share(model: Translator) -> Any:
