@@ -198,6 +198,29 @@ class RetrainConfig(Section):
         resumable=True,
         ge=1,
     )
+    night: Literal["epochs", "replay"] = _f(
+        "epochs",
+        "What a continued run trains on. epochs: every pair, for the epochs above. replay: the "
+        "pairs the published model's data did not hold (appended, replaced or new lines of the "
+        "corpus, new synthetic lines, new corrections), replay_epochs times, each pass beside "
+        "replay_ratio times as many of the pairs it held, drawn afresh (training/replay.py): a "
+        "night's cost follows what changed, not the corpus.",
+        added=True,
+    )
+    replay_ratio: float = _f(
+        1.0,
+        "night: replay: pairs the published model's data held, drawn for each new pair in every pass.",
+        added=True,
+        ge=0.0,
+        le=1000.0,
+    )
+    replay_epochs: int = _f(4, "night: replay: passes over the new pairs.", added=True, ge=1, le=1000)
+    replay_max_steps: int | None = _f(
+        None,
+        "night: replay: the most optimizer steps a night trains (its window; null: no cap).",
+        added=True,
+        ge=1,
+    )
 
 
 @dataclass

@@ -97,6 +97,21 @@ def test_each_decision_is_one_line_with_its_figures():
     assert record["decision"] == "scratch" and record["growth"] == 0.45 and record["text"] == grown.text
 
 
+def test_a_replay_night_is_passes_over_the_new_pairs_when_the_parent_keeps_a_seen_set():
+    rules = RetrainConfig(night="replay", replay_epochs=3, replay_ratio=0.5)
+    seen = decide(rules, Facts(10_100, 10_000, 0.0, 2, parent_seen=True), 4, 15)
+    assert (seen.scratch, seen.replay, seen.epochs) == (False, True, 3)
+    assert (
+        seen.outcome
+        == "continuing 3 passes over the new pairs (night: replay, 0.5 held pair(s) drawn for each new one in a pass)"
+    )
+    assert Decision.from_record(json.loads(json.dumps(seen.record()))) == seen
+    unseen = decide(rules, Facts(10_100, 10_000, 0.0, 2), 4, 15)  # no set to tell new from held
+    assert not unseen.replay and unseen.epochs == 4 and unseen.why.endswith("no seen set to replay against")
+    grown = decide(rules, Facts(13_000, 10_000, 0.0, 2, parent_seen=True), 4, 15)
+    assert grown.scratch and not grown.replay  # past max_growth: from scratch, every pair
+
+
 def test_checkpoints_count_continued_runs_since_a_run_from_scratch():
     def parent(training):
         return Checkpoint("transformer", 10, 10, {}, {}, {}, training=training)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, cast
 
 import numpy as np
@@ -108,6 +108,9 @@ class TrainingData:
         self.rank, self.world_size, self.pin_memory = rank, world_size, pin_memory
         tc = cfg.train
         self.workers = tc.data_workers if tc.data_workers is not None else default_workers(start_count(tc.threads))
+        # which pairs of the split an epoch draws from (training/replay.py's night), by (seed, epoch);
+        # None: all of them
+        self.selection: Callable[[int, int], np.ndarray] | None = None
         self._plan: tuple[int, list[np.ndarray], list[int]] | None = None  # the last epoch planned
         self._ahead: tuple[int, threading.Thread, list[Any]] | None = None  # the next, being planned
 
@@ -124,15 +127,19 @@ class TrainingData:
 
     def _make_plan(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
         tc = self.cfg.train
+        chosen = None if self.selection is None else self.selection(tc.seed, epoch)  # [pairs of the epoch]
+        src, tgt = self.split.src_lengths, self.split.tgt_lengths
         batches = plan_batches(
-            self.split.src_lengths,
-            self.split.tgt_lengths,
+            src if chosen is None else src[chosen],
+            tgt if chosen is None else tgt[chosen],
             batch_size=tc.batch_size,
             batch_tokens=tc.batch_tokens,
             shuffle=True,
             seed=tc.seed,
             epoch=epoch,
         )
+        if chosen is not None:  # positions in the chosen pairs -> pairs of the split
+            batches = [chosen[b] for b in batches]
         world = self.world_size
         numbers = list(range(len(batches) // world * world))[self.rank :: world]
         return [batches[i] for i in numbers], numbers

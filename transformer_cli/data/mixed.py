@@ -54,6 +54,11 @@ class MixedSplit:
     def __len__(self) -> int:
         return int(self._starts[-1])
 
+    @property
+    def starts(self) -> np.ndarray:
+        """[sources + 1] int64: where each source's copies begin in the mix, and its length."""
+        return self._starts
+
     def _locate(self, i: int) -> tuple[Source, int]:
         """The source of pair `i` and the pair's index in that source's split."""
         k = int(np.searchsorted(self._starts, i, side="right")) - 1

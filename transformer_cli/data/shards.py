@@ -23,7 +23,7 @@ byte offsets make its lines readable at random too, which per-batch augmentation
 from __future__ import annotations
 
 import mmap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -217,6 +217,13 @@ class ShardedSplit:
         except (DamagedShard, OSError) as e:
             return e
         return None
+
+    def iter_lines(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every pair's source and target line as the folder keeps them (UTF-8, no newline),
+        in order, read as a stream."""
+        with open(self._text_paths[0], "rb") as src, open(self._text_paths[1], "rb") as tgt:
+            for s, t in zip(src, tgt):
+                yield s[:-1], t[:-1]
 
     def lines(self, i: int) -> tuple[str, str]:
         """The raw source and target line of pair `i`."""

@@ -75,6 +75,7 @@ class Facts:
     parent_pairs: int | None = None  # training pairs the parent was trained on
     unk_rate: float | None = None  # <unk> share of the training tokens under the parent's tokenizers, larger side
     continued_runs: int | None = None  # the parent's continued runs since its last run from scratch
+    parent_seen: bool = False  # whether the parent's seen set is at hand (training/replay.py)
 
     @property
     def growth(self) -> float | None:
@@ -92,11 +93,14 @@ class Decision:
     epochs: int
     why: str
     facts: Facts
+    replay: bool = False  # a replay night: `epochs` passes over the new pairs (training/replay.py)
 
     @property
     def outcome(self) -> str:
         if self.scratch:
             return f"retraining from scratch ({self.why}; {_epochs(self.epochs)})"
+        if self.replay:
+            return f"continuing {self.epochs} pass{'' if self.epochs == 1 else 'es'} over the new pairs ({self.why})"
         return f"continuing {_epochs(self.epochs)} ({self.why})"
 
     @property
@@ -116,6 +120,8 @@ class Decision:
             "growth": None if growth is None else round(growth, 4),
             "unk_rate": None if f.unk_rate is None else round(f.unk_rate, 5),
             "parent_continued_runs": f.continued_runs,
+            "parent_seen": f.parent_seen,
+            "replay": self.replay,
             "text": self.text,
         }
 
@@ -131,10 +137,11 @@ class Decision:
                 _int(raw.get("parent_train_pairs")),
                 None if raw.get("unk_rate") is None else float(raw["unk_rate"]),
                 _int(raw.get("parent_continued_runs")),
+                raw.get("parent_seen") is True,
             )
             if raw["decision"] not in ("scratch", "continue") or not isinstance(raw["why"], str):
                 return None
-            return cls(raw["decision"] == "scratch", epochs, raw["why"], facts)
+            return cls(raw["decision"] == "scratch", epochs, raw["why"], facts, raw.get("replay") is True)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -200,12 +207,17 @@ def decide(rules: RetrainConfig, facts: Facts, base_epochs: int, scratch_epochs:
         reasons.append(f"<unk> {_pct(facts.unk_rate)} > {_pct(rules.max_unk_rate)}")
     if reasons:
         return Decision(True, scratch_epochs, "; ".join(reasons), facts)
+    if rules.night == "replay" and facts.parent_seen:
+        why = f"night: replay, {rules.replay_ratio:g} held pair(s) drawn for each new one in a pass"
+        return Decision(False, rules.replay_epochs, why, facts, replay=True)
     epochs = continued_epochs(rules, growth, base_epochs)
     if growth is None:
         why = "train.continued"
     else:
         low = base_epochs if rules.min_epochs is None else rules.min_epochs
         why = f"{_epochs(base_epochs)} per +{_pct(rules.reference_growth)} growth, {low} to {rules.max_epochs}"
+    if rules.night == "replay":
+        why += "; every pair: the published model records no seen set to replay against"
     return Decision(False, epochs, why, facts)
 
 

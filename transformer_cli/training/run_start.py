@@ -13,6 +13,7 @@ by an earlier tfm, or under policy: fixed) goes on as it began.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from ..data.freshness import GivenTokenizers
 from ..data.prepared import Prepared, load_prepared
 from ..errors import UsageError
 from .parent import PUBLISHED, Parent, lineage
+from .replay import seen_of
 from .retrain_policy import Decision, decide, facts_of, first_run, read_stored, store
 from .run_data import data_identity, prepare_run_data
 from .run_dir import RunDir, run_identity
@@ -73,7 +75,10 @@ def start_run(
                 log.info("continued training: this run began without train.retrain's decision: it goes on as it began")
             return _decided(run, prepared, identity, parent, None)
         base = cfg.train.continued.epochs or cfg.train.epochs
-        decision = decide(cfg.train.retrain, facts_of(parent.checkpoint, prepared.manifest), base, cfg.train.epochs)
+        facts = facts_of(parent.checkpoint, prepared.manifest)
+        if cfg.train.retrain.night == "replay":
+            facts = dataclasses.replace(facts, parent_seen=seen_of(parent.path, parent.checkpoint.training) is not None)
+        decision = decide(cfg.train.retrain, facts, base, cfg.train.epochs)
         log.info("%s", decision.text)
         if decision.scratch:
             prepared = data.again(None)

@@ -38,6 +38,7 @@ from .metrics import described
 from .parent import Parent, continued_config, resolve_parent
 from .progress import Progress
 from .promotion import Decision, GateRules, Metric, Policy, Scorer, promote
+from .replay import seen_of, start_night
 from .retrain_policy import training_record
 from .run_dir import RunDir
 from .run_start import RunStart, start_other_rank, start_run
@@ -196,6 +197,8 @@ def _trained(
     )
     pairs = prepared.manifest.training_pairs
     trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
+    if cfg.train.retrain.night == "replay" and cfg.train.init_from is not None:
+        trainer.training["seen_sha256"] = _night(cfg, run, trainer, start, dist_ctx.is_main)
     resumed = _resume_or_start(trainer, restart, parent, prepared)
     trained = trainer.extend_if_asked()
     if resumed and trained and start.decision is not None and not start.fresh and dist_ctx.is_main:
@@ -227,6 +230,16 @@ def _helping(cfg: Config, world_size: int) -> Config:
     return out
 
 
+def _night(cfg: Config, run: RunDir, trainer: Trainer, start: RunStart, main: bool) -> str:
+    """The run's seen set kept, and on a replay night its pairs chosen (training/replay.py);
+    the set's sha256."""
+    replays = start.decision is not None and start.decision.replay and start.parent is not None
+    prior = seen_of(start.parent.path, start.parent.checkpoint.training) if replays and start.parent else None
+    if replays and prior is None and main:
+        log.warning("warning: the published model's seen set is gone: this night trains every pair")
+    return start_night(trainer.data, run.path, prior, cfg.train.retrain.replay_ratio, main).sha256
+
+
 def _trained_config(cfg: Config, start: RunStart) -> Config:
     """What the run trains with: `cfg`, or from a parent parent.continued_config with
     train.retrain's epochs."""
@@ -235,6 +248,9 @@ def _trained_config(cfg: Config, start: RunStart) -> Config:
     trained = continued_config(cfg, start.parent)
     if start.decision is not None:
         trained.train.epochs = start.decision.epochs
+        cap = cfg.train.retrain.replay_max_steps
+        if start.decision.replay and cap is not None:
+            trained.train.max_steps = min(cap, trained.train.max_steps or cap)
     return trained
 
 
