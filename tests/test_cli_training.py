@@ -79,3 +79,13 @@ def test_its_commands_are_the_apps():
         if command.callback is not None and command.callback.__module__ == cli_training.__name__
     }
     assert ours == {"preprocess", "train", "distill", "synthesize", "config", "publish"}
+
+
+def test_distill_takes_every_option_of_synthesize():
+    """`tfm distill` is `tfm synthesize` of a config with teachers: the same options (its
+    processes too)."""
+    import typer.main
+
+    command = typer.main.get_command(app)
+    options = {name: {p.name for p in command.commands[name].params} for name in ("distill", "synthesize")}
+    assert options["distill"] == options["synthesize"] and "nproc_per_node" in options["distill"]

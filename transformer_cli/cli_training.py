@@ -173,11 +173,20 @@ def _without_option(argv: list[str], name: str) -> list[str]:
     return out
 
 
+NPROC_HELP = (
+    "Translate in N processes on this machine, each with its share of the CPUs, sharing the "
+    "caches: the same corpus as one process at that many threads."
+)
+HELPER_HELP = "Translate only, beside the main process."
+
+
 @app.command("distill")
 @guarded
 def distill_corpus(
     config: str = typer.Option(..., "--config", "-c", help="A config with a distill: section. " + CONFIG_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
+    nproc_per_node: int = typer.Option(1, "--nproc-per-node", min=1, max=1024, help=NPROC_HELP),
+    helper: bool = typer.Option(False, "--helper", hidden=True, help=HELPER_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Translate a config's training sources with its teachers (distill.teachers, beam search):
@@ -189,8 +198,9 @@ def distill_corpus(
     Examples:
       tfm distill -c distilled.yaml
       tfm distill -c distilled.yaml --set distill.beam_size=4 && tfm train -c distilled.yaml
+      tfm distill -c distilled.yaml --nproc-per-node 2
     """
-    _make_pairs(config, overrides, quiet, distill=True)
+    _make_pairs(config, overrides, quiet, distill=True, processes=nproc_per_node, helper=helper)
 
 
 @app.command()
@@ -200,15 +210,8 @@ def synthesize(
         ..., "--config", "-c", help="A config with a synthetic: (or distill:) section. " + CONFIG_HELP
     ),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
-    nproc_per_node: int = typer.Option(
-        1,
-        "--nproc-per-node",
-        min=1,
-        max=1024,
-        help="Translate in N processes on this machine, each with its share of the CPUs, sharing "
-        "the caches: the same corpus as one process at that many threads.",
-    ),
-    helper: bool = typer.Option(False, "--helper", hidden=True, help="Translate only, beside the main process."),
+    nproc_per_node: int = typer.Option(1, "--nproc-per-node", min=1, max=1024, help=NPROC_HELP),
+    helper: bool = typer.Option(False, "--helper", hidden=True, help=HELPER_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Make the training pairs of a config's monolingual text: back-translation of target-language

@@ -82,8 +82,10 @@ def _cache_rows(work) -> int:
 def test_distillation_resumes_to_the_same_bytes(trained, tmp_path):
     teachers = [trained["run"] / "published.pt"] * 2  # an ensemble: slower, and it must resume too
     corpus = sources(tmp_path)
-    straight, killed = (student(tmp_path / n, corpus, teachers) for n in ("straight", "killed"))
+    straight, killed, shared = (student(tmp_path / n, corpus, teachers) for n in ("straight", "killed", "shared"))
     r = run_tfm("distill", "-c", str(straight))
+    assert r.returncode == 0, r.stderr
+    r = run_tfm("distill", "-c", str(shared), "--nproc-per-node", "2")  # as tfm synthesize takes it
     assert r.returncode == 0, r.stderr
     for sig, rows in ((signal.SIGKILL, 20), (signal.SIGTERM, 40)):
         proc = subprocess.Popen([*TFM, "distill", "-c", str(killed)], stderr=subprocess.PIPE, text=True)
@@ -102,6 +104,8 @@ def test_distillation_resumes_to_the_same_bytes(trained, tmp_path):
     assert r.returncode == 0, r.stderr
     assert (a / "distillation.en").read_bytes() == (b / "distillation.en").read_bytes()
     assert (a / "distillation.de").read_bytes() == (b / "distillation.de").read_bytes()
+    c = tmp_path / "shared" / "data" / "student.synthetic"
+    assert (a / "distillation.en").read_bytes() == (c / "distillation.en").read_bytes()
     assert len((a / "distillation.en").read_text().splitlines()) == kept
 
 
