@@ -5,6 +5,7 @@ each mark the training mix writes), and the folder's files as its manifest lists
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -72,6 +73,16 @@ class GivenTokenizers:
     @property
     def digest(self) -> str:
         return self.pair.vocabulary_digest()
+
+
+def encoded_with(cfg: Config, given: GivenTokenizers | None) -> Config:
+    """`cfg` with the tokenizer settings the folder is encoded with (the given tokenizers'): its
+    config.yaml."""
+    if given is None or given.settings is None:
+        return cfg
+    out = copy.copy(cfg)  # (a record: not validated again with the config's other sections)
+    out.tokenizer = given.settings
+    return out
 
 
 def tokenizers_differ(

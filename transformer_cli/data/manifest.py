@@ -106,6 +106,8 @@ class DataManifest(Origin):
     tokenizer_sha256: str | None = None  # tokenizers.vocabulary_digest of the folder's tokenizers
     outputs: dict[str, FileRecord] | None = None  # every file written -> record (None: older tfm)
     parts: dict[str, PartRecord] = field(default_factory=dict)  # sources beside the corpus, by split name
+    # the training split as encoded, its sums and its files' bytes (data/corpus_append.py; None: an older tfm)
+    corpus: PartRecord | None = None
     format: int = FORMAT_VERSION
 
     @classmethod

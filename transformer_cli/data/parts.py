@@ -55,11 +55,11 @@ class PartInput:
         out = {}
         for lang, path in zip(langs, self.paths):
             digest = recorded_sha256(path, known.inputs.get(lang) if known else None)
-            out[lang] = file_record(path, digest or _prefix_sha256(path, path.stat().st_size))
+            out[lang] = file_record(path, digest or prefix_sha256(path, path.stat().st_size))
         return out
 
 
-def _prefix_sha256(path: Path, size: int) -> str:
+def prefix_sha256(path: Path, size: int) -> str:
     """sha256 of the first `size` bytes of `path`."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -77,7 +77,7 @@ def grown_from(old: PartRecord, now: dict[str, FileRecord], paths: tuple[Path, P
     """Whether each file now starts with the bytes `old` encoded (and so only grew at its end)."""
     for lang, path in zip(langs, paths):
         before = old.inputs.get(lang)
-        if not before or before["size"] > now[lang]["size"] or _prefix_sha256(path, before["size"]) != before["sha256"]:
+        if not before or before["size"] > now[lang]["size"] or prefix_sha256(path, before["size"]) != before["sha256"]:
             return False
     return True
 
@@ -107,6 +107,18 @@ def _chunks(paths: tuple[Path, Path], offsets: tuple[int, int], dropped: list[in
                 yield [s for s, _ in kept], [t for _, t in kept]
 
 
+def stats_of(record: PartRecord) -> SplitStats:
+    """The sums a split's record keeps, to add a chunk's to."""
+    return SplitStats(record.pairs, list(record.tokens), list(record.longest), list(record.unknown), record.too_long)
+
+
+def record_of(inputs: dict[str, FileRecord], stats: SplitStats, empty: int) -> PartRecord:
+    """A split's record: its input files and its sums."""
+    return PartRecord(
+        inputs, stats.pairs, list(stats.lengths), list(stats.longest), list(stats.unknown), empty, stats.too_long
+    )
+
+
 @dataclass
 class PartEncoding:
     """What encoding a part made: its record, its shards and its summary's sums."""
@@ -134,9 +146,9 @@ def encode_part(
     now = part.records(langs, old)
     grown = earlier is not None and old is not None and grown_from(old, now, part.paths, langs)
     if grown and earlier is not None and old is not None:  # (the last two: for the type checker)
-        stats = SplitStats(old.pairs, list(old.tokens), list(old.longest), list(old.unknown), old.too_long)
+        stats = stats_of(old)
         shards = earlier[1].shards[part.name]
-        _carry(earlier[0], folder, part.name, langs, len(shards))
+        carry(earlier[0], folder, part.name, langs, len(shards))
         offsets = (old.inputs[langs[0]]["size"], old.inputs[langs[1]]["size"])
         empty = [old.empty]
     else:
@@ -151,11 +163,11 @@ def encode_part(
         log.info("%s: %d new pairs encoded%s, %d kept as they were", part.name, stats.pairs - before, left_out, before)
     else:
         log.info("%s: %d pairs encoded%s", part.name, stats.pairs, left_out)
-    record = PartRecord(now, stats.pairs, stats.lengths, stats.longest, stats.unknown, empty[0], stats.too_long)
+    record = record_of(now, stats, empty[0])
     return PartEncoding(record, stats.shards, stats)
 
 
-def _carry(source: Path, folder: Path, split: str, langs: tuple[str, str], shards: int) -> None:
+def carry(source: Path, folder: Path, split: str, langs: tuple[str, str], shards: int) -> None:
     """A split's files from `source` into `folder`: its shards linked (they are never written
     again), its text files copied (they are appended to)."""
     for k in range(shards):

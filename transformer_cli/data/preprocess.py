@@ -27,7 +27,6 @@ settings is used with a warning.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import logging
 import time
@@ -46,12 +45,14 @@ from ..seams import TOKENIZERS
 from ..tokenizers.base import Chunk, sample_pairs
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.truecase import Truecaser
+from .corpus_append import append_corpus, appended, corpus_record
 from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, setup
 from .folder_lock import hold_shared, rebuilding, release
 from .freshness import (
     LEGACY_MARKS,
     GivenTokenizers,
     data_fingerprints,
+    encoded_with,
     settings_fingerprint,
     still_current,
     tokenizers_differ,
@@ -210,6 +211,14 @@ def _prepare(
         return _stand_in(cfg, old, e, force, given, parts, reserved), False
     fingerprints = data_fingerprints(cfg, files)
     fingerprint = fingerprints[0]
+    changed = old is not None and not force and old.fingerprint not in fingerprints
+    starts = appended(cfg, old, files, given, reserved) if changed and old and given else None
+    if old is not None and given is not None and starts is not None:  # grew at the end: its new pairs alone
+        with rebuilding(folder, check_stop):
+            manifest = append_corpus(cfg, old, files, fingerprint, starts, given, check_stop)
+            if not parts_current(manifest, parts):
+                manifest = update_parts(cfg, manifest, parts, check_stop)
+        return Prepared(folder, manifest), True
     if old is not None and not force and still_current(folder, old, fingerprints, verify, given, reserved):
         if parts_current(old, parts):
             return Prepared(folder, old), False
@@ -303,7 +312,7 @@ def _build(
         if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
         pair.save(folder)
-        (folder / "config.yaml").write_text(_encoded_with(cfg, given).to_yaml(), encoding="utf-8")
+        (folder / "config.yaml").write_text(encoded_with(cfg, given).to_yaml(), encoding="utf-8")
         outputs = {p.name: file_record(p, current_sha256(p)) for p in sorted(folder.iterdir()) if p.is_file()}
         manifest = DataManifest(
             **{f.name: getattr(origin, f.name) for f in dataclasses.fields(Origin)},
@@ -319,6 +328,7 @@ def _build(
             versions=package_versions(),
             elapsed_s=round(time.monotonic() - started, 2),
             outputs=outputs,
+            corpus=corpus_record(stats["train"], train.empty, [f for f in files if f.split == "train"], langs),
         )
         manifest.write(folder)
         built.append(manifest)
@@ -353,15 +363,6 @@ def _encode_corpus(
             writer = ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens)
             stats[s] = encode_split(writer, _chunked(evaluation[s]), pool, check_stop, bar)
     return stats
-
-
-def _encoded_with(cfg: Config, given: GivenTokenizers | None) -> Config:
-    """`cfg` with the tokenizer settings the folder is encoded with (the given tokenizers')."""
-    if given is None or given.settings is None:
-        return cfg
-    out = copy.copy(cfg)  # (a record: not validated again with the config's other sections)
-    out.tokenizer = given.settings
-    return out
 
 
 def _check_enough(cfg: Config, train: SplitStats, empty: int, beside: int) -> None:

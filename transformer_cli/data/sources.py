@@ -291,18 +291,23 @@ def _fetch_url_first(
     raise AssertionError("unreachable")
 
 
-def iter_line_blocks(path: Path, block: int) -> Iterator[list[str]]:
+Start = tuple[int, int]  # where reading begins: a byte offset, and the number of the line there
+
+
+def iter_line_blocks(path: Path, block: int, start: Start = (0, 1)) -> Iterator[list[str]]:
     """The lines of a UTF-8 text file (gzip when named .gz), without line endings, in lists of
-    up to `block` lines, read as they are needed (decoded a block at a time). A byte-order
+    up to `block` lines, read as they are needed (decoded a block at a time); from `start`
+    (a byte offset where a line begins, that line's number: of a plain file). A byte-order
     mark at the start (editors on Windows write one) is not text: it is dropped, with a
     warning naming the file, rather than becoming part of the first word.
 
     Raises UsageError naming the file and line for non-UTF-8 bytes or a damaged gzip file.
     """
     opener = gzip.open if path.name.endswith(".gz") else open
-    first = 1  # the number of the block's first line
+    first = start[1]  # the number of the block's first line
     try:
         with opener(path, "rb") as f:
+            f.seek(start[0])
             while raw := list(itertools.islice(f, block)):
                 if first == 1 and raw[0].startswith(codecs.BOM_UTF8):
                     raw[0] = raw[0][len(codecs.BOM_UTF8) :]
@@ -335,11 +340,15 @@ def read_lines(path: Path) -> list[str]:
     return [line for lines in iter_line_blocks(path, 1 << 16) for line in lines]
 
 
-def iter_parallel(src: Path, tgt: Path, chunk_pairs: int) -> Iterator[tuple[list[str], list[str]]]:
-    """An aligned pair of files in chunks of `chunk_pairs` line pairs, read as needed. At the
-    end, a file with no text, or files of different lengths, raise UsageError naming them
-    (before the last chunk is given)."""
-    readers = iter_line_blocks(src, chunk_pairs), iter_line_blocks(tgt, chunk_pairs)
+def iter_parallel(
+    src: Path, tgt: Path, chunk_pairs: int, starts: tuple[Start, Start] | None = None
+) -> Iterator[tuple[list[str], list[str]]]:
+    """An aligned pair of files in chunks of `chunk_pairs` line pairs, read as needed (from
+    `starts`, each file's: then what follows may hold no text). At the end, a file with no
+    text, or files of different lengths, raise UsageError naming them (before the last chunk
+    is given)."""
+    at = starts or ((0, 1), (0, 1))
+    readers = iter_line_blocks(src, chunk_pairs, at[0]), iter_line_blocks(tgt, chunk_pairs, at[1])
     has_text = [False, False]
     lengths = [0, 0]
     pending: tuple[list[str], list[str]] | None = None
@@ -359,7 +368,7 @@ def iter_parallel(src: Path, tgt: Path, chunk_pairs: int) -> Iterator[tuple[list
             yield pending
         pending = a, b
     for path, text in zip((src, tgt), has_text):
-        if not text and lengths[0] == lengths[1]:
+        if not text and lengths[0] == lengths[1] and starts is None:
             raise UsageError(f"{path}: empty corpus")
     if lengths[0] != lengths[1]:
         raise UsageError(f"misaligned corpus: {src} has {lengths[0]} lines but {tgt} has {lengths[1]}")
