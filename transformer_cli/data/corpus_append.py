@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..config import Config
-from ..errors import TfmError
-from ..fsutil import WriteError, atomic_write_folder, file_record, file_sha256
+from ..fsutil import file_record, file_sha256
 from ..host.machine import available_cpus
 from ..tokenizers.base import Chunk
 from ..tokenizers.pair import TokenizerPair
@@ -28,7 +27,7 @@ from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, se
 from .freshness import GivenTokenizers, encoded_with, settings_fingerprint, tokenizers_differ
 from .manifest import DataManifest, Dropped, PartRecord, unknown_line
 from .parallel import ChunkPool
-from .parts import carry, link_or_copy, prefix_sha256, record_of, stats_of
+from .parts import carry, link_or_copy, prefix_sha256, record_of, rewrite_folder, stats_of
 from .prepared import verify_folder
 from .shards import ShardWriter
 from .sources import CorpusFile, Start, iter_parallel
@@ -103,9 +102,8 @@ def append_corpus(
     paths = tuple(next(f.path for f in train if f.lang == lang) for lang in langs)
     outputs = old.outputs or {}
     own = {name for name in outputs if name.startswith("train.")} | {CONFIG}
-    built: list[DataManifest] = []
 
-    def build(work: Path) -> None:
+    def build(work: Path) -> DataManifest:
         for name in outputs:
             if name not in own:
                 link_or_copy(folder / name, work / name)
@@ -127,7 +125,7 @@ def append_corpus(
         log.info("%s", unknown_line(stats.oov_rate(), langs))
         kept = {name: r for name, r in outputs.items() if name not in own}
         written = {p.name for p in work.iterdir() if p.is_file()} - set(kept)
-        manifest = dataclasses.replace(
+        return dataclasses.replace(
             old,
             fingerprint=fingerprint,
             tokenizer=given.pair.src.kind,
@@ -141,11 +139,5 @@ def append_corpus(
             outputs={**kept, **{n: file_record(work / n, file_sha256(work / n)) for n in sorted(written)}},
             elapsed_s=round(time.monotonic() - started, 2),
         )
-        manifest.write(work)
-        built.append(manifest)
 
-    try:
-        atomic_write_folder(folder, build)
-    except WriteError as e:
-        raise TfmError(f"cannot write preprocessed data to {folder}: {e.reason}") from None
-    return built[0]
+    return rewrite_folder(folder, build)

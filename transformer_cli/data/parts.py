@@ -231,9 +231,8 @@ def update_parts(
     pair = TokenizerPair.load(folder)
     outputs = old.outputs or {}
     own = {n for n in outputs if n.split(".", 1)[0] in old.parts}  # the parts' files
-    built: list[DataManifest] = []
 
-    def build(work: Path) -> None:
+    def build(work: Path) -> DataManifest:
         for name in outputs:
             if name not in own and name != "manifest.json":
                 link_or_copy(folder / name, work / name)
@@ -243,7 +242,7 @@ def update_parts(
         written = {p.name for p in work.iterdir() if p.is_file()} - set(kept)
         new = {n: file_record(work / n, file_sha256(work / n)) for n in sorted(written)}
         corpus = [s for s in old.splits if s not in old.parts]
-        manifest = dataclasses.replace(
+        return dataclasses.replace(
             old,
             shards={**{s: old.shards[s] for s in corpus}, **{n: e.shards for n, e in encoded.items()}},
             splits={**{s: old.splits[s] for s in corpus}, **{n: e.stats.summary() for n, e in encoded.items()}},
@@ -251,11 +250,22 @@ def update_parts(
             outputs={**kept, **new},
             elapsed_s=round(time.monotonic() - started, 2),
         )
+
+    return rewrite_folder(folder, build)
+
+
+def rewrite_folder(folder: Path, build: Callable[[Path], DataManifest]) -> DataManifest:
+    """`folder` replaced as a whole by what `build` makes in a work folder, the manifest it
+    returns written last (fsutil.atomic_write_folder); a full disk is the data's TfmError."""
+    built: list[DataManifest] = []
+
+    def write(work: Path) -> None:
+        manifest = build(work)
         manifest.write(work)
         built.append(manifest)
 
     try:
-        atomic_write_folder(folder, build)
+        atomic_write_folder(folder, write)
     except WriteError as e:
         raise TfmError(f"cannot write preprocessed data to {folder}: {e.reason}") from None
     return built[0]

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..config import Config
 from ..errors import TfmError, UsageError
-from ..fsutil import WriteError, atomic_write_folder, file_record, remove_stale_work_folders
+from ..fsutil import file_record, remove_stale_work_folders
 from ..host.allocator import release_freed_memory
 from ..host.machine import available_cpus
 from ..provenance import package_versions
@@ -65,7 +65,7 @@ from .manifest import (
     unknown_line,
 )
 from .parallel import ChunkPool
-from .parts import PartInput, encode_parts, parts_current, update_parts
+from .parts import PartInput, encode_parts, parts_current, rewrite_folder, update_parts
 from .prepared import Prepared, verify_folder
 from .shards import ShardWriter, id_dtype
 from .sources import (
@@ -300,9 +300,7 @@ def _build(
     release_freed_memory()  # the sample SentencePiece was fitted on, before workers are forked
     dtype = id_dtype(max(pair.src.vocab_size, pair.tgt.vocab_size))
 
-    built: list[DataManifest] = []
-
-    def build(folder: Path) -> None:
+    def build(folder: Path) -> DataManifest:
         with progress_bar(f"encoding ({pair.src.kind}, {workers} processes)") as bar:
             stats = _encode_corpus(cfg, folder, pair, dtype, train, evaluation, check_stop, bar)
             if given is not None:
@@ -314,7 +312,7 @@ def _build(
         pair.save(folder)
         (folder / "config.yaml").write_text(encoded_with(cfg, given).to_yaml(), encoding="utf-8")
         outputs = {p.name: file_record(p, current_sha256(p)) for p in sorted(folder.iterdir()) if p.is_file()}
-        manifest = DataManifest(
+        return DataManifest(
             **{f.name: getattr(origin, f.name) for f in dataclasses.fields(Origin)},
             vocab_size=VocabSizes(pair.src.vocab_size, pair.tgt.vocab_size),
             tokenizer_sha256=pair.vocabulary_digest(),
@@ -330,14 +328,8 @@ def _build(
             outputs=outputs,
             corpus=corpus_record(stats["train"], train.empty, [f for f in files if f.split == "train"], langs),
         )
-        manifest.write(folder)
-        built.append(manifest)
 
-    try:
-        atomic_write_folder(cfg.data_dir, build)
-    except WriteError as e:  # a full disk: said as the data's problem
-        raise TfmError(f"cannot write preprocessed data to {cfg.data_dir}: {e.reason}") from None
-    return pair, built[0]
+    return pair, rewrite_folder(cfg.data_dir, build)
 
 
 def _encode_corpus(
