@@ -187,3 +187,14 @@ def test_add_corrections_writes_the_configs_store_through_its_guards(tmp_path, c
     plain = write_config(tmp_path / "p.yaml", tmp_path, corpus_dir)
     with pytest.raises(UsageError, match="corrections.store is not set"):
         tfm.add_corrections(str(plain), [("a", "b")])
+
+
+def test_auto_threads_tune_a_backend_that_decodes_on_this_processs_torch_threads(checkpoint):
+    """threads="auto" gives a backend that says it decodes on torch threads of this process (a
+    torch model on the CPU) a ThreadTuner; a fixed count gives none."""
+    from transformer_cli.api import open_backend
+    from transformer_cli.host.threads import ThreadTuner
+
+    tuned = open_backend(checkpoint, device="cpu", threads="auto")
+    assert tuned.tunes_threads and isinstance(tuned.threads, ThreadTuner)
+    assert not isinstance(open_backend(checkpoint, device="cpu", threads=1).threads, ThreadTuner)

@@ -131,9 +131,7 @@ def _fixed(threads: Setting) -> int | None:
 
 def _tuned(backend: TranslationBackend, threads: Setting) -> TranslationBackend:
     """`backend` with its torch threads tuned per batch when `threads` is "auto" (on the CPU)."""
-    from .inference.translate import TorchTranslator
-
-    if threads == AUTO and isinstance(backend, TorchTranslator) and backend.device.type == "cpu":
+    if threads == AUTO and backend.tunes_threads:
         backend.threads = ThreadTuner.from_load("decode threads", "tokens", watch=lambda: free_cpus(DECODE_WATCH_S))
     return backend
 

@@ -96,6 +96,7 @@ def test_what_every_kind_inherits():
     tok = Characters([*SPECIALS, "a", "b"])
     assert tok.encode("ab") == tok.encode_batch(["ab"])[0] == [4, 5]
     assert not tok.samples and tok.encode_sampled(["ab", "ba"], alpha=0.5) == tok.encode_batch(["ab", "ba"])
+    assert not tok.grows  # a plugin's vocabulary is not grown unless it says it can be
     tok.set_threads(4)  # no threads: nothing to set
     assert Characters.settings is None
     with pytest.raises(UsageError, match="a characters tokenizer is not fitted on a corpus"):

@@ -40,7 +40,7 @@ def test_sentencepiece_vocab_too_large_names_the_key():
 def test_sampled_segmentations_differ_and_decode_to_the_line():
     lines = [p[1] for p in sentence_pairs(300)]
     tok = SubwordTokenizer.train(lines, TokenizerConfig(model_type="bpe", vocab_size=80), threads=1)
-    assert tok.samples and tok.ids == TFM_IDS
+    assert tok.samples and tok.grows and tok.ids == TFM_IDS
     plain = tok.encode_batch(lines[:20])
     draws = [tok.encode_sampled(lines[:20], alpha=0.3) for _ in range(3)]
     assert any(draw != plain for draw in draws)  # other segmentations...

@@ -105,6 +105,12 @@ class TranslationBackend(ABC):
         # (api.open_backend with threads="auto"); None: they are left as they are.
         self.threads: Threads | None = None
 
+    @property
+    def tunes_threads(self) -> bool:
+        """Whether its decoding runs on torch threads of this process that a ThreadTuner may set
+        (api.open_backend with threads="auto")."""
+        return False
+
     def encode_sources(
         self, lines: list[str], recase: bool | None = None
     ) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:
@@ -195,6 +201,10 @@ class TorchTranslator(TranslationBackend):
         self.model = model.to(device)
         self.device = device
         self.dtype = dtype
+
+    @property
+    def tunes_threads(self) -> bool:
+        return self.device.type == "cpu"
 
     @classmethod
     def from_checkpoint(

@@ -80,16 +80,19 @@ def strip_specials(ids: Sequence[int], specials: SpecialIds) -> list[int]:
 class Tokenizer(ABC):
     """Text of one language to ids (without `<sos>`/`<eos>`) and back to natural text.
 
-    Beside the abstract methods, two capabilities a kind may have, which callers ask for
-    instead of checking types: `samples` (`encode_sampled` draws segmentations: subword
-    regularization) and `set_threads` (how many threads `encode_batch` may use: one inside a
-    worker process, where the processes are the parallelism).
+    Beside the abstract methods, capabilities a kind may have, which callers ask for instead
+    of checking types: `samples` (`encode_sampled` draws segmentations: subword
+    regularization), `grows` (pieces can be appended to its vocabulary, every old id keeping
+    its piece: train.retrain.grow_vocabulary) and `set_threads` (how many threads
+    `encode_batch` may use: one inside a worker process, where the processes are the
+    parallelism).
     """
 
     kind: str
     lowercase: bool  # the text is lowercased before encoding
     ids: SpecialIds  # where the vocabulary keeps `<unk>`, `<pad>`, `<sos>` and `<eos>`
     samples = False  # whether encode_sampled draws other segmentations than encode_batch
+    grows = False  # whether its vocabulary takes appended pieces (tokenizers/growth.py)
     # A kind's own keys: the dataclass tokenizer.options is read with (None: it takes none);
     # `fit` gets them as TOKENIZERS.options(cfg.kind, cfg.options).
     settings: ClassVar[type | None] = None

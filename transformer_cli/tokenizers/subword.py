@@ -22,6 +22,7 @@ class SubwordTokenizer(Tokenizer):
 
     kind = "sentencepiece"
     samples = True
+    grows = True
 
     def __init__(self, model: bytes, lowercase: bool):
         import sentencepiece as spm

@@ -69,7 +69,7 @@ def grow(
     """`parent`'s tokenizers grown on `prepared`'s training text (encoded with them or with an
     earlier growth of them), stored in `run` (or the store removed when nothing is added): the
     tokenizers the night's data is encoded with. One line in train.log says what was added."""
-    if not (isinstance(parent.src, SubwordTokenizer) and isinstance(parent.tgt, SubwordTokenizer)):
+    if not (parent.src.grows and parent.tgt.grows):
         log.warning(
             "warning: train.retrain.grow_vocabulary: the published model's tokenizer (%s) cannot grow: "
             "its vocabulary is kept",
