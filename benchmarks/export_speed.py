@@ -145,6 +145,7 @@ def same(a: list[str], b: list[str]) -> float:
 
 def compare(name: str, checkpoint: Path, args: argparse.Namespace, folder: Path) -> dict:
     """Export `checkpoint` once per quantization and measure tfm and each export on it."""
+    from transformer_cli.checkpoint import Checkpoint
     from transformer_cli.export.bundle import export_checkpoint
 
     paths = {NATIVE: checkpoint}
@@ -152,7 +153,8 @@ def compare(name: str, checkpoint: Path, args: argparse.Namespace, folder: Path)
     for quantization in args.quantization:
         engine = engine_name(quantization)
         paths[engine] = folder / f"{name}.{quantization}"
-        report["export_s"][quantization] = export_checkpoint(checkpoint, paths[engine], quantization)[1]
+        read = Checkpoint.read(checkpoint)
+        report["export_s"][quantization] = export_checkpoint(read, checkpoint, paths[engine], quantization)[1]
     runs = {engine: run_worker(engine, path, args, folder) for engine, path in paths.items()}
     native = runs[NATIVE]
     hyps = {e: {beam: runs[e][f"beam{beam}"].pop("hypotheses") for beam in BEAMS} for e in runs}

@@ -112,7 +112,7 @@ def main() -> None:
     translator = ctranslate2.Translator(str(ct2_dir), intra_threads=args.threads)
     pieces = [tokenizer.convert_ids_to_tokens(tokenizer(s)["input_ids"]) for s in sources]
     own = args.work / "ct2-tfm"
-    export_checkpoint(args.checkpoint, own)
+    export_checkpoint(Checkpoint.read(args.checkpoint), args.checkpoint, own)
     for beam in (1, 5):
         results = translator.translate_batch(pieces, beam_size=beam, max_decoding_length=100)
         text = [tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in results]

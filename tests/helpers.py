@@ -345,3 +345,13 @@ def on_a_small_disk(tmp_path: Path, size: str, script: str, folder: str) -> list
         pytest.skip(f"no private mount namespaces here: {r.stderr.strip()}")
     assert r.returncode == 0, r.stderr
     return r.stdout.splitlines()
+
+
+def ct2_export(checkpoint: Path, output: Path, quantization: str = "none") -> Any:
+    """export.bundle.export_checkpoint of the model at `checkpoint`, read as `tfm export`
+    reads it (model_io.read_model); its manifest and seconds."""
+    from transformer_cli.export.bundle import export_checkpoint
+    from transformer_cli.model_io import read_model
+
+    read, _ = read_model(checkpoint)
+    return export_checkpoint(read, Path(checkpoint), Path(output), quantization)

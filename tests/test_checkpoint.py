@@ -124,10 +124,9 @@ def test_keep_previous_keeps_the_replaced_checkpoint(tmp_path):
 def test_content_that_does_not_fit_names_the_checkpoint(tmp_path, damage, reason):
     """A verified file whose content this tfm cannot use: one error naming the file, whether it
     is loaded to translate or to export."""
-    from helpers import untrained_checkpoint
+    from helpers import ct2_export, untrained_checkpoint
 
     import transformer_cli as tfm
-    from transformer_cli.export.bundle import export_checkpoint
 
     payload = read_payload(untrained_checkpoint(tmp_path / "good.pt"))
     damage(payload)
@@ -138,7 +137,7 @@ def test_content_that_does_not_fit_names_the_checkpoint(tmp_path, damage, reason
     assert str(caught.value).startswith(f"{path}: {reason}")
     if "checkpoint does not fit" in reason:
         with pytest.raises(CheckpointError, match=f"^{path}: checkpoint does not fit"):
-            export_checkpoint(path, tmp_path / "export")
+            ct2_export(path, tmp_path / "export")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["good.pt", "odd.pt"]
 
 

@@ -64,12 +64,13 @@ def test_tfm_export_names_its_extra(fmt, module, extra, needed_by, tiny, tmp_pat
 
 
 def test_models_that_need_an_extra_name_it(tiny, tmp_path):
+    from helpers import ct2_export
+
     from transformer_cli.checkpoint import Checkpoint
-    from transformer_cli.export.bundle import export_checkpoint
     from transformer_cli.hf.export import export_hf
 
     ct2, hf = tmp_path / "ct2", tmp_path / "hf"
-    export_checkpoint(tiny, ct2)
+    ct2_export(tiny, ct2)
     export_hf(Checkpoint.read(tiny), tiny, hf)
     expected = {
         ("ctranslate2", str(ct2)): f"the CTranslate2 export {ct2} {hint('ctranslate2', 'ctranslate2')}",

@@ -39,11 +39,12 @@ def test_a_missing_dir_slash_file_is_checkpoint_not_found(tmp_path, corpus_dir):
 
 
 def test_a_ctranslate2_folder_without_its_manifest_is_named(tmp_path):
-    from transformer_cli.export.bundle import export_checkpoint
+    from helpers import ct2_export
+
     from transformer_cli.export.manifest import MANIFEST
 
     folder = tmp_path / "ct2"
-    export_checkpoint(untrained_checkpoint(tmp_path / "tiny.pt"), folder)
+    ct2_export(untrained_checkpoint(tmp_path / "tiny.pt"), folder)
     (folder / MANIFEST).unlink()
     r = run_tfm("translate", "--checkpoint", str(folder), "Ein Hund.", env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert (r.returncode, r.stdout) == (1, "")
@@ -57,9 +58,10 @@ def test_a_ctranslate2_folder_without_its_manifest_is_named(tmp_path):
 def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path):
     import json
 
+    from helpers import ct2_export
+
     from transformer_cli.checkpoint import Checkpoint
     from transformer_cli.errors import UsageError
-    from transformer_cli.export.bundle import export_checkpoint
     from transformer_cli.export.manifest import MANIFEST
     from transformer_cli.model_io import read_model
     from transformer_cli.seams import CHECKPOINT_READERS
@@ -68,7 +70,7 @@ def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path
     checkpoint, where = read_model(tiny)
     assert where == tiny and checkpoint.digest == Checkpoint.read(tiny).digest
     assert read_model(str(tiny))[1] == tiny
-    export_checkpoint(tiny, tmp_path / "ct2")
+    ct2_export(tiny, tmp_path / "ct2")
     with pytest.raises(UsageError, match="is an export for the ctranslate2 engine, which tfm does not read back as"):
         read_model(tmp_path / "ct2")
     manifest = json.loads((tmp_path / "ct2" / MANIFEST).read_text())

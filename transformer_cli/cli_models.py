@@ -323,6 +323,7 @@ def export(
     from .errors import StoppedBySignal, UsageError
     from .export.manifest import export_engine
     from .extras import import_extra
+    from .model_io import read_model
     from .seams import EXPORTERS
 
     cfg = load_config(config, overrides)  # export.format and its options, the plugins
@@ -349,7 +350,8 @@ def export(
         raise UsageError(f"{checkpoint} is already an export; export its source checkpoint")
     try:
         with _stop_signals_raise():
-            manifest, seconds = exporter.export(checkpoint, output, settings)
+            model, where = read_model(checkpoint)
+            manifest, seconds = exporter.export(model, where, output, settings)
     except _Stopped as e:
         raise StoppedBySignal(
             e.signum, f"stopped by signal {e.signum} during export; nothing was written to {output}"

@@ -51,7 +51,7 @@ TRAIN = {
 def models(tmp_path_factory, corpus_dir) -> dict[str, dict[str, Path]]:
     """name -> {"config", "checkpoint", "fp32", "int8"}: trained side by side, exported; once per
     session under pytest-xdist too (helpers.built_once)."""
-    from transformer_cli.export.bundle import export_checkpoint
+    from helpers import ct2_export
 
     with built_once(tmp_path_factory, "export-models") as (work, built):
         out = {
@@ -71,7 +71,7 @@ def models(tmp_path_factory, corpus_dir) -> dict[str, dict[str, Path]]:
             for name, run in zip(out, forks().run_all(work / "logs", *commands)):
                 assert run.returncode == 0, f"{name}: {run.stderr}"
                 for quantization, label in (("none", "fp32"), ("int8", "int8")):
-                    export_checkpoint(out[name]["checkpoint"], out[name][label], quantization)
+                    ct2_export(out[name]["checkpoint"], out[name][label], quantization)
     return out
 
 

@@ -8,11 +8,11 @@ import shutil
 
 import ctranslate2
 import pytest
-from helpers import untrained_checkpoint
+from helpers import ct2_export, untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
 from transformer_cli.errors import UsageError
-from transformer_cli.export.bundle import CT2_EXPORTER, check_output, export_checkpoint, read_export
+from transformer_cli.export.bundle import CT2_EXPORTER, check_output, read_export
 from transformer_cli.export.ct2_translator import Ct2Translator
 from transformer_cli.export.manifest import MANIFEST
 from transformer_cli.fsutil import file_sha256
@@ -26,7 +26,7 @@ def untrained(tmp_path_factory):
 
 
 def test_an_export_holds_the_model_the_tokenizer_and_a_manifest_of_every_file(untrained, tmp_path):
-    manifest, seconds = export_checkpoint(untrained, tmp_path / "export", "int8")
+    manifest, seconds = ct2_export(untrained, tmp_path / "export", "int8")
     folder = tmp_path / "export"
     names = {p.name for p in folder.iterdir()}
     assert {"model.bin", "config.json", "tokenizer.json", MANIFEST} <= names
@@ -62,7 +62,7 @@ def test_an_output_that_holds_something_else_is_refused_before_any_work(tmp_path
 
 
 def test_a_damaged_export_or_tokenizer_is_a_checkpoint_error(untrained, tmp_path):
-    export_checkpoint(untrained, tmp_path / "export")
+    ct2_export(untrained, tmp_path / "export")
     broken = tmp_path / "broken"
     shutil.copytree(tmp_path / "export", broken)
     (broken / "tokenizer.json").write_text("{}")
@@ -78,9 +78,9 @@ def test_a_damaged_export_or_tokenizer_is_a_checkpoint_error(untrained, tmp_path
 def test_export_folders_are_replaced_whole_and_verified(untrained, tmp_path):
     checkpoint = untrained  # exporting needs a model, not a trained one (no session's four models)
     target = tmp_path / "export"
-    export_checkpoint(checkpoint, target, "int8")
+    ct2_export(checkpoint, target, "int8")
     first = (target / "model.bin").read_bytes()
-    export_checkpoint(checkpoint, target, "int16")  # an earlier export is replaced
+    ct2_export(checkpoint, target, "int16")  # an earlier export is replaced
     assert (target / "model.bin").read_bytes() != first
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # nothing left beside it
 
@@ -88,9 +88,9 @@ def test_export_folders_are_replaced_whole_and_verified(untrained, tmp_path):
     other.mkdir()
     (other / "keep.txt").write_text("mine")
     with pytest.raises(UsageError, match="exists and is not a tfm export"):
-        export_checkpoint(checkpoint, other)
+        ct2_export(checkpoint, other)
     with pytest.raises(UsageError, match="--quantization must be one of none, int8"):
-        export_checkpoint(checkpoint, tmp_path / "new", "int4")
+        ct2_export(checkpoint, tmp_path / "new", "int4")
     assert (other / "keep.txt").read_text() == "mine" and not (tmp_path / "new").exists()
     with pytest.raises(UsageError, match=r"runs on auto, cpu or cuda \(got 'mps'\)"):
         Ct2Translator(target, "mps")

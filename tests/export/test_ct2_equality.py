@@ -127,7 +127,7 @@ def test_the_gpu_weight_types_export_and_run_on_a_cpu(models, pairs, corpus_dir,
     so they load there and translate as the CPU's own exports do: bfloat16 as float32 line for
     line, int8_float16 within a BLEU point of int8 (the kernels differ, by CPU; how close int8
     itself comes to float32 is test_int8_export_keeps_bleu's)."""
-    from transformer_cli.export.bundle import export_checkpoint
+    from helpers import ct2_export
 
     m, lines, refs = models["subword-post"], evaluation_lines(corpus_dir), references(corpus_dir)
     lowercase = pairs["subword-post"][0].tokenizers.tgt.lowercase
@@ -135,7 +135,7 @@ def test_the_gpu_weight_types_export_and_run_on_a_cpu(models, pairs, corpus_dir,
     for quantization, folder in (("none", m["fp32"]), ("int8", m["int8"]), ("bfloat16", None), ("int8_float16", None)):
         if folder is None:
             folder = tmp_path / quantization
-            export_checkpoint(m["checkpoint"], folder, quantization)
+            ct2_export(m["checkpoint"], folder, quantization)
         out = decode(Ct2Translator(folder, "cpu", threads=1), lines, 1).translations
         texts[quantization] = [h[0].text for h in out]
     bleu = {q: score_translations(t[: len(refs)], refs, lowercase).bleu for q, t in texts.items()}
@@ -146,12 +146,11 @@ def test_a_model_of_a_grown_vocabulary_exports_and_decodes_like_tfm(models, corp
     """A night that grew the vocabulary (train.retrain.grow_vocabulary) publishes a SentencePiece
     model with pieces appended past its recorded size and rows started from their spellings:
     its float32 export decodes as tfm does, the new pieces included."""
-    from helpers import poodle_pairs
+    from helpers import ct2_export, poodle_pairs
 
     from transformer_cli.checkpoint import Checkpoint
     from transformer_cli.config import ModelConfig, TokenizerConfig
     from transformer_cli.config_values import build_section
-    from transformer_cli.export.bundle import export_checkpoint
     from transformer_cli.model.builders import build_model
     from transformer_cli.tokenizers.growth import GrowthRule, appended, new_pieces, scored
     from transformer_cli.tokenizers.pair import TokenizerPair
@@ -173,7 +172,7 @@ def test_a_model_of_a_grown_vocabulary_exports_and_decodes_like_tfm(models, corp
     child = dataclasses.replace(parent, src_vocab_size=size, tgt_vocab_size=size, weights=weights)
     child.tokenizer, child.sha256 = pair.state(), None
     child.write(tmp_path / "grown.pt")
-    export_checkpoint(tmp_path / "grown.pt", tmp_path / "grown.fp32", "none")
+    ct2_export(tmp_path / "grown.pt", tmp_path / "grown.fp32", "none")
 
     tfm = TorchTranslator.from_checkpoint(tmp_path / "grown.pt", torch.device("cpu"))
     ct2 = Ct2Translator(tmp_path / "grown.fp32", "cpu", threads=1)

@@ -9,9 +9,7 @@ import json
 import subprocess
 import sys
 
-from helpers import untrained_checkpoint
-
-from transformer_cli.export.bundle import export_checkpoint
+from helpers import ct2_export, untrained_checkpoint
 
 # In a fresh process: no other translators come or go while threads are counted, and torch's
 # own thread pool is started (by a matmul) before each count.
@@ -48,7 +46,7 @@ print(json.dumps(added))
 
 def test_threads_reach_ctranslate2(tmp_path):
     export = tmp_path / "export"
-    export_checkpoint(untrained_checkpoint(tmp_path / "untrained.pt"), export)
+    ct2_export(untrained_checkpoint(tmp_path / "untrained.pt"), export)
     r = subprocess.run([sys.executable, "-c", COUNT, str(export)], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == {"1": 1, "3": 3, "torch's 2": 2}

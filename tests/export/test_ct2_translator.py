@@ -8,13 +8,12 @@ from __future__ import annotations
 import ctranslate2
 import pytest
 import torch
-from helpers import untrained_checkpoint
+from helpers import ct2_export, untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import DecodeConfig
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.errors import TfmError
-from transformer_cli.export.bundle import export_checkpoint
 from transformer_cli.export.ct2_translator import Ct2Translator, open_ct2
 from transformer_cli.export.manifest import MANIFEST
 from transformer_cli.fsutil import file_sha256
@@ -27,7 +26,7 @@ LINES = ["Ein Mann sieht einen Ball.", "Zwei Hunde.", "", "Eine Frau trägt eine
 def exported(tmp_path_factory):
     folder = tmp_path_factory.mktemp("ct2-translator")
     checkpoint = untrained_checkpoint(folder / "untrained.pt")
-    export_checkpoint(checkpoint, folder / "export")
+    ct2_export(checkpoint, folder / "export")
     return checkpoint, folder / "export"
 
 
@@ -68,7 +67,7 @@ class _EngineWithoutCuBLAS:
 
 
 def test_a_cuda_library_missing_is_one_line_at_load_time(tmp_path):
-    export_checkpoint(untrained_checkpoint(tmp_path / "untrained.pt"), tmp_path / "export")
+    ct2_export(untrained_checkpoint(tmp_path / "untrained.pt"), tmp_path / "export")
     translator = Ct2Translator(tmp_path / "export", device="cpu")
     translator._check_cuda_libraries(ctranslate2.__version__)  # the real engine translates the token
     translator.engine = _EngineWithoutCuBLAS()

@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import forks, untrained_checkpoint
+from helpers import ct2_export, forks, untrained_checkpoint
 from typer.testing import CliRunner
 from zygote import Zygote
 
 from transformer_cli.cli import app
-from transformer_cli.export.bundle import export_checkpoint
 from transformer_cli.export.manifest import MANIFEST
 
 # Big enough (16 MB) that its export takes a good fraction of a second after the work folder
@@ -70,7 +69,7 @@ def _signal_mid_export(zygote: Zygote, checkpoint: Path, output: Path, signum: i
 def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next_time(checkpoint, tmp_path):
     tiny = untrained_checkpoint(tmp_path / "tiny.pt")
     kept = tmp_path / "kept"  # an earlier export, which the stopped ones must leave as it was
-    export_checkpoint(tiny, kept)
+    ct2_export(tiny, kept)
     before = (kept / MANIFEST).read_text()
     killed = tmp_path / "killed"
     zygote = forks()
@@ -87,7 +86,7 @@ def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next
     assert (kept / MANIFEST).read_text() == before and "checkpoint" in json.loads(before)
 
     assert code == -signal.SIGKILL and work.is_dir()  # nothing could clean up
-    export_checkpoint(tiny, killed)  # the next export to that folder removes the dead one's
+    ct2_export(tiny, killed)  # the next export to that folder removes the dead one's
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "killed", "tiny.pt"]
 
 

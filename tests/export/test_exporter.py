@@ -21,7 +21,7 @@ class Copy(Exporter):
 
     engine = "copy"
 
-    def export(self, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
+    def export(self, model: Checkpoint, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
         raise NotImplementedError
 
 

@@ -70,9 +70,9 @@ def test_decoding_and_a_ctranslate2_export_on_the_gpu(tmp_path):
     ct2 = pytest.importorskip("ctranslate2")
     if ct2.get_cuda_device_count() == 0:
         pytest.skip("CTranslate2 sees no CUDA GPU")
-    from transformer_cli.export.bundle import export_checkpoint
+    from helpers import ct2_export
 
-    export_checkpoint(cfg.run_dir / "best.pt", tmp_path / "export", "float16")
+    ct2_export(cfg.run_dir / "best.pt", tmp_path / "export", "float16")
     try:
         exported = tfm.load(tmp_path / "export", device="cuda")
     except TfmError as e:  # the wheel's CUDA is not this machine's: one line, at load time

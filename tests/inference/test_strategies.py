@@ -63,9 +63,9 @@ def test_a_strategy_registered_from_outside_decodes_through_the_backend(model_pa
 
 def test_ctranslate2_gets_the_same_strategy(model_path, tmp_path):
     pytest.importorskip("ctranslate2")
-    from transformer_cli.export.bundle import export_checkpoint
+    from helpers import ct2_export
 
-    export_checkpoint(model_path, tmp_path / "ct2")
+    ct2_export(model_path, tmp_path / "ct2")
     d = DecodeConfig(strategy="sample", strategy_options={"topk": 1})
     torch_out = open_backend(model_path, "cpu", decode=DecodeConfig()).translate(LINES).translations
     ct2_out = open_backend(tmp_path / "ct2", "cpu", decode=d).translate(LINES).translations

@@ -37,7 +37,6 @@ from transformer_cli.loss import sequence_loss
 from transformer_cli.model.builders import register_architecture
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
-from transformer_cli.model_io import read_model
 from transformer_cli.seams import (
     CORPORA,
     CRITERIA,
@@ -226,8 +225,10 @@ class CopyExporter(Exporter):
     def refusals(self, checkpoint: Checkpoint) -> list[str]:
         return [] if checkpoint.architecture == "toy" else [f"{checkpoint.architecture} is no toy"]
 
-    def export(self, source: Path, output: Path, options: NoteOptions) -> tuple[ExportManifest, float]:
-        started, checkpoint = time.perf_counter(), read_model(source)[0]
+    def export(
+        self, checkpoint: Checkpoint, source: Path, output: Path, options: NoteOptions
+    ) -> tuple[ExportManifest, float]:
+        started = time.perf_counter()
         if self.refusals(checkpoint):
             raise UsageError(f"cannot export {source} as a toy copy: {'; '.join(self.refusals(checkpoint))}")
         written = []

@@ -32,13 +32,15 @@ from .exporter import Exporter
 from .manifest import ExportManifest, is_export
 
 
-def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none") -> tuple[ExportManifest, float]:
-    """Write the CTranslate2 export of a tfm checkpoint to the folder `output` (replacing an
-    earlier export there); returns its manifest and the seconds it took. All the work
-    happens inside the work folder of `atomic_write_folder`, so a stop or failure at any point
-    leaves `output` as it was and no work folder behind."""
+def export_checkpoint(
+    read: Checkpoint, checkpoint: Path, output: Path, quantization: str = "none"
+) -> tuple[ExportManifest, float]:
+    """Write the CTranslate2 export of a tfm model (`read`, from the file or folder
+    `checkpoint`) to the folder `output` (replacing an earlier export there); returns its
+    manifest and the seconds it took. All the work happens inside the work folder of
+    `atomic_write_folder`, so a stop or failure at any point leaves `output` as it was and no
+    work folder behind."""
     from ..inference.translate import model_from_checkpoint
-    from ..model_io import read_model
     from .ct2_spec import build_spec
 
     started = time.perf_counter()
@@ -49,7 +51,6 @@ def export_checkpoint(checkpoint: Path, output: Path, quantization: str = "none"
     written: list[ExportManifest] = []
 
     def build(folder: Path) -> None:
-        read, _ = read_model(checkpoint)
         model, tokenizers = model_from_checkpoint(read, checkpoint)  # (what does not fit: CheckpointError)
         refusals = CT2_EXPORTER.refusals(read)
         if refusals:
@@ -86,8 +87,8 @@ class Ct2Exporter(Exporter):
 
         return refusals(checkpoint.architecture, build_section(ModelConfig, checkpoint.model_config, "model"))
 
-    def export(self, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
-        return export_checkpoint(source, output, options.quantization)
+    def export(self, model: Checkpoint, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
+        return export_checkpoint(model, source, output, options.quantization)
 
     def describe(self, manifest: ExportManifest) -> str:
         return f"ctranslate2, {manifest.details.get('weights')} weights"

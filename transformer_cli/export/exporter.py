@@ -29,11 +29,11 @@ class Exporter(ABC):
         return []
 
     @abstractmethod
-    def export(self, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
-        """Write the model at `source` (a checkpoint, or any model model_io.read_model reads) to
-        the folder `output`, replacing an earlier export there and nothing else, whole or not at
-        all (fsutil.atomic_write_folder); `options`: its settings (None without). Returns the
-        manifest written and the seconds it took."""
+    def export(self, model: Checkpoint, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
+        """Write `model`, read from `source` (a checkpoint, or any model model_io.read_model
+        reads: the caller reads it), to the folder `output`, replacing an earlier export there
+        and nothing else, whole or not at all (fsutil.atomic_write_folder); `options`: its
+        settings (None without). Returns the manifest written and the seconds it took."""
 
     def describe(self, manifest: ExportManifest) -> str:
         """What `tfm export` says it wrote, e.g. "ctranslate2, int8 weights"."""

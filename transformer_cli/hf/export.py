@@ -186,11 +186,8 @@ class HfExporter(Exporter):
         tokenizers = TokenizerPair.from_state(checkpoint.tokenizer)
         return export_refusals(cfg, checkpoint.architecture) + _tokenizer_refusals(tokenizers)
 
-    def export(self, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
-        from ..model_io import read_model
-
-        checkpoint, where = read_model(source)
-        return export_hf(checkpoint, where, output)
+    def export(self, model: Checkpoint, source: Path, output: Path, options: Any) -> tuple[ExportManifest, float]:
+        return export_hf(model, source, output)
 
     def describe(self, manifest: ExportManifest) -> str:
         return "Hugging Face MarianMT"
