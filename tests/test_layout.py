@@ -28,6 +28,7 @@ BASE = {
     "config_synthetic",
     "config_train",
     "config_values",
+    "engines",
     "errors",
     "extras",
     "fsutil",

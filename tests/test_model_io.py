@@ -60,11 +60,13 @@ def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path
 
     from helpers import ct2_export
 
+    from transformer_cli.api import open_torch
     from transformer_cli.checkpoint import Checkpoint
+    from transformer_cli.engines import Engine
     from transformer_cli.errors import UsageError
     from transformer_cli.export.manifest import MANIFEST
     from transformer_cli.model_io import read_model
-    from transformer_cli.seams import CHECKPOINT_READERS
+    from transformer_cli.seams import ENGINES
 
     tiny = untrained_checkpoint(tmp_path / "tiny.pt")
     checkpoint, where = read_model(tiny)
@@ -77,12 +79,12 @@ def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path
     (tmp_path / "ct2" / MANIFEST).write_text(json.dumps({**manifest, "engine": "onnx"}))
     with pytest.raises(UsageError, match="is an export for the onnx engine, which tfm does not read back as a"):
         read_model(tmp_path / "ct2")
-    CHECKPOINT_READERS.register("onnx", lambda folder: Checkpoint.read(tiny))  # an engine that keeps weights
+    ENGINES.register("onnx", Engine(open_torch, lambda folder: Checkpoint.read(tiny)))  # keeps weights
     try:
         read_back, where = read_model(tmp_path / "ct2")
         assert (read_back.digest, where) == (Checkpoint.read(tiny).digest, tmp_path / "ct2")
     finally:
-        CHECKPOINT_READERS.unregister("onnx")
+        ENGINES.unregister("onnx")
     (tmp_path / "notes").mkdir()
     with pytest.raises(UsageError, match="is a folder but not a model: no tfm export manifest, no transformers"):
         read_model(tmp_path / "notes")

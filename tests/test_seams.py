@@ -30,13 +30,11 @@ def test_every_registry_is_named_here_and_the_config_ones_are_checked_at_load_ti
         "SEARCH_STRATEGIES",
         "EXPORTERS",
         "ENGINES",
-        "CHECKPOINT_READERS",
         "TEXT_CORPORA",
     }
     # TEXT_CORPORA: synthetic.*.text also takes files and folders (config_checks checks its names)
     assert set(seams.CHOSEN_BY_CONFIG) == set(REGISTRIES.values()) - {
         seams.ENGINES,
-        seams.CHECKPOINT_READERS,
         seams.TEXT_CORPORA,
     }
     cfg = Config()

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .config import DecodeConfig
 from .config_train import DEVICES, PRECISIONS
+from .engines import Engine
 from .errors import UsageError, check_choice
 from .host.cpu_load import free_cpus
 from .host.threads import AUTO, Setting, ThreadTuner, parse_setting
@@ -97,13 +98,13 @@ def open_backend(
             threads,
         )
     engine = export_engine(paths[0]) or "torch"
-    opener = ENGINES.find(engine)
-    if opener is None:
+    found = ENGINES.find(engine)
+    if found is None:
         raise UsageError(
             f"{paths[0]}: {ENGINES.unknown(engine)} (an export of a plugin's format: "
             "name the plugin in the config's plugins:, or install it)"
         )
-    backend: TranslationBackend = opener(Path(paths[0]), device, precision, decode, threads)
+    backend: TranslationBackend = found.open(Path(paths[0]), device, precision, decode, threads)
     return backend
 
 
@@ -123,6 +124,17 @@ def open_torch(
     dev = resolve_device(device)
     checkpoint, where = read_model(path)
     return _tuned(TorchTranslator.load(checkpoint, dev, decode, autocast_dtype(dev, precision), where), threads)
+
+
+def _read_hf_folder(folder: Path) -> Any:
+    """An export of `tfm export --format hf` read back as a tfm Checkpoint (hf/folder.py)."""
+    from .hf.folder import read_folder
+
+    return read_folder(folder)
+
+
+TORCH = Engine(open_torch)  # seams.ENGINES' torch: a checkpoint, a Hugging Face folder or hub id
+TRANSFORMERS = Engine(open_torch, _read_hf_folder)  # tfm export --format hf: its weights read back
 
 
 def _fixed(threads: Setting) -> int | None:

@@ -2,7 +2,7 @@
 
     a file                  a tfm checkpoint (verified: sha256, weights_only)
     a folder                an export whose engine reads it back as a checkpoint (the
-                            seams.CHECKPOINT_READERS entry its manifest's engine names:
+                            read_checkpoint of the seams.ENGINES entry its manifest names:
                             `tfm export --format hf`, verified too), or a Hugging Face
                             MarianMT model without a manifest (its config.json, from
                             transformers); an export of another engine (CTranslate2's: no
@@ -24,7 +24,7 @@ from .checkpoint import Checkpoint, CheckpointError
 from .errors import UsageError
 from .export.engine import is_ct2_model_folder
 from .export.manifest import MANIFEST, export_engine
-from .seams import CHECKPOINT_READERS
+from .seams import ENGINES
 
 
 def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
@@ -35,7 +35,8 @@ def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
     if path.is_dir():
         engine = export_engine(path)
         if engine is not None:  # an export: read back only by an engine that keeps weights
-            reader = CHECKPOINT_READERS.find(engine) if engine in CHECKPOINT_READERS else None
+            found = ENGINES.find(engine) if engine in ENGINES else None
+            reader = found.read_checkpoint if found is not None else None
             if reader is None:
                 raise UsageError(
                     f"{path} is an export for the {engine} engine, which tfm does not read back "

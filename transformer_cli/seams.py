@@ -126,20 +126,13 @@ EXPORTERS: Registry[Any] = Registry(
 EXPORTERS.register("ctranslate2", TFM + "export.bundle:CT2_EXPORTER", settings=TFM + "export.options:Ct2Options")
 EXPORTERS.register("hf", TFM + "hf.export:HF_EXPORTER")
 
-# The engine an export's manifest names -> the function (path, device, precision, decode
-# settings or None, threads) that opens the folder as an inference.translate.TranslationBackend,
-# with api.open_backend's arguments (a path without a manifest: torch).
-ENGINES: Registry[Any] = Registry("engines", "export engine", shape=Calls(5))
-ENGINES.register("torch", TFM + "api:open_torch")
-ENGINES.register("transformers", TFM + "api:open_torch")  # tfm export --format hf: a MarianMT folder
-ENGINES.register("ctranslate2", TFM + "export.ct2_translator:open_ct2")
-
-# The engine an export's manifest names -> the function (folder) that reads the export as a tfm
-# Checkpoint (checkpoint.py), for an engine whose exports keep trainable weights: what
-# model_io.read_model asks (train.init_from, exports, translation with torch). An engine
-# without one (ctranslate2: converted weights) is refused there, by name.
-CHECKPOINT_READERS: Registry[Any] = Registry("checkpoint_readers", "checkpoint reader", shape=Calls(1))
-CHECKPOINT_READERS.register("transformers", TFM + "hf.folder:read_folder")
+# The engine an export's manifest names (a path without a manifest: torch) -> an engines.Engine:
+# how api.open_backend opens its folders and, for one whose exports keep trainable weights, how
+# model_io.read_model reads them back as a tfm Checkpoint.
+ENGINES: Registry[Any] = Registry("engines", "export engine", shape=InstanceOf(TFM + "engines:Engine"))
+ENGINES.register("torch", TFM + "api:TORCH")
+ENGINES.register("transformers", TFM + "api:TRANSFORMERS")  # tfm export --format hf: a MarianMT folder
+ENGINES.register("ctranslate2", TFM + "export.ct2_translator:CT2")
 
 # What a config chooses by name, checked when it is loaded (config_checks.check_choices).
 CHOSEN_BY_CONFIG: tuple[Registry[Any], ...] = (

@@ -27,6 +27,7 @@ from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import ModelConfig
 from transformer_cli.config_values import ConfigError
 from transformer_cli.data.sources import ParallelCorpus
+from transformer_cli.engines import Engine
 from transformer_cli.errors import UsageError
 from transformer_cli.export.exporter import Exporter
 from transformer_cli.export.manifest import ExportManifest
@@ -249,7 +250,11 @@ class CopyExporter(Exporter):
 EXPORTERS.register("toy_copy", CopyExporter())
 ENGINES.register(
     "toy_copy",
-    lambda path, device, precision, decode, threads: open_torch(path / "model.pt", device, precision, decode, threads),
+    Engine(
+        lambda path, device, precision, decode, threads: open_torch(
+            path / "model.pt", device, precision, decode, threads
+        )
+    ),
 )
 
 

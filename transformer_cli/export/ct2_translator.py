@@ -25,6 +25,7 @@ from ..checkpoint import CheckpointError
 from ..config import DecodeConfig
 from ..config_values import build_section
 from ..data.shards import TokenPairs
+from ..engines import Engine
 from ..errors import TfmError, UsageError, first_line
 from ..fsutil import file_sha256
 from ..host.threads import AUTO, Setting, start_count
@@ -178,3 +179,6 @@ class Ct2Translator(TranslationBackend):
         results = self.engine.score_batch(sources, targets, max_batch_size=self.decode.batch_size, max_input_length=0)
         nll = -sum(sum(r.log_probs) for r in results)
         return nll, sum(len(r.log_probs) for r in results)
+
+
+CT2 = Engine(open_ct2)  # seams.ENGINES' ctranslate2: its exports hold converted weights, not read back
