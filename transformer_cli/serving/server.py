@@ -143,17 +143,9 @@ def build_server(
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread, served)
 
 
-def serve(
-    sc: ServeConfig,
-    paths: Sequence[Path],
-    device: str,
-    precision: str,
-    ensemble_weights: Sequence[float] | None = None,
-    ensemble_combine: str | None = None,
-    corrections: CorrectionsConfig | None = None,
-) -> None:
-    """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT,
-    taking users' corrections into `corrections.store` when it is set."""
+def checked_token(sc: ServeConfig, corrections: CorrectionsConfig | None) -> str | None:
+    """The bearer token (`read_token`): required to take corrections, and its absence warned
+    about on an address other than loopback."""
     token = read_token(sc)
     if corrections is not None and corrections.store and token is None:
         raise UsageError(
@@ -167,6 +159,21 @@ def serve(
             sc.host,
             sc.token_env,
         )
+    return token
+
+
+def serve(
+    sc: ServeConfig,
+    paths: Sequence[Path],
+    device: str,
+    precision: str,
+    ensemble_weights: Sequence[float] | None = None,
+    ensemble_combine: str | None = None,
+    corrections: CorrectionsConfig | None = None,
+) -> None:
+    """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT,
+    taking users' corrections into `corrections.store` when it is set."""
+    token = checked_token(sc, corrections)
     sockets = listen(sc.host, sc.port)  # bound, not listening: no client waits on the load
     threads = sc.threads or serve_threads()
     torch.set_num_threads(threads)
