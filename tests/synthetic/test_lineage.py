@@ -126,3 +126,24 @@ def test_each_line_is_read_from_the_newest_version_that_has_it(tmp_path):
     assert list(chained([newer, older], keys)) == ["four (new)", "three (old)", "two (new)", "one (old)"]
     with pytest.raises(TfmError, match="lines missing from the translation caches"):
         list(chained([newer, older], np.array([5], dtype=np.uint64)))
+
+
+def test_a_night_opens_only_the_versions_that_can_still_hold_a_lines_newest_translation(tmp_path, one_thread):
+    """With refresh_share 0.5 two versions in a row refresh every line: the fourth version reads
+    the second's and third's caches and never opens the first's (damaged here: opening it fails)."""
+    _, path = setup(tmp_path, refresh_share=0.5)
+    cfg = load_config(str(path), SHORT)
+    digests = []
+    for seed in (1, 2, 3):
+        publish(tmp_path / "published.pt", seed=seed)
+        digests.append(Checkpoint.read(tmp_path / "published.pt").digest)
+        synthesize(cfg)
+    (first,) = [f for f in (tmp_path / "cache").glob("forward-*") if digests[0] in (f / "cache.json").read_text()]
+    state = json.loads((first / "cache.json").read_text())
+    (first / "cache.json").write_text(json.dumps({**state, "rows": -1}))
+    publish(tmp_path / "published.pt", seed=4)
+    synthesize(cfg)
+    latest = cache_of(tmp_path, Checkpoint.read(tmp_path / "published.pt").digest)
+    assert 0 < len(latest) < 12  # a bucket refreshed, the rest read from versions 2 and 3
+    second, third, corpus = cache_of(tmp_path, digests[1]), cache_of(tmp_path, digests[2]), translations(cfg)
+    assert len(corpus) == 12 and corpus == {k: latest.get(k, third.get(k, second.get(k))) for k in corpus}

@@ -18,6 +18,12 @@ into a cache, oldest first, each with its cache folder and its models' validatio
     retranslate  every line is translated again by the new version.
 
 One line in the log says which, like train.retrain's, on a run that has such lines to translate.
+
+What a night reads is bounded: with `keep` and a refresh_share above 0, round(1 / share)
+versions in a row refresh every bucket once, so a line the text still holds has its newest
+translation among that many versions before this one. Only their caches are opened (20 with
+the default 0.05), however long the lineage: an older cache is never read again (it is not
+deleted: another config's lineage may share it).
 """
 
 from __future__ import annotations
@@ -83,7 +89,7 @@ def plan(
     versions = _record(Path(sc.cache_dir), direction, current)
     index = next(i for i, v in enumerate(versions) if v.cache == current.cache)
     lacking = cache.missing(keys)
-    before = versions[:index][::-1]  # newest first
+    before = versions[:index][::-1][: _reach(sc.refresh_share)]  # newest first, those still read
     if not before:
         return Plan(lacking, [])
     previous = before[0]
@@ -145,6 +151,12 @@ def _bleu_change(previous: Version, current: Version, gain: float | None, margin
     if gain is None:
         return "; no validation BLEU recorded to compare"
     return f"; val BLEU {previous.bleu():.2f} -> {current.bleu():.2f}, {gain:+.2f} against a margin of {margin}"
+
+
+def _reach(share: float) -> int | None:
+    """How many earlier versions can still hold a line's newest translation (None: all, when
+    no share is refreshed)."""
+    return max(1, math.floor(1 / share + 0.5)) if share > 0 else None
 
 
 def _bucket(keys: np.ndarray, version: int, share: float) -> np.ndarray:
