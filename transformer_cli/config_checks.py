@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from .config_corrections import CorrectionsConfig
 from .config_sections import DataConfig, DecodeConfig, DistillConfig, ModelConfig, TokenizerConfig
 from .config_synthetic import NOISED_BEAM, SyntheticConfig
 from .config_train import TrainConfig
@@ -25,6 +26,7 @@ class Checked(Protocol):
     decode: DecodeConfig
     distill: DistillConfig
     synthetic: SyntheticConfig
+    corrections: CorrectionsConfig
 
 
 def validate(cfg: Checked) -> None:
@@ -37,6 +39,7 @@ def validate(cfg: Checked) -> None:
     _check_batches(cfg.train)
     _check_decode(cfg.decode)
     _check_synthetic(cfg)
+    _check_source_transforms(cfg)
     _check_runs(cfg)
 
 
@@ -163,6 +166,24 @@ def _check_listed(registry: Registry[Any], names: list[str], given: dict[str, An
         if name not in names:
             raise ConfigError(f"{key}: {name!r} is not in {registry.key} ({', '.join(names) or 'none'})", key)
         registry.options(name, options, key)
+
+
+def _check_source_transforms(cfg: Checked) -> None:
+    """A source's own transforms are some of train.transforms (training/mix_plan.py)."""
+    bt, ft = cfg.synthetic.back_translation, cfg.synthetic.forward_translation
+    for key, names in (
+        (bt.SECTION, bt.transforms),
+        (ft.SECTION, ft.transforms),
+        ("corrections", cfg.corrections.transforms),
+    ):
+        others = [name for name in names or [] if name not in cfg.train.transforms]
+        if others:
+            raise ConfigError(
+                f"{key}.transforms: {', '.join(others)} not among train.transforms "
+                f"({', '.join(cfg.train.transforms) or 'none'}): a source takes some of those",
+                f"{key}.transforms",
+                "train.transforms",
+            )
 
 
 def _check_synthetic(cfg: Checked) -> None:

@@ -25,6 +25,12 @@ class CorrectionsConfig(Section):
     weight: int = _f(
         4, "Each accepted correction stands this many times in an epoch of the next training run.", ge=0, le=1000
     )
+    transforms: list[str] | None = _f(
+        None,
+        "Of train.transforms, those applied to the corrections' sources when batches are drawn "
+        "(null: all of them; []: none, the corrections as their translators wrote them).",
+        added=True,
+    )
     memory: bool = _f(
         True, "tfm serve answers a source equal to an accepted correction's (spaces aside) with the correction."
     )

@@ -22,6 +22,9 @@ TEXT_HELP = (
     "corpus, that side); empty: none."
 )
 
+TRANSFORMS_HELP = (  # a source's own share of the batch transforms (training/mix_plan.py)
+    "Of train.transforms, those applied to these pairs when batches are drawn (null: all of them; []: none)."
+)
 WEIGHT_HELP = (  # a direction's weight in the training mix (training/mix_plan.py)
     "Each of these pairs appears this many times in an epoch (0: made, not trained on); mixed "
     "when batches are drawn: a change encodes nothing again."
@@ -57,6 +60,7 @@ class BackTranslationConfig(Section):
     )
     max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).", ge=1)
     weight: int = _f(1, WEIGHT_HELP, ge=0, le=1000, added=True)
+    transforms: list[str] | None = _f(None, TRANSFORMS_HELP, added=True)
 
 
 @dataclass
@@ -73,6 +77,7 @@ class ForwardTranslationConfig(Section):
     tag: bool = _f(False, "Mark these pairs' sources with their own tag token.")
     max_lines: int | None = _f(None, "Use at most the first N lines of the text (after cleaning).", ge=1)
     weight: int = _f(1, WEIGHT_HELP, ge=0, le=1000, added=True)
+    transforms: list[str] | None = _f(None, TRANSFORMS_HELP, added=True)
 
 
 @dataclass

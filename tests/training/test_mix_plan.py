@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 import time
 
+import pytest
 from helpers import sentence_pairs, write_config
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.corrections.store import Correction, CorrectionStore
 from transformer_cli.data.parts import PartInput
 from transformer_cli.data.preprocess import prepare
+from transformer_cli.errors import UsageError
 from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER, FORWARD_TRANSLATION_TAG
 from transformer_cli.training.mix_plan import PlannedSource, Prefix, WordNoise, mix_plan
 from transformer_cli.training.run_data import data_identity, prepare_run_data, training_split
@@ -74,3 +76,32 @@ def test_a_corrections_only_configs_first_correction_encodes_that_pair_alone(tmp
     assert "rebuilding" not in caplog.text and after.manifest.fingerprint == before.manifest.fingerprint
     assert {p: p.stat().st_ino for p in cfg.data_dir.glob("train.*.bin")} == shards  # the corpus untouched
     assert after.tokenizers.vocabulary_digest() == before.tokenizers.vocabulary_digest()
+
+
+def test_a_source_gets_only_its_own_share_of_the_batch_transforms(tmp_path, corpus_dir):
+    """corrections.transforms: [] keeps the corrections as their translators wrote them while the
+    real pairs' sources are noised (here: every one lowercased); a name not in train.transforms
+    is refused where the config is loaded."""
+    from transformer_cli.data.augment import Augmentation
+
+    store = CorrectionStore(tmp_path / "store")
+    store.add([Correction("Ein Hund rennt .", "A dog runs .", time=time.time())])
+    train = {"transforms": ["source_noise"], "transform_options": {"source_noise": {"lowercase": 1.0}}}
+    corrections = {"store": str(tmp_path / "store"), "weight": 1, "transforms": []}
+    cfg = load_config(
+        str(write_config(tmp_path / "t.yaml", tmp_path, corpus_dir, train=train, corrections=corrections))
+    )
+    plan = mix_plan(cfg)
+    assert plan.batch_transforms() == {"corrections": ()}
+    prepared, _ = prepare_run_data(cfg)
+    split = training_split(cfg, prepared)
+    src = prepared.tokenizers.src
+    augmented = Augmentation.from_config(cfg, prepared.tokenizers, plan.batch_transforms())
+    pairs = augmented.pairs(split, range(len(split)), seed=5)
+    real, correction = split.lines(0)[0], split.lines(len(split) - 1)[0]
+    assert split.source(0) == "train" and split.source(len(split) - 1) == "corrections"
+    assert list(pairs[0][0]) == src.encode_batch([real.lower()])[0] != src.encode_batch([real])[0]
+    assert list(pairs[-1][0]) == src.encode_batch([correction])[0]  # as written, capital E kept
+    bad = write_config(tmp_path / "b.yaml", tmp_path, corpus_dir, train=train, corrections={"transforms": ["x"]})
+    with pytest.raises(UsageError, match=r"corrections.transforms: x not among train.transforms \(source_noise\)"):
+        load_config(str(bad))

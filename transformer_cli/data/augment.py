@@ -26,7 +26,7 @@ are used as they are.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -113,13 +113,27 @@ class Augmentation:
     `pairs(split, indices, seed)` depend on nothing but its arguments; sampled segmentations
     do not repeat (see `SubwordTokenizer.encode_sampled`)."""
 
-    def __init__(self, transforms: Sequence[Transform], sampling: float, tokenizers: TokenizerPair):
+    def __init__(
+        self,
+        transforms: Sequence[Transform],
+        sampling: float,
+        tokenizers: TokenizerPair,
+        names: Sequence[str] = (),
+        only: Mapping[str, Sequence[str]] | None = None,
+    ):
+        """`names`: the transforms' train.transforms names; `only`: the sources (by the split's
+        `source` names) that get only the transforms of these names (training/mix_plan.py)."""
         self.transforms, self.sampling, self.tokenizers = list(transforms), sampling, tokenizers
+        self.names = list(names)
+        self.only = {source: frozenset(chosen) for source, chosen in (only or {}).items()}
 
     @classmethod
-    def from_config(cls, cfg: Config, tokenizers: TokenizerPair) -> Augmentation:
-        made = (TRANSFORMS[name](cfg) for name in cfg.train.transforms)
-        return cls([t for t in made if t is not None], cfg.tokenizer.sampling, tokenizers)
+    def from_config(
+        cls, cfg: Config, tokenizers: TokenizerPair, only: Mapping[str, Sequence[str]] | None = None
+    ) -> Augmentation:
+        made = [(name, TRANSFORMS[name](cfg)) for name in cfg.train.transforms]
+        kept = [(name, t) for name, t in made if t is not None]
+        return cls([t for _, t in kept], cfg.tokenizer.sampling, tokenizers, [name for name, _ in kept], only)
 
     @property
     def active(self) -> bool:
@@ -133,8 +147,10 @@ class Augmentation:
         lines = [split.lines(int(i)) for i in indices]
         if self.transforms:
             rng = random.Random(seed)
-            for transform in self.transforms:
-                lines = [transform(src, tgt, rng) for src, tgt in lines]
+            sources = [split.source(int(i)) for i in indices] if self.only else []
+            for k, transform in enumerate(self.transforms):
+                takes = [not sources or self._takes(sources[j], k) for j in range(len(lines))]
+                lines = [transform(s, t, rng) if takes[j] else (s, t) for j, (s, t) in enumerate(lines)]
         src_ids = self._encode(self.tokenizers.src, [src for src, _ in lines])
         tgt_ids: Sequence[list[int] | np.ndarray]
         if self.sampling > 0 or any(t.changes_targets for t in self.transforms):
@@ -142,6 +158,11 @@ class Augmentation:
         else:  # targets unchanged: their preprocessed ids stand
             tgt_ids = [split.pair(int(i))[1] for i in indices]
         return list(zip(src_ids, tgt_ids))
+
+    def _takes(self, source: str, k: int) -> bool:
+        """Whether the pairs of `source` get transform number `k`."""
+        chosen = self.only.get(source)
+        return chosen is None or (k < len(self.names) and self.names[k] in chosen)
 
     def _encode(self, tokenizer: Tokenizer, lines: list[str]) -> list[list[int]]:
         if self.sampling > 0 and tokenizer.samples:

@@ -59,6 +59,9 @@ class MixedSplit:
         """[sources + 1] int64: where each source's copies begin in the mix, and its length."""
         return self._starts
 
+    def source(self, i: int) -> str:
+        return self._locate(i)[0].name
+
     def _locate(self, i: int) -> tuple[Source, int]:
         """The source of pair `i` and the pair's index in that source's split."""
         k = int(np.searchsorted(self._starts, i, side="right")) - 1

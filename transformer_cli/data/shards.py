@@ -67,6 +67,10 @@ class TrainingSplit(TokenPairs, Protocol):
 
     def lines(self, i: int) -> tuple[str, str]: ...
 
+    def source(self, i: int) -> str:
+        """The name of the source pair `i` comes from (a split's, or a mix's source's)."""
+        ...
+
     def shard_paths(self, indices: Sequence[int] | np.ndarray) -> list[Path]: ...
 
     def damage(self) -> DamagedShard | OSError | None: ...
@@ -217,6 +221,9 @@ class ShardedSplit:
         except (DamagedShard, OSError) as e:
             return e
         return None
+
+    def source(self, i: int) -> str:
+        return str(self._args[1])
 
     def iter_lines(self) -> Iterator[tuple[bytes, bytes]]:
         """Every pair's source and target line as the folder keeps them (UTF-8, no newline),

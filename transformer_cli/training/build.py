@@ -27,6 +27,7 @@ from ..model.builders import build_model
 from .cadence import Cadence
 from .distributed import DistContext
 from .loop import Trainer
+from .mix_plan import mix_plan
 from .optim import Optimization
 from .run_data import data_identity, training_split
 from .run_dir import RunDir, run_identity
@@ -77,7 +78,7 @@ def build_trainer(
     data = TrainingData(
         cfg,
         training_split(cfg, prepared),
-        Augmentation.from_config(cfg, tokenizers),
+        Augmentation.from_config(cfg, tokenizers, mix_plan(cfg).batch_transforms()),
         dist.rank,
         dist.world_size,
         pin_memory=device.type == "cuda",

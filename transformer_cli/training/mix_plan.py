@@ -71,6 +71,7 @@ class PlannedSource:
     name: str
     weight: int
     transforms: tuple[Transform, ...] = ()
+    batch: tuple[str, ...] | None = None  # the train.transforms its pairs get (None: all of them)
 
     @property
     def tag(self) -> str | None:
@@ -86,6 +87,10 @@ class MixPlan:
     def specials(self) -> tuple[str, ...]:
         """The marks the transforms in use write, each once, in the order they are declared."""
         return tuple(dict.fromkeys(m for s in self.sources for t in s.transforms for m in t.specials()))
+
+    def batch_transforms(self) -> dict[str, tuple[str, ...]]:
+        """The sources that get only some of train.transforms, and those they get."""
+        return {s.name: s.batch for s in self.sources if s.batch is not None}
 
     def present(self, prepared: Prepared) -> list[PlannedSource]:
         """The sources `prepared` has pairs for: the real pairs, and each source with a part."""
@@ -120,6 +125,10 @@ def _source(planned: PlannedSource, prepared: Prepared) -> Source:
     return Source(planned.name, prepared.split(planned.name), planned.weight, tag, tag_ids)
 
 
+def _names(transforms: list[str] | None) -> tuple[str, ...] | None:
+    return None if transforms is None else tuple(transforms)
+
+
 def mix_plan(cfg: Config) -> MixPlan:
     """`cfg`'s sources of pairs, from the config alone."""
     sources = [PlannedSource(REAL, real_copies(cfg) if makes_pairs(cfg) else 1)]
@@ -127,12 +136,12 @@ def mix_plan(cfg: Config) -> MixPlan:
     if bt.text:
         noise: tuple[Transform, ...] = (WordNoise(),) if bt.search == NOISED_BEAM else ()
         tag: tuple[Transform, ...] = (Prefix(BACK_TRANSLATION_TAG),) if bt.tag else ()
-        sources.append(PlannedSource("back_translation", bt.weight, tag + noise))
+        sources.append(PlannedSource("back_translation", bt.weight, tag + noise, _names(bt.transforms)))
     if ft.text:
         tag = (Prefix(FORWARD_TRANSLATION_TAG),) if ft.tag else ()
-        sources.append(PlannedSource("forward_translation", ft.weight, tag))
+        sources.append(PlannedSource("forward_translation", ft.weight, tag, _names(ft.transforms)))
     if cfg.distill.teachers:
         sources.append(PlannedSource("distillation", 1))
     if cfg.corrections.store is not None:
-        sources.append(PlannedSource(PART, cfg.corrections.weight))
+        sources.append(PlannedSource(PART, cfg.corrections.weight, (), _names(cfg.corrections.transforms)))
     return MixPlan(tuple(sources))
