@@ -124,8 +124,10 @@ class Augmentation:
         """`names`: the transforms' train.transforms names; `only`: the sources (by the split's
         `source` names) that get only the transforms of these names (training/mix_plan.py)."""
         self.transforms, self.sampling, self.tokenizers = list(transforms), sampling, tokenizers
-        self.names = list(names)
-        self.only = {source: frozenset(chosen) for source, chosen in (only or {}).items()}
+        chosen = {source: set(kept) for source, kept in (only or {}).items()}
+        # per transform, the sources whose pairs it leaves alone
+        skips = [frozenset(s for s, kept in chosen.items() if name not in kept) for name in names]
+        self.skips = skips + [frozenset()] * (len(self.transforms) - len(skips))
 
     @classmethod
     def from_config(
@@ -147,10 +149,12 @@ class Augmentation:
         lines = [split.lines(int(i)) for i in indices]
         if self.transforms:
             rng = random.Random(seed)
-            sources = [split.source(int(i)) for i in indices] if self.only else []
-            for k, transform in enumerate(self.transforms):
-                takes = [not sources or self._takes(sources[j], k) for j in range(len(lines))]
-                lines = [transform(s, t, rng) if takes[j] else (s, t) for j, (s, t) in enumerate(lines)]
+            sources = [split.source(int(i)) for i in indices] if any(self.skips) else []
+            for transform, skip in zip(self.transforms, self.skips):
+                if skip:
+                    lines = [(s, t) if o in skip else transform(s, t, rng) for o, (s, t) in zip(sources, lines)]
+                else:
+                    lines = [transform(s, t, rng) for s, t in lines]
         src_ids = self._encode(self.tokenizers.src, [src for src, _ in lines])
         tgt_ids: Sequence[list[int] | np.ndarray]
         if self.sampling > 0 or any(t.changes_targets for t in self.transforms):
@@ -158,11 +162,6 @@ class Augmentation:
         else:  # targets unchanged: their preprocessed ids stand
             tgt_ids = [split.pair(int(i))[1] for i in indices]
         return list(zip(src_ids, tgt_ids))
-
-    def _takes(self, source: str, k: int) -> bool:
-        """Whether the pairs of `source` get transform number `k`."""
-        chosen = self.only.get(source)
-        return chosen is None or (k < len(self.names) and self.names[k] in chosen)
 
     def _encode(self, tokenizer: Tokenizer, lines: list[str]) -> list[list[int]]:
         if self.sampling > 0 and tokenizer.samples:

@@ -15,24 +15,22 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import Config
 from ..fsutil import file_record, file_sha256
 from ..host.machine import available_cpus
-from ..tokenizers.base import Chunk
 from ..tokenizers.pair import TokenizerPair
 from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, setup
 from .freshness import GivenTokenizers, encoded_with, settings_fingerprint, tokenizers_differ
 from .manifest import DataManifest, Dropped, PartRecord, unknown_line
 from .parallel import ChunkPool
-from .parts import carry, link_or_copy, prefix_sha256, record_of, rewrite_folder, stats_of
+from .parts import CHUNK_PAIRS, carry, link_or_copy, prefix_sha256, record_of, rewrite_folder, stats_of
 from .prepared import verify_folder
 from .shards import ShardWriter
-from .sources import CorpusFile, Start, iter_parallel
+from .sources import CorpusFile, Start, iter_parallel, with_text
 
-CHUNK_PAIRS = 5_000
 CONFIG = "config.yaml"  # the config the folder is encoded with
 log = logging.getLogger("tfm")
 
@@ -74,15 +72,6 @@ def appended(
     return starts[0], starts[1]
 
 
-def _kept(chunks: Iterator[tuple[list[str], list[str]]], empty: list[int]) -> Iterator[Chunk]:
-    """The pairs with text on both sides (the others counted in `empty[0]`)."""
-    for sources, targets in chunks:
-        kept = [i for i, (a, b) in enumerate(zip(sources, targets)) if a.strip() and b.strip()]
-        empty[0] += len(sources) - len(kept)
-        if kept:
-            yield [sources[i] for i in kept], [targets[i] for i in kept]
-
-
 def append_corpus(
     cfg: Config,
     old: DataManifest,
@@ -113,7 +102,7 @@ def append_corpus(
         empty = [record.empty]
         writer = ShardWriter(work, "train", langs, old.id_dtype, cfg.data.shard_tokens, old.shards["train"])
         settings = EncodeSettings(old.id_dtype, cfg.data.train_max_len)
-        chunks = _kept(iter_parallel(paths[0], paths[1], CHUNK_PAIRS, starts), empty)
+        chunks = with_text(iter_parallel(paths[0], paths[1], CHUNK_PAIRS, starts), empty)
         with ChunkPool(available_cpus(), setup, (TokenizerPair.load(folder).state(), settings)) as pool:
             with progress_bar("encoding the corpus's new pairs") as bar:
                 stats = encode_split(writer, chunks, pool, check_stop, bar, stats)

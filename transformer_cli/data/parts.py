@@ -36,6 +36,7 @@ from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, se
 from .manifest import DataManifest, FileRecord, PartRecord
 from .parallel import ChunkPool
 from .shards import ShardWriter, shard_names
+from .sources import with_text
 
 CHUNK_PAIRS = 5_000
 log = logging.getLogger("tfm")
@@ -91,6 +92,11 @@ def _left_out(empty: int, too_long: int) -> str:
 def _chunks(paths: tuple[Path, Path], offsets: tuple[int, int], dropped: list[int]) -> Iterator[Chunk]:
     """The pairs of the two files from byte `offsets` on, in chunks; pairs with an empty side
     are left out and counted in `dropped[0]`. Files of different lengths are a UsageError."""
+    yield from with_text(_decoded(paths, offsets), dropped)
+
+
+def _decoded(paths: tuple[Path, Path], offsets: tuple[int, int]) -> Iterator[tuple[list[str], list[str]]]:
+    """The lines of the two files from byte `offsets` on, decoded, in chunks."""
     with open(paths[0], "rb") as a, open(paths[1], "rb") as b:
         a.seek(offsets[0])
         b.seek(offsets[1])
@@ -100,11 +106,7 @@ def _chunks(paths: tuple[Path, Path], offsets: tuple[int, int], dropped: list[in
                 raise UsageError(f"misaligned pairs: {paths[0]} and {paths[1]} have different numbers of lines")
             if not sources:
                 return
-            pairs = [(s.decode("utf-8").rstrip("\n"), t.decode("utf-8").rstrip("\n")) for s, t in zip(sources, targets)]
-            kept = [(s, t) for s, t in pairs if s.strip() and t.strip()]
-            dropped[0] += len(pairs) - len(kept)
-            if kept:
-                yield [s for s, _ in kept], [t for _, t in kept]
+            yield [s.decode("utf-8").rstrip("\n") for s in sources], [t.decode("utf-8").rstrip("\n") for t in targets]
 
 
 def stats_of(record: PartRecord) -> SplitStats:

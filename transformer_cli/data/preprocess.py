@@ -77,6 +77,7 @@ from .sources import (
     iter_parallel,
     read_parallel,
     resolve_source,
+    with_text,
 )
 
 EVAL_SPLITS = ("val", "test")
@@ -101,7 +102,7 @@ class TrainingPairs:
     ):
         self.paths, self.limit = (src, tgt), limit
         self.workers, self.check_stop, self.reserved = workers, check_stop, reserved
-        self.empty = 0
+        self._empty = [0]
 
     def sample(self, size: int) -> Chunk:
         return sample_pairs(self.chunks(), size, self.check_stop)
@@ -110,19 +111,14 @@ class TrainingPairs:
         with ChunkPool(self.workers, setup, args) as pool:
             yield from pool.map(fn, self.chunks(), self.check_stop)
 
+    @property
+    def empty(self) -> int:
+        """Pairs with an empty side left out so far by the last `chunks`."""
+        return self._empty[0]
+
     def chunks(self) -> Iterator[Chunk]:
-        self.empty = 0
-        left = self.limit
-        for sources, targets in iter_parallel(*self.paths, CHUNK_PAIRS):
-            kept = [i for i, (a, b) in enumerate(zip(sources, targets)) if a.strip() and b.strip()]
-            self.empty += len(sources) - len(kept)
-            if left is not None:
-                kept = kept[:left]
-                left -= len(kept)
-            if kept:
-                yield [sources[i] for i in kept], [targets[i] for i in kept]
-            if left == 0:
-                return
+        self._empty = [0]
+        yield from with_text(iter_parallel(*self.paths, CHUNK_PAIRS), self._empty, self.limit)
 
 
 def _fit_tokenizers(cfg: Config, train: TrainingPairs) -> TokenizerPair:

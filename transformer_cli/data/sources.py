@@ -23,7 +23,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -333,6 +333,24 @@ def _raise_bad_line(path: Path, raw: list[bytes], first: int) -> None:
             raise UsageError(
                 f"{path}:{number}: not valid UTF-8 (byte 0x{line[e.start]:02x} at column {e.start + 1})"
             ) from None
+
+
+def with_text(
+    chunks: Iterable[tuple[list[str], list[str]]], empty: list[int], limit: int | None = None
+) -> Iterator[tuple[list[str], list[str]]]:
+    """The pairs of `chunks` with text on both sides (the others counted in `empty[0]`), at
+    most `limit` of them, chunk by chunk."""
+    left = limit
+    for sources, targets in chunks:
+        kept = [i for i, (a, b) in enumerate(zip(sources, targets)) if a.strip() and b.strip()]
+        empty[0] += len(sources) - len(kept)
+        if left is not None:
+            kept = kept[:left]
+            left -= len(kept)
+        if kept:
+            yield [sources[i] for i in kept], [targets[i] for i in kept]
+        if left == 0:
+            return
 
 
 def read_lines(path: Path) -> list[str]:
