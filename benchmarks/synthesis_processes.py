@@ -76,7 +76,7 @@ def main() -> None:
                         "beam_size": args.beam,
                         "max_lines": args.lines,
                     },
-                    "real_upsample": 1,
+                    "real_weight": 1,
                     "cache_dir": str(work / f"cache-{setting}"),
                 },
             }

@@ -4,7 +4,7 @@ base.yaml's joint SentencePiece BPE (8,000), fitted both ways, then the pieces p
 the real pairs, of task 2's captions (the text side of bt.yaml's synthetic pairs) and of
 validation. Printed as JSON.
 
-The mixture is approximated by its text sides: the real pairs twice (synthetic.real_upsample 2)
+The mixture is approximated by its text sides: the real pairs twice (synthetic.real_weight 2)
 and task 2's German and English captions once (the synthetic pairs' text sides; their other
 sides, the models' translations, are not made here).
 

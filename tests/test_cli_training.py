@@ -89,3 +89,11 @@ def test_distill_takes_every_option_of_synthesize():
     command = typer.main.get_command(app)
     options = {name: {p.name for p in command.commands[name].params} for name in ("distill", "synthesize")}
     assert options["distill"] == options["synthesize"] and "nproc_per_node" in options["distill"]
+
+
+def test_distill_wants_a_config_that_forward_translates_its_training_sources(toy):
+    r = run("distill", "-c", str(toy))
+    assert r.exit_code == 2
+    assert "no forward translation of the training sources: set synthetic.forward_translation.text: [parallel]" in (
+        r.stderr
+    )

@@ -69,11 +69,6 @@ def deferred(raw: dict[str, Any]) -> Config:
             ("decode.ensemble_weights", "decode.ensemble"),
         ),
         (
-            {"distill": {"teachers": ["a.pt"], "weights": [1.0, 2.0]}},
-            "distill.weights must be one number per teacher (1)",
-            ("distill.weights", "distill.teachers"),
-        ),
-        (
             {"data": {"src_lang": "de", "tgt_lang": "de"}},
             "data.src_lang and data.tgt_lang are both 'de'",
             ("data.src_lang", "data.tgt_lang"),
@@ -95,19 +90,17 @@ def test_each_check_across_keys_names_its_keys_culprit_first(raw, message, keys)
         config_from_dict(raw)
 
 
-def test_synthetic_pairs_need_their_teachers_and_exclude_distillation():
+def test_synthetic_pairs_need_their_teachers_one_weight_each():
     forward = {"forward_translation": {"text": ["parallel"]}}
     with pytest.raises(ConfigError) as caught:
         validate(deferred({"synthetic": forward}))
     assert caught.value.keys == ("synthetic.forward_translation.teachers",)
     teachers = {"forward_translation": {"text": ["parallel"], "teachers": ["t.pt"], "weights": [1.0, 1.0]}}
-    with pytest.raises(ConfigError, match=r"forward_translation.weights must be one number per teacher \(1\)"):
+    one_each = r"forward_translation.weights must be one number per teacher \(1\)"
+    with pytest.raises(ConfigError, match=one_each) as caught:
         validate(deferred({"synthetic": teachers}))
-    both = {"synthetic": {"forward_translation": {"text": ["parallel"], "teachers": ["t.pt"]}}}
-    with pytest.raises(ConfigError, match="distill and synthetic cannot both be set") as caught:
-        validate(deferred({**both, "distill": {"teachers": ["t.pt"]}}))
-    assert caught.value.keys == ("synthetic", "distill.teachers")
-    validate(deferred(both))  # alone, it is a config
+    assert caught.value.keys == ("synthetic.forward_translation.weights", "synthetic.forward_translation.teachers")
+    validate(deferred({"synthetic": {"forward_translation": {"text": ["parallel"], "teachers": ["t.pt"]}}}))
 
 
 def test_a_monolingual_corpus_name_is_checked_when_the_config_loads(tmp_path, monkeypatch):

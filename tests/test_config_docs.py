@@ -47,7 +47,9 @@ def test_tfm_config_prints_the_resolved_config_with_help():
     assert "Learning rate" in lines[at + 1] and "default 0.0005" in lines[at + 1] and "> 0" in lines[at + 1]
     assert "train.epochs = 15" in lines  # base.yaml's value
     # every key once, an options mapping as its entry's settings: adam's 3, cross_entropy's 2,
-    # inverse_sqrt's 1, source_noise's 3, ctranslate2's 1 for the 5 mappings
-    assert sum(1 for x in lines if " = " in x and not x.startswith(" ")) == len(_rows(Config)) + 5
+    # inverse_sqrt's 1, source_noise's 3, ctranslate2's 1, back-translation's sample's 3 for the
+    # 6 mappings
+    assert sum(1 for x in lines if " = " in x and not x.startswith(" ")) == len(_rows(Config)) + 7
+    assert "synthetic.back_translation.search_options.temperature = 1.0" in lines
     assert "train.optimizer_options.betas = [0.9, 0.98]" in lines
     assert "train.transform_options.source_noise.lowercase = 0.15" in lines

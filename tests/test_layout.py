@@ -22,6 +22,7 @@ BASE = {
     "config",
     "config_checks",
     "config_corrections",
+    "config_distill",
     "config_docs",
     "config_loading",
     "config_sections",

@@ -44,6 +44,20 @@ def test_every_registry_is_named_here_and_the_config_ones_are_checked_at_load_ti
             assert isinstance(lookup(cfg, registry.options_key), dict)
 
 
+def test_the_other_keys_that_choose_an_entry_are_keys_of_the_schema():
+    """seams.choices: each registry's own key, then back-translation's search (whose noised_beam
+    stands for beam: config_synthetic.NOISED_BEAM)."""
+    from transformer_cli.config_synthetic import NOISED_BEAM
+
+    cfg = Config()
+    others = seams.choices()[len(seams.CHOSEN_BY_CONFIG) :]
+    assert others == [seams.BACK_TRANSLATION_SEARCH]
+    for choice in others:
+        assert choice.entry(lookup(cfg, choice.key)) in choice.registry  # the default, an entry
+        assert isinstance(lookup(cfg, choice.options_key), dict)
+    assert seams.BACK_TRANSLATION_SEARCH.entry(NOISED_BEAM) == "beam"
+
+
 @pytest.mark.parametrize("name", sorted(REGISTRIES))
 def test_every_entry_of_tfms_own_imports_to_its_object(name):
     registry = REGISTRIES[name]

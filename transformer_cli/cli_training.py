@@ -183,21 +183,24 @@ HELPER_HELP = "Translate only, beside the main process."
 @app.command("distill")
 @guarded
 def distill_corpus(
-    config: str = typer.Option(..., "--config", "-c", help="A config with a distill: section. " + CONFIG_HELP),
+    config: str = typer.Option(
+        ..., "--config", "-c", help="A config that forward-translates its training sources. " + CONFIG_HELP
+    ),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
     nproc_per_node: int = typer.Option(1, "--nproc-per-node", min=1, max=1024, help=NPROC_HELP),
     helper: bool = typer.Option(False, "--helper", hidden=True, help=HELPER_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
-    """Translate a config's training sources with its teachers (distill.teachers, beam search):
-    the corpus its student trains on (`tfm train -c CFG` then uses it; it makes it itself when
-    it is missing). Distillation is forward translation of the training sources: this is
-    `tfm synthesize` of a config with a distill: section (the same cache, folder and resume).
+    """Translate a config's training sources with its teachers (beam search): the corpus its
+    student trains on (`tfm train -c CFG` then uses it; it makes it itself when it is missing).
+    Distillation is forward translation of the training sources (synthetic.forward_translation.
+    text: [parallel], synthetic.real_weight: 0; a distill: section reads as those keys): this is
+    `tfm synthesize` of such a config (the same cache, folder and resume).
 
     \b
     Examples:
       tfm distill -c distilled.yaml
-      tfm distill -c distilled.yaml --set distill.beam_size=4 && tfm train -c distilled.yaml
+      tfm distill -c distilled.yaml --set synthetic.forward_translation.beam_size=4
       tfm distill -c distilled.yaml --nproc-per-node 2
     """
     _make_pairs(config, overrides, quiet, distill=True, processes=nproc_per_node, helper=helper)
@@ -206,17 +209,15 @@ def distill_corpus(
 @app.command()
 @guarded
 def synthesize(
-    config: str = typer.Option(
-        ..., "--config", "-c", help="A config with a synthetic: (or distill:) section. " + CONFIG_HELP
-    ),
+    config: str = typer.Option(..., "--config", "-c", help="A config with a synthetic: section. " + CONFIG_HELP),
     overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
     nproc_per_node: int = typer.Option(1, "--nproc-per-node", min=1, max=1024, help=NPROC_HELP),
     helper: bool = typer.Option(False, "--helper", hidden=True, help=HELPER_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
 ) -> None:
     """Make the training pairs of a config's monolingual text: back-translation of target-language
-    text by the reverse model, forward translation of source-language text by its teachers (and
-    of the training sources, for a distill: section), mixed with the real pairs (`tfm train -c
+    text by the reverse model, forward translation of source-language text by its teachers (of
+    the training sources, `parallel`: distillation), mixed with the real pairs (`tfm train -c
     CFG` then uses them; it makes them itself when missing).
 
     Each line is translated once per model and search (synthetic.cache_dir): a later run
@@ -235,12 +236,12 @@ def synthesize(
 def _make_pairs(
     config: str, overrides: list[str], quiet: bool, distill: bool, processes: int = 1, helper: bool = False
 ) -> None:
-    """`tfm synthesize` (`tfm distill`: a config with teachers only): the config's synthetic
-    corpus, made current by `processes` processes (this one and helpers: synthetic/sharing.py),
+    """`tfm synthesize` (`tfm distill`: of a config that forward-translates its training sources):
+    the config's synthetic corpus, made current by `processes` processes (this one and helpers: synthetic/sharing.py),
     or, as a `helper`, translations only."""
     from .config_loading import load_config
+    from .config_synthetic import PARALLEL
     from .errors import StoppedBySignal
-    from .synthetic.directions import makes_pairs
     from .synthetic.mixture import help_translate
     from .synthetic.mixture import synthesize as make_synthetic
     from .synthetic.sharing import helpers, threads_each
@@ -248,12 +249,12 @@ def _make_pairs(
 
     setup_logging(quiet)
     cfg = load_config(config, overrides)
-    if distill and not cfg.distill.teachers:
+    if distill and PARALLEL not in cfg.synthetic.forward_translation.text:
         raise UsageError(
-            f"{config}: distill.teachers is empty: name the teacher models (checkpoint "
-            "files or folders) that translate the training sources"
+            f"{config}: no forward translation of the training sources: set "
+            f"synthetic.forward_translation.text: [{PARALLEL}] and its teachers (checkpoint files or folders)"
         )
-    if not makes_pairs(cfg):
+    if not cfg.synthetic.enabled:
         raise UsageError(
             f"{config}: no monolingual text: set synthetic.back_translation.text or synthetic.forward_translation.text"
         )

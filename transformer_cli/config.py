@@ -1,8 +1,8 @@
 """Typed configuration: the schema of a config, `Config`: its sections (each a dataclass, every
 field with its help, bounds and resumability) plus an optional `name`.
 
-The sections are config_sections.py's (data, tokenizer, model, decode, distill, serve,
-export), config_train.py's, config_synthetic.py's and config_corrections.py's. Reading
+The sections are config_sections.py's (data, tokenizer, model, decode, serve, export),
+config_train.py's, config_synthetic.py's and config_corrections.py's. Reading
 YAML files (`extends:`, `--set`, where each value came from) is config_loading.py; the checks
 across keys are config_checks.py; turning values into typed fields is config_values.py.
 """
@@ -21,7 +21,6 @@ from .config_corrections import CorrectionsConfig
 from .config_sections import (
     DataConfig,
     DecodeConfig,
-    DistillConfig,
     ExportConfig,
     ModelConfig,
     ServeConfig,
@@ -41,7 +40,6 @@ __all__ = [
     "CorrectionsConfig",
     "DataConfig",
     "DecodeConfig",
-    "DistillConfig",
     "ExportConfig",
     "ModelConfig",
     "ServeConfig",
@@ -67,7 +65,6 @@ class Config:
     model: ModelConfig = _section(_default_model, "The model: its architecture and that architecture's settings.")
     train: TrainConfig = _section(TrainConfig, "Training and publication.")
     decode: DecodeConfig = _section(DecodeConfig, "Translation.")
-    distill: DistillConfig = _section(DistillConfig, "Distillation from teacher models.")
     synthetic: SyntheticConfig = _section(SyntheticConfig, "Pairs made from monolingual text.")
     serve: ServeConfig = _section(ServeConfig, "The HTTP server.")
     corrections: CorrectionsConfig = _section(CorrectionsConfig, "Users' corrections of translations.")

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .config_corrections import CorrectionsConfig
-from .config_sections import DataConfig, DecodeConfig, DistillConfig, ModelConfig, TokenizerConfig
-from .config_synthetic import NOISED_BEAM, SyntheticConfig
+from .config_sections import DataConfig, DecodeConfig, ModelConfig, TokenizerConfig
+from .config_synthetic import SyntheticConfig
 from .config_train import TrainConfig
 from .config_values import ConfigError, lookup
 from .registry import Registry
-from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, SCHEDULES, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS
+from .seams import ARCHITECTURES, SCHEDULES, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS, choices
 
 
 class Checked(Protocol):
@@ -24,7 +24,6 @@ class Checked(Protocol):
     model: ModelConfig
     train: TrainConfig
     decode: DecodeConfig
-    distill: DistillConfig
     synthetic: SyntheticConfig
     corrections: CorrectionsConfig
 
@@ -98,14 +97,8 @@ def _check_decode(dc: DecodeConfig) -> None:
 
 
 def _check_runs(cfg: Checked) -> None:
-    """The rest: distillation's weights, two languages, the parent, retrain's epochs, the name."""
+    """The rest: two languages, the parent, retrain's epochs, the name."""
     tr, d = cfg.train, cfg.data
-    if cfg.distill.weights is not None and len(cfg.distill.weights) != len(cfg.distill.teachers):
-        raise ConfigError(
-            f"distill.weights must be one number per teacher ({len(cfg.distill.teachers)})",
-            "distill.weights",
-            "distill.teachers",
-        )
     if d.src_lang == d.tgt_lang:
         raise ConfigError(f"data.src_lang and data.tgt_lang are both '{d.src_lang}'", "data.src_lang", "data.tgt_lang")
     if tr.init_from is not None and not tr.init_from.strip():
@@ -127,20 +120,21 @@ def _check_runs(cfg: Checked) -> None:
 def check_choices(cfg: Checked) -> None:
     """Every key that names a registry's entry names one (an unknown name: a ConfigError that
     lists the known ones; a dotted path to an object of another shape: one saying so), the
-    entry's options are its settings (seams.CHOSEN_BY_CONFIG): of a list of entries
+    entry's options are its settings (seams.choices: each registry's key, and the others that
+    choose from one, as synthetic.back_translation.search): of a list of entries
     (train.transforms), each one's under its name; and what an imported entry makes of the
     config is what its registry makes (Registry.check_made)."""
-    for registry in CHOSEN_BY_CONFIG:
-        value = lookup(cfg, registry.key)
-        given = lookup(cfg, registry.options_key) if registry.options_key else None
+    for choice in choices():
+        value = lookup(cfg, choice.key)
+        given = lookup(cfg, choice.options_key) if choice.options_key else None
         if isinstance(value, list):
-            _check_listed(registry, value, given)
+            _check_listed(choice.registry, value, given)
         else:
-            registry.check(value)
+            choice.check(value)
             if given:  # (none given: nothing to check, and the entry is not imported to look)
-                registry.options(value, given)
-        for name in value if isinstance(value, list) else [value]:
-            registry.check_made(name, cfg)
+                choice.options(value, given)
+        for name in value if isinstance(value, list) else [choice.entry(value)]:
+            choice.registry.check_made(name, cfg, choice.key)
     continued = cfg.train.continued.schedule_options
     if continued:
         options = {**cfg.train.schedule_options, **continued}
@@ -188,20 +182,17 @@ def _check_source_transforms(cfg: Checked) -> None:
 
 def _check_synthetic(cfg: Checked) -> None:
     ft, bt = cfg.synthetic.forward_translation, cfg.synthetic.back_translation
-    if bt.search != NOISED_BEAM:  # a decode.strategy (a plugin's: known once plugins are in)
-        SEARCH_STRATEGIES.check(bt.search, "synthetic.back_translation.search")
+    if "seed" in bt.search_options:  # (a key of the strategy's settings: check_choices)
+        raise ConfigError(
+            "synthetic.back_translation.search_options.seed: the draws are seeded by synthetic.seed "
+            "(one seed per chunk, whichever run translates it): set that",
+            "synthetic.back_translation.search_options.seed",
+            "synthetic.seed",
+        )
     for side, entries in (("back_translation", cfg.synthetic.back_translation.text), ("forward_translation", ft.text)):
         for entry in entries:  # a bare word that is no file here: a corpus name, checked now
             if not any(mark in entry for mark in "/.\\") and not Path(entry).exists():
                 TEXT_CORPORA.check(entry, f"synthetic.{side}.text")
-    if cfg.synthetic.enabled and cfg.distill.teachers:
-        raise ConfigError(
-            "distill and synthetic cannot both be set: distillation is forward "
-            "translation of the training sources (synthetic.forward_translation.text: "
-            "[parallel], synthetic.real_upsample: 0)",
-            "synthetic",
-            "distill.teachers",
-        )
     if ft.text and not ft.teachers:
         raise ConfigError(
             "synthetic.forward_translation.teachers is empty: name the models that "
@@ -212,4 +203,5 @@ def _check_synthetic(cfg: Checked) -> None:
         raise ConfigError(
             f"synthetic.forward_translation.weights must be one number per teacher ({len(ft.teachers)})",
             "synthetic.forward_translation.weights",
+            "synthetic.forward_translation.teachers",
         )

@@ -14,7 +14,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from .config import Config
 from .config_values import lookup, split_optional
 from .records import field_default
-from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TFM
+from .seams import ARCHITECTURES, CHOSEN_BY_CONFIG, TFM, choices
 
 MARKDOWN_BAR = " \\| "  # a | inside a Markdown table cell
 
@@ -91,15 +91,15 @@ def _chosen_settings(cfg: Config) -> dict[str, list[tuple[str, Any]]]:
     that has settings: one for train.optimizer_options, one per transform for
     train.transform_options (the architecture's are the model section itself)."""
     out: dict[str, list[tuple[str, Any]]] = {}
-    for registry in CHOSEN_BY_CONFIG:
-        if not registry.options_key:
+    for choice in choices():
+        if not choice.options_key:
             continue
-        value, given = lookup(cfg, registry.key), lookup(cfg, registry.options_key)
-        for name in value if isinstance(value, list) else [value]:
-            key = f"{registry.options_key}.{name}" if isinstance(value, list) else registry.options_key
-            settings = registry.options(name, given.get(name) if isinstance(value, list) else given, key)
+        value, given = lookup(cfg, choice.key), lookup(cfg, choice.options_key)
+        for name in value if isinstance(value, list) else [choice.entry(value)]:
+            key = f"{choice.options_key}.{name}" if isinstance(value, list) else choice.options_key
+            settings = choice.registry.options(name, given.get(name) if isinstance(value, list) else given, key)
             if settings is not None:
-                out.setdefault(registry.options_key, []).append((key, settings))
+                out.setdefault(choice.options_key, []).append((key, settings))
     return out
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from .config import Config
 from .config_checks import validate
+from .config_distill import expand_distill
 from .config_values import (
     ConfigError,
     apply_override,
@@ -28,7 +29,7 @@ from .config_values import (
 )
 from .errors import UsageError
 from .registry import import_plugins
-from .seams import CHOSEN_BY_CONFIG
+from .seams import choices
 
 log = logging.getLogger("tfm")
 
@@ -180,11 +181,12 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     raw.setdefault("name", Path(path).stem)
     try:
         _import_plugins_of(raw)  # first: they may add the keys read below
+        others = expand_distill(raw, origins, overrides or [])  # distill: as the keys it is now
         with moved_keys_noted() as read:  # (old keys of a plugin's sections: its own MOVED)
             with checks_deferred():  # validated once the overrides are in
                 cfg: Config = build_section(Config, raw, "")
         old_keys += [OldKey(old, new, origins.get(old, str(path))) for old, new in read]
-        for assignment in overrides or []:
+        for assignment in others:
             old_keys += _override(cfg, assignment, origins)
         import_plugins(cfg.plugins)  # (those a --set adds)
         _settle_moved(cfg, old_keys, origins)
@@ -269,14 +271,17 @@ def _settle_moved(cfg: Config, old_keys: list[OldKey], origins: Origins) -> None
 def _not_taken(cfg: Config, key: str) -> str:
     """Why the entry whose options hold `key` has no such setting ("" when it has, or when the
     entry is not known: the config's checks say so)."""
-    for registry in CHOSEN_BY_CONFIG:
-        if not registry.options_key or not key.startswith(registry.options_key + "."):
+    for choice in choices():
+        if not choice.options_key or not key.startswith(choice.options_key + "."):
             continue
-        chosen, rest = lookup(cfg, registry.key), key[len(registry.options_key) + 1 :].split(".")
+        registry, rest = choice.registry, key[len(choice.options_key) + 1 :].split(".")
+        chosen = lookup(cfg, choice.key)
         if isinstance(chosen, list):  # options by entry name (train.transform_options.source_noise)
             if rest[0] not in chosen:
-                return f"{registry.key} has no {rest[0]}"
+                return f"{choice.key} has no {rest[0]}"
             chosen, rest = rest[0], rest[1:]
+        else:
+            chosen = choice.entry(chosen)  # noised_beam: beam's settings
         if chosen not in registry and chosen not in registry.keywords:
             return ""  # an unknown name: the config's checks say so
         settings = None if chosen in registry.keywords else registry.settings_of(chosen)
@@ -287,10 +292,10 @@ def _not_taken(cfg: Config, key: str) -> str:
 
 def _drop(cfg: Config, key: str) -> None:
     """Remove a key from the options mapping that holds it, and mappings it leaves empty."""
-    head, *path = key.split(".")
-    section = lookup(cfg, head)
-    field, *path = path
-    mapping = getattr(section, field)
+    path = key.split(".")
+    mapping: Any = cfg
+    while dataclasses.is_dataclass(mapping):  # the sections down to the options mapping
+        mapping = getattr(mapping, path.pop(0))
     parents = []
     for part in path[:-1]:
         if not isinstance(mapping.get(part), dict):

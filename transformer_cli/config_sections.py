@@ -1,5 +1,5 @@
 """The sections of the schema that config.py does not keep in modules of their own (data,
-tokenizer, model, decode, distill, serve, export): each a dataclass, every field with its help,
+tokenizer, model, decode, serve, export): each a dataclass, every field with its help,
 bounds and resumability. `Config` (config.py) puts them together with config_train.py's,
 config_synthetic.py's and config_corrections.py's; the checks across keys (config_checks.py)
 read them without `Config` itself."""
@@ -196,30 +196,6 @@ class DecodeConfig(Section):
         "log",
         "How an ensemble combines its models' next-token distributions: log (the weighted "
         "mean of their log-probabilities) or prob (of their probabilities).",
-    )
-
-
-@dataclass
-class DistillConfig(Section):
-    """Sequence-level knowledge distillation: the training targets are the teachers' beam-search
-    translations of the training sources, which is forward translation of the `parallel` text
-    (synthetic/directions.py: the same cache, corpus folder and resume as `synthetic:`; `tfm
-    distill` or `tfm synthesize`, or the first `tfm preprocess`/`tfm train` that needs them)."""
-
-    SECTION: ClassVar[str] = "distill"
-
-    teachers: list[str] = _f(
-        [], "Teacher models (checkpoints or Hugging Face folders; several: an ensemble); empty: no distillation."
-    )
-    beam_size: int = _f(5, "The teachers' beam.", ge=1, le=256)
-    combine: Literal["log", "prob"] = _f("log", "How several teachers combine (decode.ensemble_combine).")
-    weights: list[float] | None = _f(None, "One weight per teacher (null: equal).")
-    keep_original: bool = _f(
-        False, "Train on the original pairs as well as the teachers' translations of their sources."
-    )
-    batch_size: int = _f(128, "Sentences the teachers decode together.", ge=1, le=100_000)
-    chunk_lines: int = _f(
-        1000, "Sources translated, then saved, at a time: where a stopped distillation resumes.", ge=1, le=10_000_000
     )
 
 

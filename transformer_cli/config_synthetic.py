@@ -7,19 +7,20 @@ Both are mixed with the config's real pairs when batches are drawn."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from .config_values import Section
+from .config_values import Moved, Section
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
 
 NOISED_BEAM = "noised_beam"  # synthetic.back_translation.search: beam search, then noise
+PARALLEL = "parallel"  # synthetic.*.text: the config's own training corpus (synthetic/corpora.py)
 
 
 TEXT_HELP = (
     "monolingual text: corpus names (multi30k-task2), files or folders of text (every "
-    "*.{lang} and *.{lang}.gz file in them), or `parallel` (the config's own training "
-    "corpus, that side); empty: none."
+    "*.{lang} and *.{lang}.gz file in them, one per stem), or `parallel` (the config's own "
+    "training corpus, that side); empty: none."
 )
 
 TRANSFORMS_HELP = (  # a source's own share of the batch transforms (training/mix_plan.py)
@@ -36,6 +37,10 @@ class BackTranslationConfig(Section):
     """Target-language text translated into synthetic sources by a reverse model."""
 
     SECTION: ClassVar[str] = "synthetic.back_translation"
+    MOVED: ClassVar[dict[str, Moved]] = {  # read, with a warning, until removed
+        "sampling_topk": Moved("search_options.topk", 0),
+        "sampling_temperature": Moved("search_options.temperature", 1.0),
+    }
 
     text: list[str] = _f([], "Target-language " + TEXT_HELP)
     model: str = _f(
@@ -45,14 +50,18 @@ class BackTranslationConfig(Section):
     )
     search: str = _f(
         "sample",
-        "The search that makes the synthetic sources: a decode.strategy (greedy, beam, sample: one "
-        "draw from the model's distribution, sampling_topk and sampling_temperature; or a "
-        "plugin's, with decode.strategy_options), or noised_beam: beam, then words dropped, "
-        "blanked and swapped (Edunov et al. 2018).",
+        "The search that makes the synthetic sources: a search strategy, as decode.strategy "
+        "(seams.SEARCH_STRATEGIES: greedy, beam, sample: one draw from the model's distribution, "
+        "or one registered by a plugin), or noised_beam: beam, then words dropped, blanked and "
+        "swapped (Edunov et al. 2018).",
     )
-    beam_size: int = _f(5, "beam and noised_beam: the beam.", ge=1, le=256)
-    sampling_topk: int = _f(0, "sample: from the k most likely tokens (0: all).", ge=0, le=1_000_000)
-    sampling_temperature: float = _f(1.0, "sample: below 1 sharpens, above 1 flattens.", gt=0.0, le=100.0)
+    search_options: dict[str, Any] = _f(
+        {},
+        "The search's own settings, as decode.strategy_options (sample: topk, temperature; its "
+        "seed is synthetic.seed).",
+        added=True,
+    )
+    beam_size: int = _f(5, "The beam of beam, noised_beam and a plugin's search (greedy, sample: 1).", ge=1, le=256)
     tag: bool = _f(
         True,
         "Mark synthetic sources with a tag token the model learns to tell them "
@@ -84,9 +93,12 @@ class ForwardTranslationConfig(Section):
 class SyntheticConfig(Section):
     """Pairs made from monolingual text, trained on together with the real pairs
     (transformer_cli/synthetic/): `tfm synthesize`, or the first `tfm preprocess`/`tfm train`
-    that needs them; resumable, and each line translated once per model and search."""
+    that needs them; resumable, and each line translated once per model and search. A
+    `distill:` section (of earlier versions) reads as forward translation of `parallel` by its
+    teachers, with a warning naming the keys to write (config_distill.py)."""
 
     SECTION: ClassVar[str] = "synthetic"
+    MOVED: ClassVar[dict[str, Moved]] = {"real_upsample": Moved("real_weight", 1)}  # read, with a warning
 
     back_translation: BackTranslationConfig = _section(BackTranslationConfig, "Back-translation.")
     forward_translation: ForwardTranslationConfig = _section(ForwardTranslationConfig, "Forward translation.")
@@ -96,11 +108,12 @@ class SyntheticConfig(Section):
         "reverse run (--reverse) takes, e.g. base.yaml: a recipe for the "
         "real pairs alone; null: this config's own.",
     )
-    real_upsample: int = _f(
+    real_weight: int = _f(
         1,
-        "Each real pair appears this many times in an epoch, beside each synthetic pair once "
-        "(0: synthetic pairs only, as a distilled student); mixed when batches are drawn: a "
-        "change encodes nothing again.",
+        "The real pairs' weight: each appears this many times in an epoch, beside the synthetic "
+        "pairs by their own (0: the synthetic pairs only; with forward_translation.text [parallel], "
+        "a student distilled from its teachers, Kim & Rush 2016); mixed when batches are drawn: a "
+        "change encodes nothing again. Formerly real_upsample.",
         ge=0,
         le=1000,
     )

@@ -209,10 +209,11 @@ def schema_section(cls: Callable[[], Any], help: str, resumable: bool = False) -
 
 @dataclasses.dataclass(frozen=True)
 class Moved:
-    """A key that moved into an entry's own settings (a section's `MOVED`, by its old name):
-    `to` is its new key below the section (e.g. "optimizer_options.betas"); `default` the
-    value the old key had when it was not given, which run identities keep (`as_before`), so
-    that runs of earlier versions still resume. The old key is read for a deprecation period."""
+    """A key that moved into an entry's own settings, or was renamed (a section's `MOVED`, by
+    its old name): `to` is its new key below the section (e.g. "optimizer_options.betas",
+    "real_weight"); `default` the value the old key had when it was not given, which run
+    identities keep (`as_before`), so that runs of earlier versions still resume. The old key
+    is read for a deprecation period."""
 
     to: str
     default: Any

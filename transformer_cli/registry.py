@@ -227,14 +227,15 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
-    def check(self, name: str, key: str = "") -> None:
+    def check(self, name: str, key: str = "", also: tuple[str, ...] = ()) -> None:
         """Refuse (ConfigError naming `key`, else the registry's key) a name that is neither an
-        entry nor a keyword, without importing a lazily registered entry."""
-        if name in self.keywords or name in self._entries:
+        entry nor a keyword (nor one of `also`: other values `key` takes), without importing a
+        lazily registered entry."""
+        if name in self.keywords or name in also or name in self._entries:
             return
         load_plugins(self.kind, self)
         if name not in self._entries and self.find(name, key) is None:
-            raise self.unknown(name, key)
+            raise self.unknown(name, key, also)
 
     def check_made(self, name: str, config: Any, key: str = "") -> None:
         """Refuse (ConfigError naming `key`) an entry that, called with `config`, fails or makes
@@ -255,9 +256,9 @@ class Registry(Generic[T]):
     def _refusal(self, name: str, fault: str, key: str) -> ConfigError:
         return ConfigError(f"{self._where(key)}{name!r} is not {_a(self.what)}: {fault}", key or self.key)
 
-    def unknown(self, name: str, key: str = "") -> ConfigError:
+    def unknown(self, name: str, key: str = "", also: tuple[str, ...] = ()) -> ConfigError:
         failures = load_plugins(self.kind, self)
-        known = ", ".join([*self.names(), *self.keywords])
+        known = ", ".join([*self.names(), *self.keywords, *also])
         broken = "".join(f"; {failure}" for failure in failures)
         return ConfigError(f"{self._where(key)}unknown {self.what} {name!r} (known: {known}){broken}", key or self.key)
 

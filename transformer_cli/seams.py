@@ -10,6 +10,8 @@ dotted path as the value): registry.py and docs/architecture.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .registry import Calls, InstanceOf, Registry, SubclassOf
@@ -119,6 +121,9 @@ SEARCH_STRATEGIES.register(
     "sample", TFM + "inference.strategies:SAMPLING", settings=TFM + "config_sections:SamplingOptions"
 )
 
+# synthetic.back_translation.search: a search strategy too (BACK_TRANSLATION_SEARCH, below); its
+# own keys: synthetic.back_translation.search_options
+
 # export.format (tfm export --format): an Exporter (export/exporter.py); its keys: export.options
 EXPORTERS: Registry[Any] = Registry(
     "exporters", "export format", "export.format", "export.options", shape=InstanceOf(TFM + "export.exporter:Exporter")
@@ -146,3 +151,44 @@ CHOSEN_BY_CONFIG: tuple[Registry[Any], ...] = (
     SEARCH_STRATEGIES,
     EXPORTERS,
 )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A config key that names an entry of `registry`, with the key of that entry's own settings
+    (`options_key`): each registry's own (`choices`), and the keys below that choose from one
+    too. `aliases`: (value, entry) for other values of the key, each standing for an entry (its
+    settings are that entry's; what it adds on top, whoever reads the key does)."""
+
+    registry: Registry[Any]
+    key: str
+    options_key: str = ""
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    def entry(self, value: str) -> str:
+        """The entry a value of the key stands for: the value itself, or an alias's entry."""
+        return dict(self.aliases).get(value, value)
+
+    def check(self, value: str) -> None:
+        """Refuse (a ConfigError naming the key) a value that is no entry, keyword or alias."""
+        self.registry.check(value, self.key, also=tuple(alias for alias, _ in self.aliases))
+
+    def options(self, value: str, given: Mapping[str, Any] | None) -> Any:
+        """The settings of the entry `value` stands for, read from `given` (errors naming the options key)."""
+        return self.registry.options(self.entry(value), given, self.options_key)
+
+
+# Back-translation's search: any search strategy, with options of its own; `noised_beam`
+# (config_synthetic.NOISED_BEAM) is beam search, then word noise (synthetic/noise.py).
+BACK_TRANSLATION_SEARCH = Choice(
+    SEARCH_STRATEGIES,
+    "synthetic.back_translation.search",
+    "synthetic.back_translation.search_options",
+    aliases=(("noised_beam", "beam"),),
+)
+
+
+def choices() -> list[Choice]:
+    """Every config key that names a registry's entry, checked when a config is loaded: each
+    registry's own (CHOSEN_BY_CONFIG), then the others that choose from one."""
+    return [*(Choice(r, r.key, r.options_key) for r in CHOSEN_BY_CONFIG), BACK_TRANSLATION_SEARCH]

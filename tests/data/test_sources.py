@@ -113,12 +113,24 @@ def test_plain_text_files_are_found_when_no_gz(tmp_path, server):
 def test_local_folder_missing_file_and_mismatch(tmp_path):
     folder = write_corpus(tmp_path / "local")
     (folder / "val.en.gz").unlink()
-    with pytest.raises(UsageError, match=r"is missing val.en.gz or val.en"):
+    with pytest.raises(UsageError) as refused:
         fetch_corpus(data_cfg(tmp_path, str(folder)), str(folder))
+    assert str(refused.value) == f"data source {folder} has no en file of 'val': looked for val.en.gz or val.en"
     folder = write_corpus(tmp_path / "local2")
     cfg = data_cfg(tmp_path, str(folder), sha256={"train.en.gz": "0" * 64})
     with pytest.raises(UsageError, match=r"checksum mismatch for .*train.en.gz"):
         fetch_corpus(cfg, str(folder))
+
+
+def test_a_split_in_a_local_folder_both_plain_and_gzipped_is_refused_naming_both(tmp_path):
+    """The rule of data/corpus_files.py: the two may differ, so neither is read over the other."""
+    folder = write_corpus(tmp_path / "local")
+    (folder / "val.de").write_text("Ein Hund.\n")
+    with pytest.raises(UsageError) as refused:
+        fetch_corpus(data_cfg(tmp_path, str(folder)), str(folder))
+    assert str(refused.value) == (
+        f"data source {folder} holds the de text of 'val' twice, as val.de.gz and val.de: keep one of them"
+    )
 
 
 def test_non_utf8_names_file_and_line(tmp_path):

@@ -1,5 +1,6 @@
 """synthetic/corpora.py: where monolingual text comes from: `parallel` (a side of the config's
-own training corpus), files and folders (every *.<lang> and *.<lang>.gz, in name order), or
+own training corpus), files and folders (every *.<lang> and *.<lang>.gz, in name order, one a
+stem: data/corpus_files.py), or
 a corpus known by name, read from $TFM_TEXT_SOURCES/<name>/ or beside $TFM_DATA_SOURCE before
 any download; anything else one line naming the key."""
 
@@ -40,6 +41,12 @@ def test_files_and_folders_give_their_files_of_the_language_in_name_order(cfg, t
     assert found[2].sha256 == file_sha256(single)
     with pytest.raises(UsageError, match=f"^{KEY}: {folder} holds no \\*.fr or \\*.fr.gz file$"):
         text_files(cfg, [str(folder)], "fr", KEY)
+    (folder / "b.en.gz").write_bytes(b"x\n")  # one text, two files: neither read over the other
+    with pytest.raises(UsageError) as refused:
+        text_files(cfg, [str(folder)], "en", KEY)
+    assert str(refused.value) == (
+        f"{KEY}: {folder} holds the en text of 'b' twice, as b.en.gz and b.en: keep one of them"
+    )
     with pytest.raises(UsageError, match=f"^{KEY}: 'nope' is not a known corpus \\(multi30k-task2\\), `parallel`"):
         text_files(cfg, ["nope"], "en", KEY)
 

@@ -22,6 +22,7 @@ from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 
 import transformer_cli as tfm
 from transformer_cli.config_loading import load_config
+from transformer_cli.errors import UsageError
 from transformer_cli.synthetic.mixture import (
     STATE,
     synthesize,
@@ -82,7 +83,7 @@ def bt_config(world, where, forward=True, **back):
     section = {
         "back_translation": {"text": [str(world["english"].parent)], "search": "sample", **back},
         "chunk_lines": 16,
-        "real_upsample": 2,
+        "real_weight": 2,
         "cache_dir": str(where / "cache"),
     }
     if forward:
@@ -220,7 +221,7 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
     section = {
         "back_translation": {"text": [str(english)], "model": str(reverse), "search": "beam", "beam_size": 1},
         "forward_translation": {"text": [str(german)], "teachers": [str(model)], "beam_size": 1, "tag": True},
-        "real_upsample": 2,
+        "real_weight": 2,
         "cache_dir": str(tmp_path / "cache"),
     }
     path = write_config(tmp_path / "mix.yaml", tmp_path, corpus, train={"threads": 1}, synthetic=section)
@@ -261,7 +262,7 @@ def test_the_mix_is_real_pairs_upsampled_then_tagged_synthetic_pairs_each_encode
 
     made = [*(folder / f"{p.name}.{lang}" for p in parts for lang in ("de", "en")), *cfg.data_dir.iterdir()]
     before = {p: p.stat().st_mtime_ns for p in made}
-    cfg.synthetic.real_upsample = 1  # a ratio and a tag change: nothing made, nothing encoded
+    cfg.synthetic.real_weight = 1  # a ratio and a tag change: nothing made, nothing encoded
     cfg.synthetic.back_translation.tag = False
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tfm"):
@@ -465,7 +466,7 @@ def test_a_plugin_strategy_back_translates_and_a_part_that_adds_no_pair_is_a_war
     english = monolingual(tmp_path / "text", "en", 8, seed=7)
     section = {
         "back_translation": {"text": [str(english)], "model": str(reverse), "search": "shortest"},
-        "real_upsample": 0,
+        "real_weight": 0,
         "cache_dir": str(tmp_path / "cache"),
     }
     path = write_config(tmp_path / "mute.yaml", tmp_path, corpus, train={"threads": 1}, synthetic=section)
@@ -480,7 +481,52 @@ def test_a_plugin_strategy_back_translates_and_a_part_that_adds_no_pair_is_a_war
     count = json.loads((folder / STATE).read_text())["text"]["back_translation"]["kept"]
     assert (folder / "back_translation.de").read_text() == (folder / "back_translation.en").read_text() == ""
     assert f"warning: back-translation: all {count} translations are empty: the text adds no pair" in caplog.text
-    assert "warning: synthetic.real_upsample=0: the real pairs are not in the training corpus" in caplog.text
+    assert "warning: synthetic.real_weight=0: the real pairs are not in the training corpus" in caplog.text
+
+
+def test_a_plugin_strategy_back_translates_with_its_own_search_options(tmp_path, restored_threads):
+    """synthetic.back_translation.search_options are the strategy's own settings, checked where
+    the config is loaded as decode.strategy_options are, and the search reads them, not
+    decode's; the cache's identity records them."""
+    from dataclasses import dataclass
+
+    from helpers import untrained_checkpoint
+
+    from transformer_cli.inference.search import greedy_search
+    from transformer_cli.inference.strategies import SearchStrategy
+    from transformer_cli.seams import SEARCH_STRATEGIES
+
+    @dataclass
+    class CutOptions:
+        tokens: int = 3
+
+    seen: list[int] = []
+
+    class Cut(SearchStrategy):
+        name = "cut"
+
+        def search(self, model, src, limits, d):
+            own = SEARCH_STRATEGIES.options(d.strategy, d.strategy_options)
+            seen.append(own.tokens)
+            return [[h] for h in greedy_search(model, src, limits.clamp(max=own.tokens))]
+
+    corpus = write_corpus(tmp_path / "corpus", {"train": 10, "val": 5, "test_2016_flickr": 5}, gz=False)
+    reverse = reversed_checkpoint(untrained_checkpoint(tmp_path / "r.pt"))
+    english = monolingual(tmp_path / "text", "en", 8, seed=7)
+    back = {"text": [str(english)], "model": str(reverse), "search": "cut", "search_options": {"tokens": 2}}
+    section = {"back_translation": back, "cache_dir": str(tmp_path / "cache")}
+    decode = {"strategy": "cut", "strategy_options": {"tokens": 7}}  # the config's own decoding
+    path = write_config(tmp_path / "cut.yaml", tmp_path, corpus, train={"threads": 1}, decode=decode, synthetic=section)
+    SEARCH_STRATEGIES.register("cut", Cut(), settings=CutOptions)
+    try:
+        with pytest.raises(UsageError, match=r"search_options.tokens must be an integer \(got 'two'\)"):
+            load_config(str(path), ["synthetic.back_translation.search_options.tokens=two"])
+        synthesize(load_config(str(path)))
+    finally:
+        SEARCH_STRATEGIES.unregister("cut")
+    assert seen and set(seen) == {2}
+    (state,) = (tmp_path / "cache").glob("back-*/cache.json")
+    assert json.loads(state.read_text())["identity"]["strategy_options"] == {"tokens": 2}
 
 
 def _processes_naming(text: str) -> list[int]:

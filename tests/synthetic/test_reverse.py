@@ -39,7 +39,7 @@ def test_the_reverse_run_swaps_the_languages_and_trains_on_the_real_pairs_alone(
     reverse = reverse_config(cfg)
     assert reverse.name == "bt" + SUFFIX and reverse.run_dir == Path(cfg.train.out_dir) / "bt.reverse"
     assert (reverse.data.src_lang, reverse.data.tgt_lang) == (cfg.data.tgt_lang, cfg.data.src_lang)
-    assert not reverse.synthetic.enabled and not reverse.distill.teachers
+    assert not reverse.synthetic.enabled
     assert reverse.decode.ensemble == [] and reverse.train.init_from is None
     assert reverse.model == cfg.model and reverse.data.corpus == cfg.data.corpus  # its own recipe
     assert cfg.name == "bt" and cfg.synthetic.enabled  # the config itself is unchanged

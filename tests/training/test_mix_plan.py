@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
+from types import SimpleNamespace
 
 import pytest
 from helpers import sentence_pairs, write_config
@@ -24,7 +25,7 @@ def test_the_plan_declares_each_source_with_its_weight_and_transforms(tmp_path, 
     synthetic = {
         "back_translation": {"text": ["parallel"], "search": "noised_beam", "weight": 3},
         "forward_translation": {"text": ["parallel"], "teachers": ["t.pt"], "tag": True},
-        "real_upsample": 2,
+        "real_weight": 2,
     }
     corrections = {"store": str(tmp_path / "store"), "weight": 5}
     path = write_config(tmp_path / "c.yaml", tmp_path, corpus_dir, synthetic=synthetic, corrections=corrections)
@@ -39,6 +40,37 @@ def test_the_plan_declares_each_source_with_its_weight_and_transforms(tmp_path, 
     only = load_config(str(write_config(tmp_path / "o.yaml", tmp_path, corpus_dir, corrections=corrections)))
     assert mix_plan(only).sources == (PlannedSource("train", 1), PlannedSource("corrections", 5))
     assert mix_plan(only).specials() == ()  # no transform writes a mark: nothing reserved
+
+
+def test_real_upsample_is_the_real_pairs_weight_by_its_old_name(tmp_path, corpus_dir, caplog):
+    """synthetic.real_weight weighs the real pairs; synthetic.real_upsample, its old name, reads
+    as it with one warning naming its line: the same plan, so the same run identity as before
+    (the plan reads the new key alone); the two given together are refused, naming both."""
+    back = {"back_translation": {"text": ["parallel"], "tag": False}}
+    new = write_config(tmp_path / "new.yaml", tmp_path, corpus_dir, synthetic={**back, "real_weight": 3})
+    old = write_config(tmp_path / "old.yaml", tmp_path, corpus_dir, synthetic={**back, "real_upsample": 3})
+    line = next(
+        i for i, text in enumerate(old.read_text().splitlines(), 1) if text.strip().startswith("real_upsample:")
+    )
+    with caplog.at_level(logging.WARNING):
+        was = load_config(str(old))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"warning: {old}:{line}: synthetic.real_upsample is now synthetic.real_weight "
+        "(the old name is read until a later release)"
+    ]
+    assert (
+        mix_plan(was)
+        == mix_plan(load_config(str(new)))
+        == mix_plan(load_config(str(new), ["synthetic.real_upsample=3"]))
+    )
+    prepared = SimpleNamespace(manifest=SimpleNamespace(parts={"back_translation": None}))
+    assert mix_plan(was).identity(prepared) == {"train": 3, "back_translation": [1, None]}  # as it was
+    both = write_config(tmp_path / "both.yaml", tmp_path, corpus_dir, synthetic={"real_upsample": 2, "real_weight": 3})
+    with pytest.raises(
+        UsageError,
+        match="synthetic.real_upsample is the old name of synthetic.real_weight: give synthetic.real_weight alone",
+    ):
+        load_config(str(both))
 
 
 def test_a_directions_weight_repeats_its_pairs_and_makes_another_run_not_other_data(tmp_path, corpus_dir, caplog):

@@ -1,8 +1,9 @@
 """Where raw parallel corpora come from, and reading them strictly.
 
 A source is a URL (http, https, file) or a local folder holding one file per split and
-language, named `<stem>.<lang>` or `<stem>.<lang>.gz`. Downloads stream into a cache with
-their SHA-256 computed on the way, and are kept only when the size and checksum are right.
+language, named `<stem>.<lang>` or `<stem>.<lang>.gz` (the rule: data/corpus_files.py).
+Downloads stream into a cache with their SHA-256 computed on the way, and are kept only when
+the size and checksum are right.
 data.corpus names a `ParallelCorpus` (seams.CORPORA): Multi30k (task 1, raw), a public corpus
 with known checksums, or `files`, any other; a plugin adds more (its own keys:
 data.corpus_options).
@@ -32,6 +33,7 @@ from ..config import DataConfig
 from ..errors import TfmError, UsageError
 from ..fsutil import file_sha256, recorded_sha256
 from ..seams import CORPORA
+from .corpus_files import file_names, find_corpus_file
 
 SOURCE_ENV = "TFM_DATA_SOURCE"
 log = logging.getLogger("tfm")
@@ -54,8 +56,9 @@ class ParallelCorpus:
         return {}
 
     def file_names(self, stem: str, lang: str, options: Any) -> list[str]:
-        """The names the file of split `stem` in `lang` may have, the first found taken."""
-        return [f"{stem}.{lang}.gz", f"{stem}.{lang}"]
+        """The names the file of split `stem` in `lang` may have: from a URL, the first the
+        server has; in a folder, the one it holds (data/corpus_files.py)."""
+        return file_names(stem, lang)
 
 
 @dataclass(frozen=True)
@@ -151,9 +154,11 @@ def known_checksums(data: DataConfig) -> dict[str, str]:
     return {**corpus.checksums(options), **data.sha256}
 
 
-def _candidate_names(data: DataConfig, split: str, lang: str) -> list[str]:
+def _candidate_names(data: DataConfig, split: str, lang: str) -> tuple[str, list[str]]:
+    """The stem of `split` and the names its file in `lang` may have."""
     corpus, options = _corpus(data)
-    return corpus.file_names(getattr(data.splits, split), lang, options)
+    stem = getattr(data.splits, split)
+    return stem, corpus.file_names(stem, lang, options)
 
 
 def _is_url(source: str) -> bool:
@@ -234,17 +239,22 @@ def fetch_corpus(data: DataConfig, source: str, records: Mapping[str, Any] | Non
         folder = _source_folder(source)
     for split in SPLITS:
         for lang in (data.src_lang, data.tgt_lang):
-            names = _candidate_names(data, split, lang)
+            stem, names = _candidate_names(data, split, lang)
             if _is_url(source):
                 path, digest = _fetch_url_first(source, names, cache, sums, records)
             else:
-                found = [folder / n for n in names if (folder / n).is_file()]
-                if not found:
-                    raise UsageError(f"data source {folder} is missing {' or '.join(names)}")
-                path = found[0]
+                path = _local_file(folder, stem, lang, names)
                 digest = _verify(path, sums.get(path.name), records.get(str(path.resolve())))
             files.append(CorpusFile(split, lang, path, digest))
     return files
+
+
+def _local_file(folder: Path, stem: str, lang: str, names: list[str]) -> Path:
+    """The file of `stem` in `lang` in the source folder (errors say it is the data source)."""
+    try:
+        return find_corpus_file(folder, stem, lang, names)
+    except UsageError as e:
+        raise UsageError(f"data source {e}") from None
 
 
 def fetch_named(source: str, names: list[str], cache: Path, sums: Mapping[str, str]) -> list[tuple[Path, str]]:

@@ -7,6 +7,7 @@ verified local files of one language.
                      downloaded from its public URL into data.cache_dir/<name>/, and verified
     parallel         the side of the config's own training corpus in that language
     PATH             a file, or a folder: its files named *.<lang> or *.<lang>.gz, in name order
+                     (one per stem: data/corpus_files.py)
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config
+from ..config_synthetic import PARALLEL as PARALLEL  # (the entry `parallel`: named here too)
+from ..data.corpus_files import corpus_files
 from ..data.sources import SOURCE_ENV, current_sha256, explicit_source, fetch_corpus, fetch_named, resolve_source
 from ..errors import UsageError
 from ..seams import TEXT_CORPORA
 
 TEXT_SOURCES_ENV = "TFM_TEXT_SOURCES"
-PARALLEL = "parallel"
 
 
 @dataclass(frozen=True)
@@ -109,9 +111,13 @@ def _beside_data_source() -> str | None:
 
 
 def _local(path: Path, lang: str, key: str) -> list[TextFile]:
+    """A file, or a folder's corpus files of `lang` (data/corpus_files.py)."""
     if path.is_file():
         return [TextFile(path, current_sha256(path))]
-    found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith((f".{lang}", f".{lang}.gz")))
+    try:
+        found = corpus_files(path, lang)
+    except UsageError as e:
+        raise UsageError(f"{key}: {e}") from None
     if not found:
         raise UsageError(f"{key}: {path} holds no *.{lang} or *.{lang}.gz file")
     return [TextFile(p, current_sha256(p)) for p in found]

@@ -5,15 +5,15 @@ the training mix: training/mix_plan.py).
 
     back_translation     synthetic.back_translation: target-language text, translated by the
                          reverse model into synthetic sources (Sennrich et al. 2016), with any
-                         decode.strategy (a plugin's too), or beam search plus noise
+                         search strategy (a plugin's too) and its own search_options, or beam
+                         search plus noise
     forward_translation  synthetic.forward_translation: source-language text, translated by
-                         teachers into synthetic targets (self-training, He et al. 2020)
-    distillation         distill: the training sources, translated by teachers with beam search
-                         (sequence-level distillation, Kim & Rush 2016): forward translation of
-                         the `parallel` text, the real pairs kept only with distill.keep_original
+                         teachers into synthetic targets with beam search (self-training, He et
+                         al. 2020); of the `parallel` text, with synthetic.real_weight 0,
+                         sequence-level distillation (Kim & Rush 2016: what `distill:` reads as)
 
 Everything downstream (cleaning, the translation cache, chunked and resumable translation, the
-mixed corpus: synthetic/mixture.py) is the same for all three.
+mixed corpus: synthetic/mixture.py) is the same for both.
 """
 
 from __future__ import annotations
@@ -22,50 +22,23 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config, DecodeConfig
 from ..config_synthetic import NOISED_BEAM
-from .corpora import PARALLEL
+from ..seams import BACK_TRANSLATION_SEARCH
 from .noise import noised
 from .reverse import back_translation_model
 
 if TYPE_CHECKING:
     from .generate import PostProcess
 
-# tfm's own strategies: a search by one of them takes no decode.strategy_options (sample: the
-# section's own sampling_topk and sampling_temperature)
-BUILT_IN = ("auto", "greedy", "beam", "sample")
-
-
-class TeacherSearch(Protocol):
-    """What a section that names teachers says of their search (forward_translation, distill)."""
-
-    @property
-    def beam_size(self) -> int: ...
-
-    @property
-    def weights(self) -> list[float] | None: ...
-
-    @property
-    def combine(self) -> str: ...
-
-
-class Chunking(Protocol):
-    """How a section cuts the work (synthetic, distill)."""
-
-    @property
-    def chunk_lines(self) -> int: ...
-
-    @property
-    def batch_size(self) -> int: ...
-
 
 @dataclass(frozen=True)
 class Direction:
     """One way of making pairs from text (see the module docstring)."""
 
-    name: str  # back_translation, forward_translation, distillation
+    name: str  # back_translation, forward_translation
     key: str  # the config section that asks for it (in errors)
     models_key: str  # the config key naming its models
     kind: str  # the translation cache folder's prefix: back, forward
@@ -87,96 +60,84 @@ class Direction:
         return self.name.replace("_", "-")
 
 
-def makes_pairs(cfg: Config) -> bool:
-    """Whether the config trains on pairs made by translating text."""
-    return cfg.synthetic.enabled or bool(cfg.distill.teachers)
-
-
-def real_copies(cfg: Config) -> int:
-    """How many times the real pairs stand in the training corpus."""
-    if cfg.distill.teachers:
-        return 1 if cfg.distill.keep_original else 0
-    return cfg.synthetic.real_upsample
-
-
 def directions(cfg: Config) -> list[Direction]:
     """The config's ways of making pairs, those it asks for, in corpus order."""
-    bt, ft, sc, dc = cfg.synthetic.back_translation, cfg.synthetic.forward_translation, cfg.synthetic, cfg.distill
-    src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
     out: list[Direction] = []
-    if bt.text:
-        sampled = bt.search == "sample"
-        beam_size = 1 if bt.search in ("sample", "greedy") else bt.beam_size
-        # beam and noised_beam: by the beam size (a beam of one is greedy); else that strategy
-        strategy = "auto" if bt.search in ("beam", NOISED_BEAM) else bt.search
-        own = cfg.decode.strategy_options if strategy not in BUILT_IN else {}  # a plugin's keys
-        sampling = {"sampling_topk": bt.sampling_topk, "sampling_temperature": bt.sampling_temperature}
-        options = {"topk": bt.sampling_topk, "temperature": bt.sampling_temperature} if sampled else own
-        out.append(
-            Direction(
-                name="back_translation",
-                key=bt.SECTION,
-                models_key=f"{bt.SECTION}.model",
-                kind="back",
-                text=bt.text,
-                languages=(tgt, src),
-                synthetic_side="src",
-                models=[back_translation_model(cfg)],
-                search={
-                    "search": bt.search,
-                    "seed": sc.seed,
-                    "beam_size": beam_size,
-                    "chunk_lines": sc.chunk_lines,
-                    "batch_size": sc.batch_size,
-                    **(sampling if sampled else {}),
-                    **({"strategy_options": own} if own else {}),
-                },
-                decode=lambda base: _decode(base, sc.batch_size, beam_size, strategy, options),
-                chunk_lines=sc.chunk_lines,
-                max_lines=bt.max_lines,
-                post=noised if bt.search == NOISED_BEAM else None,
-            )
-        )
-    if ft.text:
-        out.append(_by_teachers(cfg, "forward_translation", ft.SECTION, ft.text, ft.teachers, ft, sc, ft.max_lines))
-    if dc.teachers:
-        out.append(_by_teachers(cfg, "distillation", dc.SECTION, [PARALLEL], dc.teachers, dc, dc))
+    if cfg.synthetic.back_translation.text:
+        out.append(_back_translation(cfg))
+    if cfg.synthetic.forward_translation.text:
+        out.append(_forward_translation(cfg))
     return out
 
 
-def _by_teachers(
-    cfg: Config,
-    name: str,
-    key: str,
-    text: list[str],
-    teachers: list[str],
-    search: TeacherSearch,
-    chunks: Chunking,
-    max_lines: int | None = None,
-) -> Direction:
-    """Source-language text translated by teachers (one model or an ensemble) with beam search."""
+def _back_translation(cfg: Config) -> Direction:
+    """Target-language text translated by the reverse model with the section's search: a search
+    strategy by name, with its search_options (seams.BACK_TRANSLATION_SEARCH)."""
+    bt, sc = cfg.synthetic.back_translation, cfg.synthetic
+    beam_size = 1 if bt.search in ("sample", "greedy") else bt.beam_size
+    # beam and noised_beam: by the beam size (a beam of one is greedy); else that strategy
+    strategy = "auto" if BACK_TRANSLATION_SEARCH.entry(bt.search) == "beam" else bt.search
+    options = dict(bt.search_options)
     return Direction(
-        name=name,
-        key=key,
-        models_key=f"{key}.teachers",
+        name="back_translation",
+        key=bt.SECTION,
+        models_key=f"{bt.SECTION}.model",
+        kind="back",
+        text=bt.text,
+        languages=(cfg.data.tgt_lang, cfg.data.src_lang),
+        synthetic_side="src",
+        models=[back_translation_model(cfg)],
+        search={
+            "search": bt.search,
+            "seed": sc.seed,
+            "beam_size": beam_size,
+            "chunk_lines": sc.chunk_lines,
+            "batch_size": sc.batch_size,
+            **_recorded_options(bt.search, options),
+        },
+        decode=lambda base: _decode(base, sc.batch_size, beam_size, strategy, options),
+        chunk_lines=sc.chunk_lines,
+        max_lines=bt.max_lines,
+        post=noised if bt.search == NOISED_BEAM else None,
+    )
+
+
+def _recorded_options(search: str, given: dict[str, Any]) -> dict[str, Any]:
+    """The search's own settings as a translation cache's identity records them, in the shape
+    they had before they were synthetic.back_translation.search_options, so that the caches
+    made then stay current: sample's under its former keys, defaults included; another
+    strategy's (a plugin's) as given, when any are."""
+    if search != "sample":
+        return {"strategy_options": given} if given else {}
+    settings = BACK_TRANSLATION_SEARCH.options(search, given)
+    return {"sampling_topk": settings.topk, "sampling_temperature": settings.temperature}
+
+
+def _forward_translation(cfg: Config) -> Direction:
+    """Source-language text translated by teachers (one model or an ensemble) with beam search."""
+    ft, sc = cfg.synthetic.forward_translation, cfg.synthetic
+    return Direction(
+        name="forward_translation",
+        key=ft.SECTION,
+        models_key=f"{ft.SECTION}.teachers",
         kind="forward",
-        text=text,
+        text=ft.text,
         languages=(cfg.data.src_lang, cfg.data.tgt_lang),
         synthetic_side="tgt",
-        models=[Path(t) for t in teachers],
+        models=[Path(t) for t in ft.teachers],
         search={
             "search": "beam",
-            "beam_size": search.beam_size,
-            "weights": search.weights,
-            "combine": search.combine,
-            "chunk_lines": chunks.chunk_lines,
-            "batch_size": chunks.batch_size,
+            "beam_size": ft.beam_size,
+            "weights": ft.weights,
+            "combine": ft.combine,
+            "chunk_lines": sc.chunk_lines,
+            "batch_size": sc.batch_size,
         },
-        decode=lambda base: _decode(base, chunks.batch_size, search.beam_size),
-        chunk_lines=chunks.chunk_lines,
-        max_lines=max_lines,
-        weights=search.weights,
-        combine=search.combine,
+        decode=lambda base: _decode(base, sc.batch_size, ft.beam_size),
+        chunk_lines=sc.chunk_lines,
+        max_lines=ft.max_lines,
+        weights=ft.weights,
+        combine=ft.combine,
     )
 
 

@@ -1,9 +1,9 @@
-"""The pairs a config makes by translating text (a `synthetic:` or a `distill:` section:
+"""The pairs a config makes by translating text (its `synthetic:` section:
 synthetic/directions.py), one source of pairs per direction, in `<data.dir>/<name>.synthetic/`:
 
     <direction>.<src>, <direction>.<tgt>   the pairs, in the text's order: for back_translation
                                the synthetic sources and the text as targets; for
-                               forward_translation and distillation the text as sources and the
+                               forward_translation the text as sources and the
                                synthetic targets (untagged: the tag is put in front when
                                batches are drawn, data/mixed.py)
     synthetic.json             what the pairs were made of (inputs' and caches' identities), the
@@ -12,7 +12,7 @@ synthetic/directions.py), one source of pairs per direction, in `<data.dir>/<nam
 Preprocessing encodes each direction's files into a split of its own beside the real corpus's
 (data/parts.py: a night's new lines are appended, not the whole re-encoded), and training mixes
 them when batches are drawn as training/mix_plan.py declares (the real pairs
-`synthetic.real_upsample` times, each direction's pairs by its weight, its tag in front). The files are
+`synthetic.real_weight` times, each direction's pairs by its weight, its tag in front). The files are
 remade when their inputs change (a line added to the text, another model), and the
 translation caches (synthetic/cache.py)
 make that cheap: a night with new lines translates those lines alone.
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..config import Config
+from ..config_synthetic import PARALLEL
 from ..data.parts import PartInput
 from ..data.sources import (
     CorpusFile,
@@ -51,7 +52,7 @@ from ..host.threads import start_count
 from ..inference.translate import TranslationBackend
 from .cache import TranslationCache, cache_folder
 from .corpora import text_files
-from .directions import Direction, directions, makes_pairs, real_copies
+from .directions import Direction, directions
 from .generate import Generation, translate_missing
 from .lineage import chained, plan
 from .text import BLOCK_LINES, CleanText, clean_text, comparable
@@ -67,7 +68,7 @@ def synthetic_folder(cfg: Config) -> Path:
 def synthetic_parts(cfg: Config, check_stop: Callable[[], None] | None = None) -> list[PartInput]:
     """The parts of pairs `cfg` makes by translating text (none when it makes none), made (or
     brought up to date) first."""
-    if not makes_pairs(cfg):
+    if not cfg.synthetic.enabled:
         return []
     folder = synthesize(cfg, check_stop)
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
@@ -174,8 +175,9 @@ def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None
         "parts": {p.name: p.identity() for p in parts},
         **({"limit_train": limit} if limit is not None else {}),
     }
-    if real_copies(cfg) == 0 and not cfg.distill.teachers:
-        log.warning("warning: synthetic.real_upsample=0: the real pairs are not in the training corpus")
+    sc = cfg.synthetic  # (forward translation of the real sources: they are in it, a distilled student)
+    if sc.real_weight == 0 and PARALLEL not in sc.forward_translation.text:
+        log.warning("warning: synthetic.real_weight=0: the real pairs are not in the training corpus")
     if _current(folder, identity):
         log.info("synthetic pairs up to date: %s", folder)
         return

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from ..config import Config, DistillConfig
+from ..config import Config
 from ..config_corrections import CorrectionsConfig
 from ..config_loading import command_for, given_overrides, load_config
 from ..config_synthetic import SyntheticConfig
@@ -31,7 +31,7 @@ def reverse_config(cfg: Config) -> Config:
         out.tokenizer, out.model, out.train = recipe.tokenizer, recipe.model, recipe.train
     out.name = cfg.name + SUFFIX
     out.data.src_lang, out.data.tgt_lang = cfg.data.tgt_lang, cfg.data.src_lang
-    out.synthetic, out.distill, out.corrections = SyntheticConfig(), DistillConfig(), CorrectionsConfig()
+    out.synthetic, out.corrections = SyntheticConfig(), CorrectionsConfig()
     out.decode.ensemble, out.decode.ensemble_weights = [], None
     out.train.init_from = None
     return out

@@ -1,13 +1,11 @@
 """What a run trains on, declared once: the config's sources of pairs, each with its weight (the
 times it stands in an epoch) and its transforms, in corpus order:
 
-    train               the corpus's real pairs: synthetic.real_upsample times when the config
-                        makes pairs by translating text (distill: once, or none without
-                        distill.keep_original), else once
+    train               the corpus's real pairs: synthetic.real_weight times when the config
+                        makes pairs by translating text, else once
     back_translation    synthetic.back_translation.weight; its tag (Prefix) when `tag`, its
                         word noise (WordNoise) with search `noised_beam`
     forward_translation synthetic.forward_translation.weight; its tag when `tag`
-    distillation        once (distill:)
     corrections         the store's accepted corrections, corrections.weight
 
 `mix_plan(cfg)` builds it from the config alone (no model or data is opened), and everything
@@ -30,7 +28,6 @@ from ..data.mixed import MixedSplit, Source
 from ..data.prepared import Prepared
 from ..data.shards import ShardedSplit
 from ..errors import UsageError
-from ..synthetic.directions import makes_pairs, real_copies
 from ..tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER, FORWARD_TRANSLATION_TAG
 
 REAL = "train"
@@ -131,7 +128,7 @@ def _names(transforms: list[str] | None) -> tuple[str, ...] | None:
 
 def mix_plan(cfg: Config) -> MixPlan:
     """`cfg`'s sources of pairs, from the config alone."""
-    sources = [PlannedSource(REAL, real_copies(cfg) if makes_pairs(cfg) else 1)]
+    sources = [PlannedSource(REAL, cfg.synthetic.real_weight if cfg.synthetic.enabled else 1)]
     bt, ft = cfg.synthetic.back_translation, cfg.synthetic.forward_translation
     if bt.text:
         noise: tuple[Transform, ...] = (WordNoise(),) if bt.search == NOISED_BEAM else ()
@@ -140,8 +137,6 @@ def mix_plan(cfg: Config) -> MixPlan:
     if ft.text:
         tag = (Prefix(FORWARD_TRANSLATION_TAG),) if ft.tag else ()
         sources.append(PlannedSource("forward_translation", ft.weight, tag, _names(ft.transforms)))
-    if cfg.distill.teachers:
-        sources.append(PlannedSource("distillation", 1))
     if cfg.corrections.store is not None:
         sources.append(PlannedSource(PART, cfg.corrections.weight, (), _names(cfg.corrections.transforms)))
     return MixPlan(tuple(sources))

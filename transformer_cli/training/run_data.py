@@ -1,5 +1,5 @@
 """The data a run trains on: the config's corpus and the parts beside it (data/parts.py) — the
-pairs it makes by translating text (a `synthetic:` or `distill:` section, synthetic/mixture.py)
+pairs it makes by translating text (its `synthetic:` section, synthetic/mixture.py)
 and its users' accepted corrections (corrections/training.py) — prepared, encoded with the
 parent model's tokenizers when the run continues one (train.init_from, training/parent.py),
 and mixed when batches are drawn as its plan says (`training_split`, training/mix_plan.py).

@@ -28,7 +28,6 @@ from ..fsutil import atomic_write_json, atomic_write_text
 from ..host import allocator, priority
 from ..host.device import resolve_device
 from ..provenance import git_commit, package_versions
-from ..synthetic.directions import makes_pairs
 from ..synthetic.mixture import help_translate
 from ..synthetic.sharing import threads_each
 from .build import build_trainer
@@ -166,10 +165,10 @@ def _started(
     decision (translating text first for a config that makes pairs, the other ranks beside it),
     the others then read what it made."""
     if dist_ctx.is_main:
-        if makes_pairs(cfg):
+        if cfg.synthetic.enabled:
             stage.now = "making the synthetic corpus (the translations so far are kept)"
         start = start_run(cfg, run, parent, stop.check, restart)  # train.retrain decides here
-    elif makes_pairs(cfg):  # the other ranks share the translating, not wait for it
+    elif cfg.synthetic.enabled:  # the other ranks share the translating, not wait for it
         stage.now = "translating text beside the first rank (the translations so far are kept)"
         help_translate(_helping(cfg, dist_ctx.world_size), stop.check)
     dist_ctx.barrier()
