@@ -369,7 +369,8 @@ class Translator:
         server's request parser has, naming the request's fields), so it is not done twice."""
         if not checked:
             lines = list(_checked_lines("encode", lines))
-        return self.backend.encode(lines, (options or self.backend.decode).recase)
+        d = options or self.backend.decode
+        return self.backend.encode(lines, d.recase, d.glossary)
 
     def translate_encoded(self, sources: Sources, options: DecodeConfig | None = None) -> Output:
         """`translate_n_best` of lines `encode` gave (with the same `options`)."""

@@ -8,13 +8,16 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, REVERSE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .export.engine import QUANTIZATIONS, weight_type
 from .host.stop_signals import on_stop_signals
+
+if TYPE_CHECKING:
+    from .inference.outputs import Output
 
 
 @app.command()
@@ -161,6 +164,12 @@ def translate(
         "lowercase or all in capitals the training sources' casing "
         "(default: the model's decode.recase, normally on).",
     ),
+    glossary: Path | None = typer.Option(
+        None,
+        "--glossary",
+        help="A TSV file of terms (source term, tab, target term) the translations use "
+        "(default: the config's decode.glossary); a term that cannot be placed is said on stderr.",
+    ),
 ) -> None:
     """Translate sentences with a trained model; streams stdin line by line.
 
@@ -170,6 +179,7 @@ def translate(
       tfm translate --beam-size 5 --n-best 3 "Zwei Hunde spielen im Schnee."
       tfm translate -c seed.yaml < input.de > output.en
       tfm translate --attention attn.png "Eine Frau liest ein Buch."
+      tfm translate --glossary terms.tsv "Ein Hund an der Leine."
     """
     from .api import open_translator
     from .config_loading import load_config
@@ -186,6 +196,7 @@ def translate(
         ensemble_combine=cfg.decode.ensemble_combine,
     )
     options = model.options(beam_size, n_best, max_output_len, length_penalty, batch_size, recase)
+    options.glossary = str(glossary) if glossary is not None else cfg.decode.glossary
     lines = [_utf8(os.fsencode(arg), f"argument {n}") for n, arg in enumerate(text or [], start=1)]
     from_stdin = not lines or lines == ["-"]
     if attention is not None and (from_stdin or len(lines) != 1):
@@ -195,13 +206,7 @@ def translate(
     chunk = 1 if from_stdin and sys.stdin.isatty() else 256
     offset = 0
     for inputs, out in model.translate_stream(source, options, chunk):
-        for i, n in out.truncated:
-            log.warning(
-                "warning: line %d has %d tokens; truncated to %d (the model's limit)",
-                offset + i + 1,
-                n,
-                model.max_src_len,
-            )
+        _say_what_was_lost(out, offset, model.max_src_len)
         for i, n_best_list in enumerate(out.translations):
             if n_best == 1:
                 typer.echo(n_best_list[0].text)
@@ -218,6 +223,28 @@ def translate(
         att = model.attention(lines[0], options)
         plot_attention(att.source_tokens, att.target_tokens, att.weights, attention)
         log.info("attention heatmap written to %s", attention)
+
+
+def _say_what_was_lost(out: Output, offset: int, max_src_len: int) -> None:
+    """On stderr: the lines of `out` (the first one `offset` + 1) cut to the model's limit, and
+    the glossary terms that could not be placed in their translations."""
+    for i, n in out.truncated:
+        log.warning(
+            "warning: line %d has %d tokens; truncated to %d (the model's limit)",
+            offset + i + 1,
+            n,
+            max_src_len,
+        )
+    for i, uses in enumerate(out.terms):
+        for use in uses:
+            if use.how == "unplaced":
+                log.warning(
+                    "warning: line %d: term %r -> %r not placed: %s",
+                    offset + i + 1,
+                    use.source,
+                    use.target,
+                    use.why,
+                )
 
 
 @app.command()

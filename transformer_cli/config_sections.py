@@ -197,6 +197,13 @@ class DecodeConfig(Section):
         "How an ensemble combines its models' next-token distributions: log (the weighted "
         "mean of their log-probabilities) or prob (of their probabilities).",
     )
+    glossary: str | None = _f(
+        None,
+        "A TSV file of terms (source term, tab, target term) that translations use: a term a "
+        "translation misses is decoded again with it as a constraint, and one that cannot be "
+        "placed is reported (docs/corrections.md, Terms).",
+        added=True,
+    )
 
 
 @dataclass

@@ -34,6 +34,12 @@ class Hypothesis:
     score: float  # log_prob / length**length_penalty: what the beam ranks by
 
 
+def finished(tokens: list[int], log_prob: float, length_penalty: float) -> Hypothesis:
+    """A hypothesis that has produced <eos>, scored as beam search ranks them:
+    log_prob / length**length_penalty, the length counting <eos> (0 = raw log-probability)."""
+    return Hypothesis(tokens, log_prob, log_prob / (len(tokens) + 1) ** length_penalty)
+
+
 def output_limits(src_lengths: Tensor, a: float, b: int, cap: int) -> Tensor:
     """Per-sentence output limit (tokens incl. <eos>): a·src_len + b, at most `cap`."""
     return (src_lengths.float() * a + b).long().clamp(min=1, max=cap)
@@ -180,7 +186,7 @@ def beam_search(
         if sent.numel():  # sent: index among the alive sentences; rank: among its candidates
             words = prefixes[sent, top_beam[sent, rank]].tolist()
             for i, w, lp in zip(alive[sent].tolist(), words, top_scores[sent, rank].tolist()):
-                ended[i].append(Hypothesis(w, lp, lp / (len(w) + 1) ** length_penalty))
+                ended[i].append(finished(w, lp, length_penalty))
         # Continue with the k best candidates that are not <eos> (stable: keeps rank order).
         order = torch.sort(is_eos.to(torch.int8), dim=1, stable=True).indices[:, :k]
         beam = top_beam.gather(1, order)

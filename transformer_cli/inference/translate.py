@@ -24,10 +24,12 @@ from ..host.threads import Threads
 from ..model.builders import build_model
 from ..model.contract import TranslationModel
 from ..tokenizers.pair import TokenizerPair
+from .constrained import constrained_beam_search
 from .outputs import Output, Sources, Translation
 from .search import Hypothesis, output_limits
 from .strategies import strategy_for
 from .teacher_forcing import corpus_nll, eval_mode
+from .terms import Glossaries, honour_terms, terms_of
 
 
 def model_from_checkpoint(
@@ -104,6 +106,7 @@ class TranslationBackend(ABC):
         # Told each batch's tokens (source + output) and time when the threads are tuned
         # (api.open_backend with threads="auto"); None: they are left as they are.
         self.threads: Threads | None = None
+        self.glossaries = Glossaries()  # decode.glossary's files, read once each
 
     @property
     def tunes_threads(self) -> bool:
@@ -128,12 +131,13 @@ class TranslationBackend(ABC):
             out.append(torch.tensor([*ids, eos]))
         return out, truncated
 
-    def encode(self, lines: list[str], recase: bool | None = None) -> Sources:
+    def encode(self, lines: list[str], recase: bool | None = None, glossary: str | None = None) -> Sources:
         """The lines as `translate_encoded` decodes them: the non-empty ones encoded (see
-        `encode_sources`)."""
+        `encode_sources`), with the terms of the `glossary` file (decode.glossary) each holds."""
         positions = [i for i, line in enumerate(lines) if line.strip()]
         ids, truncated = self.encode_sources([lines[i] for i in positions], recase)
-        return Sources(len(lines), positions, ids, [(positions[j], n) for j, n in truncated])
+        terms = terms_of(self.glossaries.get(glossary), [lines[i] for i in positions])
+        return Sources(len(lines), positions, ids, [(positions[j], n) for j, n in truncated], terms)
 
     def translate(
         self, lines: list[str], decode: DecodeConfig | None = None, check_stop: Callable[[], None] | None = None
@@ -142,7 +146,7 @@ class TranslationBackend(ABC):
         `decode` (default: self.decode) for this call only. `check_stop` is called before each
         batch (it may raise to abandon the call)."""
         d = decode or self.decode
-        return self.translate_encoded(self.encode(lines, d.recase), d, check_stop)
+        return self.translate_encoded(self.encode(lines, d.recase, d.glossary), d, check_stop)
 
     def translate_encoded(
         self, sources: Sources, decode: DecodeConfig | None = None, check_stop: Callable[[], None] | None = None
@@ -165,7 +169,18 @@ class TranslationBackend(ABC):
                 results[sources.positions[j]] = [
                     Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens, h.score) for h in hyps
                 ]
-        return Output(results, list(sources.truncated))
+        if not sources.terms:
+            return Output(results, list(sources.truncated))
+        terms = honour_terms(sources, results, self.tokenizers.tgt, lambda src, c: self._constrained(src, c, d))
+        return Output(results, list(sources.truncated), terms)
+
+    def _constrained(
+        self, source: torch.Tensor, constraints: list[list[int]], d: DecodeConfig
+    ) -> tuple[Translation, list[str]] | None:
+        """`source` (ids ending in <eos>) translated with each of `constraints` (target ids) in
+        it where it fits, and per constraint why it is not ("": it is); None: this backend
+        cannot constrain its search."""
+        return None
 
     @abstractmethod
     def _search(self, sources: list[torch.Tensor], d: DecodeConfig) -> list[list[Hypothesis]]:
@@ -183,6 +198,11 @@ class TranslationBackend(ABC):
         """Source tokens, target tokens and the last decoder layer's attention averaged over
         heads, [tgt_len][src_len] (rows sum to 1), for one sentence and its translation, the
         source encoded as it was translated (`recase`: see encode_sources)."""
+
+
+CONSTRAINED_BEAM = 5  # the least beam a constrained search runs with
+_UNPLACEABLE = "the model cannot write it (a word unknown to it, or longer than the output may be)"
+_NO_ROOM = "the search found no translation holding it within the output's length"
 
 
 class TorchTranslator(TranslationBackend):
@@ -241,6 +261,25 @@ class TorchTranslator(TranslationBackend):
         limits = output_limits(lengths, d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
         with autocast(self.device, self.dtype), eval_mode(self.model):
             return strategy_for(d).search(self.model, src, limits, d)
+
+    def _constrained(
+        self, source: torch.Tensor, constraints: list[list[int]], d: DecodeConfig
+    ) -> tuple[Translation, list[str]] | None:
+        """Dynamic Beam Allocation (inference/constrained.py) at the decode settings' beam, and at
+        least CONSTRAINED_BEAM: the beam is shared among hypotheses by the constraint tokens they
+        have met, so a greedy decoder's beam of one has no room for it."""
+        src = source[None].to(self.device)
+        limits = output_limits(torch.tensor([len(source)]), d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
+        with autocast(self.device, self.dtype), eval_mode(self.model):
+            found = constrained_beam_search(
+                self.model, src, limits, constraints, max(d.beam_size, CONSTRAINED_BEAM), d.length_penalty
+            )
+        h = found.hypothesis
+        why = [
+            "" if i in found.placed else _UNPLACEABLE if i in found.unplaceable else _NO_ROOM
+            for i in range(len(constraints))
+        ]
+        return Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens, h.score), why
 
     def cross_attention(
         self, line: str, translation: Translation, recase: bool | None = None
