@@ -6,11 +6,15 @@ import contextlib
 import logging
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
 from .cli_app import CONFIG_HELP, DEVICE_HELP, REVERSE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .errors import UsageError, check_choice
+
+if TYPE_CHECKING:
+    from .config import Config
 
 
 @app.command()
@@ -104,6 +108,14 @@ def train(
         help="No progress bars; only warnings and errors on stderr (the run's train.log gets everything).",
     ),
     reverse: bool = typer.Option(False, "--reverse", help=REVERSE_HELP),
+    scratch: bool = typer.Option(
+        False,
+        "--scratch",
+        help="Only the retrain from scratch behind the nights (train.retrain.scratch: background): "
+        "start the one a night found due, or go on with it for train.retrain.scratch_window_minutes, "
+        "and put it through the promotion gate once done; the nightly command does this after its "
+        "night (docs/cron.md). Exit 75 while another holds it.",
+    ),
 ) -> None:
     """Train a model; preprocesses first if needed, resumes an interrupted run.
 
@@ -122,6 +134,7 @@ def train(
       torchrun --nproc_per_node 2 -m transformer_cli train -c base.yaml
       tfm train -c base.yaml --nproc-per-node 2   # the same, with tfm's exit codes (cron)
       tfm train -c bt.yaml --reverse   # the model that back-translates for bt.yaml
+      tfm train -c base.yaml --init-from published --scratch   # the retrain from scratch behind the nights
       0 3 * * * cd /srv/tfm && tfm train -c base.yaml --quiet   # crontab
     """
     from .config_loading import load_config
@@ -148,16 +161,45 @@ def train(
     from .host.priority import apply as apply_priority
 
     apply_priority(cfg.train.priority)  # before any thread or process starts: they inherit it
+    if scratch:
+        return _scratch_only(cfg, restart, nproc_per_node)
     run = RunDir(cfg.run_dir)
     if nproc_per_node and nproc_per_node > 1 and "RANK" not in os.environ:
         from .training.launch import launch
 
-        return launch(cfg, run, nproc_per_node, _without_option(sys.argv[2:], "--nproc-per-node"))
-    if int(os.environ.get("RANK", "0")) == 0:
-        run.lock()  # before importing torch: a busy newcomer exits 75 at once
-    from .training.session import run_training
+        launch(cfg, run, nproc_per_node, _without_option(sys.argv[2:], "--nproc-per-node"))
+    else:
+        if int(os.environ.get("RANK", "0")) == 0:
+            run.lock()  # before importing torch: a busy newcomer exits 75 at once
+        from .training.session import run_training
 
-    run_training(cfg, restart=restart, show_progress=not quiet and sys.stderr.isatty(), run=run)
+        run_training(cfg, restart=restart, show_progress=not quiet and sys.stderr.isatty(), run=run)
+    _after_night(cfg)
+
+
+def _scratch_only(cfg: Config, restart: bool, nproc_per_node: int | None) -> None:
+    """`tfm train --scratch`: the retrain from scratch behind the nights, and nothing else."""
+    if restart or (nproc_per_node or 1) > 1 or "RANK" in os.environ:
+        raise UsageError("--scratch goes on as its run stands, in one process: without --restart and --nproc-per-node")
+    if cfg.train.init_from != "published":
+        raise UsageError(
+            "--scratch: the retrain from scratch behind the nights is the nightly run's: "
+            "give --init-from published (or train.init_from: published)"
+        )
+    from .training.scratch import run_scratch
+
+    run_scratch(cfg, asked=True)
+
+
+def _after_night(cfg: Config) -> None:
+    """After a night (in one process, or the processes tfm started: torchrun's leave it to
+    `tfm train --scratch`), the retrain from scratch behind the nights, when there is one."""
+    if "RANK" in os.environ:
+        return
+    from .training.scratch import behind_nights, run_scratch
+
+    if behind_nights(cfg):
+        run_scratch(cfg)
 
 
 def _without_option(argv: list[str], name: str) -> list[str]:

@@ -221,6 +221,34 @@ class RetrainConfig(Section):
         added=True,
         ge=1,
     )
+    scratch: Literal["background", "foreground"] = _f(
+        "background",
+        "Where a retrain from scratch that the keys above call for trains. background: behind the "
+        "nights, which never wait for it: the night continues the published model as if no key "
+        "had called for scratch (its line says the retrain is due, why, and where it stands), then "
+        "the model from scratch trains in checkpoints/<name>.scratch/ on the corpus as it was when "
+        "it started, scratch_window_minutes at a time, until it is done and goes through the "
+        "promotion gate (training/scratch.py; also `tfm train --scratch`). foreground: the night "
+        "itself retrains from scratch, for train.epochs.",
+        resumable=True,
+        added=True,
+    )
+    scratch_window_minutes: float = _f(
+        240.0,
+        "scratch: background: the most minutes of training the run from scratch gets from each "
+        "`tfm train` after its night (or `tfm train --scratch`); it saves and resumes there the "
+        "next time. Preparing its data, once when it starts, is not counted.",
+        resumable=True,
+        added=True,
+        gt=0.0,
+    )
+    scratch_priority: Literal["normal", "low", "idle"] = _f(
+        "idle",
+        "scratch: background: the priority the run from scratch trains at (train.priority's "
+        "values; idle: SCHED_IDLE and niceness 19, below the night's and a server's).",
+        resumable=True,
+        added=True,
+    )
 
 
 @dataclass

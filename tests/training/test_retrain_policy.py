@@ -19,7 +19,7 @@ from transformer_cli.config_loading import load_config
 from transformer_cli.config_train import RetrainConfig
 from transformer_cli.errors import UsageError
 from transformer_cli.tokenizers.pair import TokenizerPair
-from transformer_cli.training.retrain_policy import Decision, Facts, decide, training_record
+from transformer_cli.training.retrain_policy import Decision, Facts, decide, defer, training_record
 from transformer_cli.training.run_dir import RunDir, run_identity
 from transformer_cli.training.session import run_training
 
@@ -112,6 +112,23 @@ def test_a_replay_night_is_passes_over_the_new_pairs_when_the_parent_keeps_a_see
     assert grown.scratch and not grown.replay  # past max_growth: from scratch, every pair
 
 
+def test_a_scratch_decision_behind_the_nights_continues_the_night_and_says_why_and_where():
+    """train.retrain.scratch: background: the night of a decision for scratch continues as if no
+    rule had chosen it, and its line and record say the retrain is due, why, and where it stands."""
+    scratch = decide(RULES, Facts(29_000, 24_167, 0.0, 3), 4, 15)
+    night = defer(RULES, scratch, 4, "it trains in checkpoints/x.scratch after this night")
+    assert not night.scratch and night.epochs == 8 and night.scratch_due == "growth 20% > 15%"
+    assert night.text == (
+        "continued training: corpus grew 20% (24,167 -> 29,000 pairs), <unk> 0%, 3 continued runs since the "
+        "last from scratch: continuing 8 epochs (4 epochs per +10% growth, 4 to 8); a retrain from scratch is "
+        "due (growth 20% > 15%): it trains in checkpoints/x.scratch after this night"
+    )
+    assert Decision.from_record(night.record()) == night
+    assert "scratch_due" not in decide(RULES, Facts(29_000, 27_000), 4, 15).record()  # nothing due: as before
+    replay = defer(RetrainConfig(night="replay"), decide(RULES, Facts(100, 50, None, 20, True), 4, 15), 4, "s")
+    assert replay.replay and replay.epochs == 4 and "20 continued runs" in str(replay.scratch_due)
+
+
 def test_checkpoints_count_continued_runs_since_a_run_from_scratch():
     def parent(training):
         return Checkpoint("transformer", 10, 10, {}, {}, {}, training=training)
@@ -148,7 +165,7 @@ def test_a_large_growth_retrains_from_scratch_and_a_resumed_run_keeps_that_decis
     first = Checkpoint.read(run / "published.pt")
     assert first.training == {"train_pairs": 300, "continued_runs": 0}  # recorded by the first night
     grow(night_one["corpus"], sentence_pairs(200, seed=7))
-    adaptive = ["train.retrain.policy=adaptive"]
+    adaptive = ["train.retrain.policy=adaptive", "train.retrain.scratch=foreground"]  # the night itself
     run_training(load_config(cfg_path, [*adaptive, "train.max_steps=20"]))  # stops in epoch 2
 
     [line] = _lines(run, "continued training:")
@@ -222,7 +239,8 @@ def test_under_two_processes_rank_zero_decides_and_the_other_follows(night_one):
     grow(night_one["corpus"], sentence_pairs(200, seed=7))
     two = subprocess.run(
         [sys.executable, "-m", "transformer_cli", "train", "-c", cfg_path, "--nproc-per-node", "2"]
-        + ["--set", "train.retrain.policy=adaptive", "--set", "train.max_steps=8"],
+        + ["--set", "train.retrain.policy=adaptive", "--set", "train.retrain.scratch=foreground"]
+        + ["--set", "train.max_steps=8"],
         capture_output=True,
         text=True,
         timeout=300,

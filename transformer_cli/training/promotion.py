@@ -26,6 +26,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -240,14 +241,17 @@ def promote(
     scorer: Scorer,
     rules: GateRules = GateRules(),
     retrain: dict[str, Any] | None = None,
+    best: Path | None = None,
 ) -> Decision:
     """Apply the gate; returns the decision. `retrain`: train.retrain's decision that started
-    the run (training/retrain_policy.py), recorded with it."""
+    the run (training/retrain_policy.py), recorded with it. `best`: the candidate, when not the
+    run's best.pt (that of the run from scratch behind the nights: training/scratch.py)."""
+    best = best or run.best
     published, was_damaged = verified_published(run)
-    if not run.best.is_file():
+    if not best.is_file():
         return _repair_without_best(run) if was_damaged else Decision(Outcome.NOTHING, "no best.pt to promote")
     try:
-        candidate = Checkpoint.read(run.best)
+        candidate = Checkpoint.read(best)
     except CheckpointError as e:  # keep serving what is published; a retrain makes a new best
         log.warning("%s: nothing promoted (published.pt is unchanged)", e)
         if was_damaged:
@@ -277,7 +281,7 @@ def promote(
     if decision.outcome is Outcome.PROMOTED:
         if published is not None:
             archive(run, published, rules.keep)
-        atomic_write_bytes(run.published, run.best.read_bytes())
+        atomic_write_bytes(run.published, best.read_bytes())
     entry["decision"] = decision.text
     record(run, entry)
     return decision

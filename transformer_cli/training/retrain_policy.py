@@ -40,6 +40,12 @@ A figure the parent does not record (a model of a tfm before this) forces nothin
 growth continues for E epochs. Every checkpoint now records `training` (`training_record`):
 its training pairs and its continued runs since a run from scratch.
 
+Under train.retrain.scratch: background (the default) a decision for scratch does not hold the
+night up: the night continues as if no rule had chosen scratch (`defer`), its line says that a
+retrain from scratch is due, why, and where that run stands, and the model from scratch trains
+behind the nights in a run folder of its own (training/scratch.py); foreground: the night
+itself retrains from scratch.
+
 The decision is one line in train.log and goes into the night's promotions.log line (and the
 run's manifest.json) as `retrain`. It is stored in the run folder's retrain.json with the run
 identity it was taken for: a session of the same run (a resume after a kill, or the no-op of a
@@ -49,6 +55,7 @@ scratch resumes from scratch. policy: fixed decides nothing (train.continued, as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -94,14 +101,20 @@ class Decision:
     why: str
     facts: Facts
     replay: bool = False  # a replay night: `epochs` passes over the new pairs (training/replay.py)
+    scratch_due: str | None = None  # a night that continues while a retrain from scratch is due: why it is
+    scratch_status: str = ""  # and where that run, behind the nights, stands (training/scratch_run.py)
 
     @property
     def outcome(self) -> str:
         if self.scratch:
             return f"retraining from scratch ({self.why}; {_epochs(self.epochs)})"
         if self.replay:
-            return f"continuing {self.epochs} pass{'' if self.epochs == 1 else 'es'} over the new pairs ({self.why})"
-        return f"continuing {_epochs(self.epochs)} ({self.why})"
+            night = f"continuing {self.epochs} pass{'' if self.epochs == 1 else 'es'} over the new pairs ({self.why})"
+        else:
+            night = f"continuing {_epochs(self.epochs)} ({self.why})"
+        if self.scratch_due is None:
+            return night
+        return f"{night}; a retrain from scratch is due ({self.scratch_due}): {self.scratch_status}"
 
     @property
     def text(self) -> str:
@@ -122,8 +135,15 @@ class Decision:
             "parent_continued_runs": f.continued_runs,
             "parent_seen": f.parent_seen,
             "replay": self.replay,
+            **self._scratch_due(),
             "text": self.text,
         }
+
+    def _scratch_due(self) -> dict[str, str]:
+        """The record's keys of a retrain from scratch behind the nights (none when not due)."""
+        if self.scratch_due is None:
+            return {}
+        return {"scratch_due": self.scratch_due, "scratch_status": self.scratch_status}
 
     @classmethod
     def from_record(cls, raw: Any) -> Decision | None:
@@ -141,7 +161,10 @@ class Decision:
             )
             if raw["decision"] not in ("scratch", "continue") or not isinstance(raw["why"], str):
                 return None
-            return cls(raw["decision"] == "scratch", epochs, raw["why"], facts, raw.get("replay") is True)
+            due, status = raw.get("scratch_due"), raw.get("scratch_status", "")
+            if not isinstance(due, (str, type(None))) or not isinstance(status, str):
+                return None
+            return cls(raw["decision"] == "scratch", epochs, raw["why"], facts, raw.get("replay") is True, due, status)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -219,6 +242,15 @@ def decide(rules: RetrainConfig, facts: Facts, base_epochs: int, scratch_epochs:
     if rules.night == "replay":
         why += "; every pair: the published model records no seen set to replay against"
     return Decision(False, epochs, why, facts)
+
+
+def defer(rules: RetrainConfig, scratch: Decision, base_epochs: int, status: str) -> Decision:
+    """The night of a decision for scratch that trains behind the nights (train.retrain.scratch:
+    background): continued as `decide` would without the rules that chose scratch, with why the
+    retrain is due and `status`, where that run stands."""
+    lenient = dataclasses.replace(rules, max_growth=None, max_continued_runs=None, max_unk_rate=None)
+    night = decide(lenient, scratch.facts, base_epochs, scratch.epochs)
+    return dataclasses.replace(night, scratch_due=scratch.why, scratch_status=status)
 
 
 def first_run(pairs: int, epochs: int) -> Decision:

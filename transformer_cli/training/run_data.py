@@ -30,14 +30,20 @@ log = logging.getLogger("tfm")
 
 
 def prepare_run_data(
-    cfg: Config, check_stop: Callable[[], None] | None = None, given: GivenTokenizers | None = _UNSET, **options: Any
+    cfg: Config,
+    check_stop: Callable[[], None] | None = None,
+    given: GivenTokenizers | None = _UNSET,
+    parts_of: Config | None = None,
+    **options: Any,
 ) -> tuple[Prepared, bool]:
     """`preprocess.prepare` of what `cfg` trains on (`options`: force, verify, hold). `given`:
-    the parent's tokenizers when the caller has resolved the parent already (tfm train)."""
+    the parent's tokenizers when the caller has resolved the parent already (tfm train).
+    `parts_of`: the config whose parts (synthetic text, corrections) are mixed in, when not
+    `cfg` (a run from scratch behind the nights takes its nightly config's: scratch_run.py)."""
     if given is _UNSET:
         given = parent_tokenizers(cfg)
-    parts = synthetic_parts(cfg, check_stop)
-    corrections = corrections_part(cfg)
+    parts = synthetic_parts(parts_of or cfg, check_stop)
+    corrections = corrections_part(parts_of or cfg)
     if corrections is not None:
         parts.append(corrections)
     reserved = mix_plan(cfg).specials()

@@ -13,6 +13,7 @@ checkpoints/<name>/
   promotions.log   one JSON line per promotion decision
   retrain.json     train.retrain's decision for the run (kept for its resumes: training/retrain_policy.py)
   vocabulary.json  the pieces the run added to its parent's vocabulary (training/vocabulary_growth.py)
+  scratch.json     (checkpoints/<name>.scratch/ only) the run from scratch behind the nights (training/scratch_run.py)
   curves.png       loss / perplexity curves
 """
 

@@ -8,7 +8,10 @@ that decides so prepares the data twice, as does one that continues with a grown
 run (retrain.json holds its decision with its identity) prepares at once what the decision
 needs, and takes the decision from there: a run retraining from scratch resumes from scratch, with its own
 tokenizers, whatever the thresholds say by then. A run with last.pt but no decision (begun
-by an earlier tfm, or under policy: fixed) goes on as it began.
+by an earlier tfm, or under policy: fixed) goes on as it began. A decision for scratch under
+train.retrain.scratch: background continues the night instead (retrain_policy.defer), and the
+run from scratch behind the nights (training/scratch_run.py) prepares its data once, mixing in
+the nightly config's parts, and takes it as it is in its later sessions.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from ..config import Config
 from ..data import folder_lock
 from ..data.freshness import GivenTokenizers
 from ..data.prepared import Prepared, load_prepared
-from ..errors import UsageError
+from ..errors import TfmError, UsageError
 from .parent import PUBLISHED, Parent, lineage
 from .replay import seen_of
-from .retrain_policy import Decision, decide, facts_of, first_run, read_stored, store
+from .retrain_policy import Decision, decide, defer, facts_of, first_run, read_stored, store
 from .run_data import data_identity, prepare_run_data
 from .run_dir import RunDir, run_identity
+from .scratch_run import ScratchRun, status
 from .vocabulary_growth import grow
 
 log = logging.getLogger("tfm")
@@ -44,15 +48,21 @@ class RunStart:
 
 
 def start_run(
-    cfg: Config, run: RunDir, parent: Parent | None, check_stop: Callable[[], None], restart: bool
+    cfg: Config,
+    run: RunDir,
+    parent: Parent | None,
+    check_stop: Callable[[], None],
+    restart: bool,
+    scratch: ScratchRun | None = None,
 ) -> RunStart:
     """The first rank's: prepare the data (fitting tokenizers or with `parent`'s) and take or
-    read train.retrain's decision. `restart`: decide again (the run starts over anyway)."""
+    read train.retrain's decision. `restart`: decide again (the run starts over anyway).
+    `scratch`: a session of the run from scratch behind the nights."""
     nightly = cfg.train.init_from is not None and (parent is None or parent.spec == PUBLISHED)
     stored = read_stored(run) if nightly and not restart else None
     digest = parent.checkpoint.digest if parent is not None else None
     fitted = parent is None or (stored is not None and stored.decision.scratch and stored.parent_sha256 == digest)
-    data = _Data(cfg, check_stop)
+    data = _Data(cfg, check_stop, scratch, None if scratch is None or restart else run)
     prepared = data.prepare(None if fitted or parent is None else parent.tokenizers(run))
     try:
         identity = _identity(cfg, prepared, parent)
@@ -79,6 +89,8 @@ def start_run(
         if cfg.train.retrain.night == "replay":
             facts = dataclasses.replace(facts, parent_seen=seen_of(parent.path, parent.checkpoint.training) is not None)
         decision = decide(cfg.train.retrain, facts, base, cfg.train.epochs)
+        if decision.scratch and cfg.train.retrain.scratch == "background":
+            decision = defer(cfg.train.retrain, decision, base, status(cfg))
         log.info("%s", decision.text)
         if decision.scratch:
             prepared = data.again(None)
@@ -122,14 +134,38 @@ def _decided(
 
 
 class _Data:
-    """The data folder prepared and held for reading (folder_lock), once or again."""
+    """The data folder prepared and held for reading (folder_lock), once or again; for a run
+    from scratch behind the nights, with the nightly config's parts, and as it is once the run
+    has begun (`begun`: its run folder, None when it starts over)."""
 
-    def __init__(self, cfg: Config, check_stop: Callable[[], None]):
+    def __init__(
+        self,
+        cfg: Config,
+        check_stop: Callable[[], None],
+        scratch: ScratchRun | None = None,
+        begun: RunDir | None = None,
+    ):
         self.cfg, self.check_stop, self.held = cfg, check_stop, False
+        self.parts_of = scratch.nightly if scratch is not None else None
+        self.begun = begun
 
     def prepare(self, given: GivenTokenizers | None) -> Prepared:
-        prepared, _ = prepare_run_data(self.cfg, self.check_stop, given, hold=True)
+        prepared = self._as_begun()
+        if prepared is None:
+            prepared, _ = prepare_run_data(self.cfg, self.check_stop, given, hold=True, parts_of=self.parts_of)
         self.held = True
+        return prepared
+
+    def _as_begun(self) -> Prepared | None:
+        """A begun run from scratch's data folder as it is (None: not such a run, or none is whole)."""
+        if self.begun is None or not (self.begun.last.is_file() or self.begun.last_prev.is_file()):
+            return None
+        try:
+            prepared = load_prepared(self.cfg, hold=True)
+        except TfmError as e:
+            log.warning("warning: %s: preparing the data again", e)
+            return None
+        log.info("the data as this run from scratch began with: %s", prepared.folder)
         return prepared
 
     def again(self, given: GivenTokenizers | None) -> Prepared:

@@ -2,7 +2,9 @@
 
 Re-running the same command is always safe: it waits for nothing (a locked run exits 75),
 continues an interrupted run where its last checkpoint left it, does nothing for a finished
-run whose inputs did not change, and starts over when the data or settings did.
+run whose inputs did not change, and starts over when the data or settings did. A session of
+a run from scratch behind the nights (training/scratch.py) trains until its window ends, saves
+as on a stop signal, and leaves the gate to the job.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -41,6 +44,7 @@ from .replay import seen_of, start_night
 from .retrain_policy import training_record
 from .run_dir import RunDir
 from .run_start import RunStart, start_other_rank, start_run
+from .scratch_run import ScratchRun
 from .signals import GracefulStop, StopRequested
 from .vocabulary_growth import grown_weights
 
@@ -86,7 +90,7 @@ def _resume_checkpoint(run: RunDir, identity: str) -> Checkpoint | None:
     return None
 
 
-def _clear_run(run: RunDir) -> None:
+def clear_run(run: RunDir) -> None:
     """Remove the state of an earlier run; published.pt and promotions.log stay."""
     for path in (run.last, run.last_prev, run.best, run.metrics, run.curves):
         path.unlink(missing_ok=True)
@@ -94,9 +98,15 @@ def _clear_run(run: RunDir) -> None:
 
 
 def run_training(
-    cfg: Config, restart: bool = False, show_progress: bool = False, run: RunDir | None = None
+    cfg: Config,
+    restart: bool = False,
+    show_progress: bool = False,
+    run: RunDir | None = None,
+    scratch: ScratchRun | None = None,
 ) -> TrainOutcome:
-    """One `tfm train`. `run` may come already locked (the CLI locks before importing torch)."""
+    """One `tfm train`. `run` may come already locked (the CLI locks before importing torch).
+    `scratch`: a session of the run from scratch behind the nights (one process; no gate),
+    stopped as by a signal (signals.WINDOW_ENDED) when its window has passed."""
     device = resolve_device(cfg.train.device)
     dist_ctx, device = init_distributed(device, cfg.train.collective_timeout_min, cfg.train.rendezvous_timeout_s)
     run = run or RunDir(cfg.run_dir)
@@ -114,9 +124,11 @@ def run_training(
             log.info("tfm %s", " ".join(sys.argv[1:]))
             parent = resolve_parent(cfg, run)  # refused (exit 2) before anything is made
         stop.__enter__()  # from here on a signal is honoured at the next safe point
-        start = _started(cfg, run, parent, dist_ctx, stop, restart, stage)
+        start = _started(cfg, run, parent, dist_ctx, stop, restart, stage, scratch)
         data_held = True
-        outcome = _trained(cfg, run, start, device, dist_ctx, stop, show_progress, restart, stage)
+        if scratch is not None:  # the window counts from here: the data is prepared once
+            stop.until(time.monotonic() + 60 * scratch.window_minutes)
+        outcome = _trained(cfg, run, start, device, dist_ctx, stop, show_progress, restart, stage, scratch is not None)
         in_order = True
         return outcome
     except StoppedBySignal:  # every rank stopped at the same step
@@ -160,6 +172,7 @@ def _started(
     stop: GracefulStop,
     restart: bool,
     stage: Stage,
+    scratch: ScratchRun | None = None,
 ) -> RunStart:
     """The run's start on every rank: the first prepares the data and takes train.retrain's
     decision (translating text first for a config that makes pairs, the other ranks beside it),
@@ -167,7 +180,7 @@ def _started(
     if dist_ctx.is_main:
         if cfg.synthetic.enabled:
             stage.now = "making the synthetic corpus (the translations so far are kept)"
-        start = start_run(cfg, run, parent, stop.check, restart)  # train.retrain decides here
+        start = start_run(cfg, run, parent, stop.check, restart, scratch)  # train.retrain decides here
     elif cfg.synthetic.enabled:  # the other ranks share the translating, not wait for it
         stage.now = "translating text beside the first rank (the translations so far are kept)"
         help_translate(_helping(cfg, dist_ctx.world_size), stop.check)
@@ -187,16 +200,17 @@ def _trained(
     show_progress: bool,
     restart: bool,
     stage: Stage,
+    scratch: bool = False,
 ) -> TrainOutcome:
     """Train the started run (resumed, begun, or found finished), then, on the first rank,
-    decide its promotion."""
+    decide its promotion (not for a run from scratch behind the nights: `scratch`)."""
     prepared, parent = start.prepared, start.parent
     trainer = build_trainer(
         _trained_config(cfg, start), prepared, run, device, dist_ctx, stop, show_progress, start.identity
     )
     pairs = prepared.manifest.training_pairs
     trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
-    if cfg.train.retrain.night == "replay" and cfg.train.init_from is not None:
+    if cfg.train.retrain.night == "replay" and (cfg.train.init_from is not None or scratch):
         trainer.training["seen_sha256"] = _night(cfg, run, trainer, start, dist_ctx.is_main)
     resumed = _resume_or_start(trainer, restart, parent, prepared)
     trained = trainer.extend_if_asked()
@@ -215,7 +229,7 @@ def _trained(
         stage.now = "training"
         _train(trainer, resumed)
     decision = None
-    if dist_ctx.is_main:
+    if dist_ctx.is_main and not scratch:
         stage.now = "deciding the promotion"
         decision = _promote(cfg, run, prepared, device, stop, start)
     return TrainOutcome(trained, p, decision)
@@ -261,7 +275,7 @@ def _resume_or_start(trainer: Trainer, restart: bool, parent: Parent | None, pre
     checkpoint = None if restart else _resume_checkpoint(trainer.run_dir, trainer.identity)
     if checkpoint is None:
         if trainer.dist.is_main:
-            _clear_run(trainer.run_dir)
+            clear_run(trainer.run_dir)
         trainer.dist.barrier()
         if parent is not None:
             weights = parent.checkpoint.weights
