@@ -94,7 +94,7 @@ def measure(model: Path, glossary: Path) -> dict[str, Any]:
     held = [i for i, s in enumerate(sources) if terms.matches(s)]
     rest = [i for i in range(len(sources)) if not terms.matches(sources[i])]
     translator = tfm.load(model, device="cpu")
-    plain = translator.options(beam_size=5)
+    plain = dataclasses.replace(translator.options(beam_size=5), glossary=None)
     report: dict[str, Any] = {"model": str(model), "glossary": str(glossary), "terms": len(terms)}
     report["sentences_with_terms"], report["sentences_without"] = len(held), len(rest)
     for name, options in (("without", plain), ("with", dataclasses.replace(plain, glossary=str(glossary)))):

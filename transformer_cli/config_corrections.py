@@ -25,6 +25,15 @@ class CorrectionsConfig(Section):
     weight: int = _f(
         4, "Each accepted correction stands this many times in an epoch of the next training run.", ge=0, le=1000
     )
+    glossary_weight: int = _f(
+        0,
+        "Each term of decode.glossary, as a pair of its own (source term, target term), stands this "
+        "many times in an epoch of the next training run, so the model learns it and decoding "
+        "again under constraints is needed less (0: the terms are honoured at decode time only).",
+        ge=0,
+        le=1000,
+        added=True,
+    )
     transforms: list[str] | None = _f(
         None,
         "Of train.transforms, those applied to the corrections' sources when batches are drawn "

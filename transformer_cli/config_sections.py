@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from .config_values import ConfigError, Moved, Section
+from .config_values import ConfigError, Moved, Section, build_section
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
 from .seams import ARCHITECTURES
@@ -201,9 +201,17 @@ class DecodeConfig(Section):
         None,
         "A TSV file of terms (source term, tab, target term) that translations use: a term a "
         "translation misses is decoded again with it as a constraint, and one that cannot be "
-        "placed is reported (docs/corrections.md, Terms).",
+        "placed is reported (docs/terms.md).",
         added=True,
     )
+
+
+def saved_decode(values: dict[str, Any]) -> DecodeConfig:
+    """The decoding defaults saved with a model (its checkpoint's or export's config), less the
+    glossary: decode.glossary is the deployment's (the config that translates or serves names
+    it), and a path saved with a model need not exist where the model is loaded."""
+    decode: DecodeConfig = build_section(DecodeConfig, {k: v for k, v in values.items() if k != "glossary"}, "decode")
+    return decode
 
 
 @dataclass

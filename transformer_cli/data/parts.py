@@ -15,6 +15,7 @@ bytes, by size and sha256).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import logging
@@ -24,11 +25,19 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..config import Config
 from ..errors import TfmError, UsageError
-from ..fsutil import WriteError, atomic_write_folder, file_record, file_sha256, recorded_sha256
+from ..fsutil import (
+    WriteError,
+    atomic_write,
+    atomic_write_folder,
+    exclusive_lock,
+    file_record,
+    file_sha256,
+    recorded_sha256,
+)
 from ..host.machine import available_cpus
 from ..tokenizers.base import Chunk
 from ..tokenizers.pair import TokenizerPair
@@ -58,6 +67,24 @@ class PartInput:
             digest = recorded_sha256(path, known.inputs.get(lang) if known else None)
             out[lang] = file_record(path, digest or prefix_sha256(path, path.stat().st_size))
         return out
+
+
+def write_part(folder: Path, name: str, langs: tuple[str, str], sides: tuple[list[str], list[str]]) -> PartInput:
+    """A part of these pairs (`sides`: its source and target lines) in `folder` (as
+    `<name>.<lang>`), under the folder's lock; a file already holding them is left as it is, so
+    its recorded sum stands and nothing is encoded again."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = (folder / f"{name}.{langs[0]}", folder / f"{name}.{langs[1]}")
+    with exclusive_lock(folder / ".lock"):
+        for path, side in zip(paths, sides):
+            text = "".join(f"{line}\n" for line in side).encode("utf-8")
+            if not path.is_file() or path.read_bytes() != text:
+                atomic_write(path, functools.partial(_write_bytes, text))
+    return PartInput(name, paths)
+
+
+def _write_bytes(text: bytes, f: BinaryIO) -> None:
+    f.write(text)
 
 
 def prefix_sha256(path: Path, size: int) -> str:

@@ -23,7 +23,7 @@ import torch
 
 from ..checkpoint import CheckpointError
 from ..config import DecodeConfig
-from ..config_values import build_section
+from ..config_sections import saved_decode
 from ..data.shards import TokenPairs
 from ..engines import Engine
 from ..errors import TfmError, UsageError, first_line
@@ -63,7 +63,7 @@ class Ct2Translator(TranslationBackend):
         try:
             self.max_positions = int(manifest.model.config["max_len"])
             if decode is None:
-                decode = build_section(DecodeConfig, manifest.config.get("decode", {}), "decode")
+                decode = saved_decode(manifest.config.get("decode", {}))
         except (KeyError, TypeError, ValueError, AttributeError, UsageError) as e:
             raise CheckpointError(f"export {folder}: its manifest does not fit this tfm: {e}") from None
         # sha256 names what is loaded (the export: its manifest holds every file's sha256),

@@ -15,6 +15,7 @@ import torch
 
 from ..checkpoint import Checkpoint, CheckpointError, ModelDescription
 from ..config import DecodeConfig, ModelConfig
+from ..config_sections import saved_decode
 from ..config_values import build_section
 from ..data.batching import pad_batch
 from ..data.shards import TokenPairs
@@ -247,7 +248,7 @@ class TorchTranslator(TranslationBackend):
         model, tokenizers = model_from_checkpoint(checkpoint, path)
         if decode is None:
             try:
-                decode = build_section(DecodeConfig, checkpoint.config.get("decode", {}), "decode")
+                decode = saved_decode(checkpoint.config.get("decode", {}))
             except (AttributeError, UsageError) as e:
                 raise CheckpointError(f"{path}: its decode settings do not fit this version of tfm: {e}") from None
         metadata = ModelMetadata(

@@ -7,6 +7,7 @@ times it stands in an epoch) and its transforms, in corpus order:
                         word noise (WordNoise) with search `noised_beam`
     forward_translation synthetic.forward_translation.weight; its tag when `tag`
     corrections         the store's accepted corrections, corrections.weight
+    glossary            decode.glossary's terms, a pair each, corrections.glossary_weight
 
 `mix_plan(cfg)` builds it from the config alone (no model or data is opened), and everything
 that depends on the mix reads it: the batches (`MixPlan.split`, data/mixed.py), the run's
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 
 from ..config import Config
 from ..config_synthetic import NOISED_BEAM
+from ..corrections.glossary_part import PART as GLOSSARY
 from ..corrections.training import PART
 from ..data.mixed import MixedSplit, Source
 from ..data.prepared import Prepared
@@ -96,7 +98,9 @@ class MixPlan:
     def identity(self, prepared: Prepared) -> dict[str, Any]:
         """How the present sources are mixed, as a run's identity takes it (the real pairs and
         the corrections by weight, a direction by weight and tag)."""
-        return {s.name: s.weight if s.name in (REAL, PART) else [s.weight, s.tag] for s in self.present(prepared)}
+        return {
+            s.name: s.weight if s.name in (REAL, PART, GLOSSARY) else [s.weight, s.tag] for s in self.present(prepared)
+        }
 
     def split(self, prepared: Prepared) -> ShardedSplit | MixedSplit:
         """The pairs of `prepared` this plan trains on: the corpus's training split alone when the
@@ -139,4 +143,6 @@ def mix_plan(cfg: Config) -> MixPlan:
         sources.append(PlannedSource("forward_translation", ft.weight, tag, _names(ft.transforms)))
     if cfg.corrections.store is not None:
         sources.append(PlannedSource(PART, cfg.corrections.weight, (), _names(cfg.corrections.transforms)))
+    if cfg.decode.glossary is not None and cfg.corrections.glossary_weight:
+        sources.append(PlannedSource(GLOSSARY, cfg.corrections.glossary_weight))
     return MixPlan(tuple(sources))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import Config
+from ..corrections.glossary_part import glossary_part
 from ..corrections.training import corrections_part
 from ..data.freshness import GivenTokenizers
 from ..data.mixed import MixedSplit
@@ -43,9 +44,7 @@ def prepare_run_data(
     if given is _UNSET:
         given = parent_tokenizers(cfg)
     parts = synthetic_parts(parts_of or cfg, check_stop)
-    corrections = corrections_part(parts_of or cfg)
-    if corrections is not None:
-        parts.append(corrections)
+    parts += [p for p in (corrections_part(parts_of or cfg), glossary_part(parts_of or cfg)) if p is not None]
     reserved = mix_plan(cfg).specials()
     return prepare(cfg, check_stop=check_stop, given=given, parts=parts, reserved=reserved, **options)
 
