@@ -108,8 +108,12 @@ def measure(model: Path, glossary: Path) -> dict[str, Any]:
             "bleu_rest": round(_bleu(hyps, references, rest), 2),
             "placed": sum(u.how == "placed" for line in out.terms for u in line),
             "unplaced": sum(u.how == "unplaced" for line in out.terms for u in line),
-            "seconds_per_sentence_with_terms_p50": _p50(translator, [sources[i] for i in held[:100]], options),
         }
+    lines = [sources[i] for i in held[:100]]
+    without, with_ = _latencies(translator, lines, plain, dataclasses.replace(plain, glossary=str(glossary)))
+    report["without"]["seconds_per_sentence_with_terms_p50"] = without
+    report["with"]["seconds_per_sentence_with_terms_p50"] = with_
+    report["p50_ratio"] = round(with_ / without, 3)
     return report
 
 
@@ -117,13 +121,18 @@ def _bleu(hyps: list[str], refs: list[str], rows: list[int]) -> float:
     return float(sacrebleu.corpus_bleu([hyps[i] for i in rows], [[refs[i] for i in rows]]).score)
 
 
-def _p50(translator: Any, lines: list[str], options: Any) -> float:
-    times = []
+def _latencies(translator: Any, lines: list[str], plain: Any, glossary: Any) -> tuple[float, float]:
+    """Median seconds to translate one line alone, without and with the glossary, taken in
+    turn line by line (after one warm-up pass of each), so that both see the same machine."""
+    for options in (plain, glossary):
+        translator.translate_n_best(lines[:10], options)
+    times: tuple[list[float], list[float]] = ([], [])
     for line in lines:
-        started = time.perf_counter()
-        translator.translate_n_best([line], options)
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times), 4)
+        for kept, options in zip(times, (plain, glossary)):
+            started = time.perf_counter()
+            translator.translate_n_best([line], options)
+            kept.append(time.perf_counter() - started)
+    return round(statistics.median(times[0]), 4), round(statistics.median(times[1]), 4)
 
 
 def main() -> None:

@@ -77,6 +77,7 @@ SERIAL_MODULES = {
     "tests/serving/test_serve_load.py",
     "tests/serving/test_admission_bound.py",
     "tests/serving/test_serve_defects.py",
+    "tests/serving/test_corrections_loop.py",
     "tests/test_threads.py",
 }
 

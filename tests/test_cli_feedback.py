@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from helpers import run_tfm, write_config
@@ -50,8 +51,8 @@ def test_feedback_adds_lists_accepts_and_the_next_run_trains_on_it(tmp_path, cor
     assert r.returncode == 2 and "corrections.store is not set" in r.stderr
 
 
-def test_the_feedback_group_has_its_four_commands():
-    assert sorted(c.name or "" for c in feedback.registered_commands) == ["accept", "add", "list", "reject"]
+def test_the_feedback_group_has_its_five_commands():
+    assert sorted(c.name or "" for c in feedback.registered_commands) == ["accept", "add", "compact", "list", "reject"]
 
 
 def with_store(tmp_path: Path, corpus_dir: Path) -> Path:
@@ -177,3 +178,24 @@ def test_a_files_lines_count_against_the_user_who_adds_it_whatever_clients_they_
     assert [c["client"] for c in listed] == [f"client-{i}" for i in range(30)]  # kept as labels
     assert {c["caller"] for c in listed} == {f"user {pwd.getpwuid(os.getuid()).pw_name}"}
     assert listed[20]["reasons"] == ["the caller's 20 corrections of the day are accepted already"]
+
+
+def test_a_correction_added_while_a_large_file_is_being_added_is_stored_between_its_batches(tmp_path, corpus_dir):
+    """`tfm feedback add` lets go of the store's lock every 100 corrections: a writer that comes
+    meanwhile (a server's POST) waits for one batch, not for the rest of the file."""
+    cfg, lines = with_store(tmp_path, corpus_dir), 20_000
+    big = tmp_path / "big.tsv"
+    big.write_text("".join(f"Ein Satz {i} .\tA sentence {i} .\n" for i in range(lines)), encoding="utf-8")
+    cap = "corrections.per_client_per_day=10000000"
+    adding = subprocess.Popen(
+        [sys.executable, "-m", "transformer_cli", "feedback", "add", str(big), "-c", str(cfg), "-s", cap, "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store = CorrectionStore(tmp_path / "store")
+    while len(store.corrections()) < 500 and adding.poll() is None:
+        time.sleep(0.01)
+    (mine,) = store.add([Correction("Ein Hund bellt .", "A dog barks .", caller="address 10.0.0.5")])
+    assert adding.wait(300) == 0, adding.stderr.read() if adding.stderr else ""
+    ids = [c.id for c in store.corrections()]
+    assert len(ids) == lines + 1 and 500 <= ids.index(mine.id) <= lines - 500

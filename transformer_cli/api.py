@@ -427,4 +427,4 @@ def add_corrections(
     if cfg.corrections.store is None:
         raise UsageError("corrections.store is not set: name the folder corrections are kept in")
     made = [Correction(_checked_text("source", s), _checked_text("corrected", c), None, client) for s, c in corrections]
-    return CorrectionStore(cfg.corrections.store).add(made, guarded(cfg.corrections))
+    return CorrectionStore(cfg.corrections.store).add_batches(made, guarded(cfg.corrections))

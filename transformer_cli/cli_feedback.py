@@ -1,5 +1,6 @@
 """`tfm feedback`: users' corrections in the config's `corrections.store` (transformer_cli/
-corrections/): add them from translators' files, list them, accept or reject held ones."""
+corrections/): add them from translators' files, list them, accept or reject held ones, compact
+the store's log."""
 
 from __future__ import annotations
 
@@ -47,8 +48,9 @@ def add(
     quiet: bool = QUIET,
 ) -> None:
     """Add corrections from translators' files, each through the guards (a held one is kept for
-    review); every file is read before anything is stored. A TMX unit of another language pair
-    or missing a segment is skipped, and counted in one line for its file.
+    review); every file is read before anything is stored, then stored 100 at a time, so a
+    server posting to the same store waits for one batch, not the whole file. A TMX unit of
+    another language pair or missing a segment is skipped, and counted in one line for its file.
 
     \b
     Examples:
@@ -62,7 +64,7 @@ def add(
     read = [read_corrections(f, (cfg.data.src_lang, cfg.data.tgt_lang), client) for f in files]
     for skipped in filter(None, (r.skipped_line() for r in read)):
         log.warning("%s", skipped)
-    added = store.add([c for r in read for c in r.corrections], guards(cfg.corrections))
+    added = store.add_batches([c for r in read for c in r.corrections], guards(cfg.corrections))
     held = sum(c.status == "held" for c in added)
     log.info("%d correction(s) added to %s: %d accepted, %d held", len(added), store.path, len(added) - held, held)
 
@@ -116,3 +118,15 @@ def reject(
 ) -> None:
     """Reject corrections: neither answered from memory nor trained on (they stay in the log)."""
     _decide(config, ids, overrides, quiet, "rejected")
+
+
+@feedback.command("compact")
+@guarded
+def compact(config: str = CONFIG, overrides: list[str] = SET, quiet: bool = QUIET) -> None:
+    """Rewrite the store's log as its corrections with their current status (accept and reject
+    decisions folded in), so every process starting on it reads less. Atomic: a process killed
+    meanwhile leaves the old log or the new one, every correction in each; servers of the store
+    read the new one at their next request (writers wait while it is written)."""
+    _, store = _store(config, overrides, quiet)
+    before, after = store.compact()
+    log.info("%s compacted: %d line(s) -> %d", store.path, before, after)

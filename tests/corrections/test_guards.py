@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 from transformer_cli.config_corrections import CorrectionsConfig
-from transformer_cli.corrections.guards import DAY_S, Guards, guarded, normalised, script, shared, trigrams
+from transformer_cli.corrections.guards import DAY_S, Guards, guarded, script, shared, trigrams
 from transformer_cli.corrections.memory import TranslationMemory
+from transformer_cli.corrections.state import normalised
 from transformer_cli.corrections.store import Correction, CorrectionStore
 from transformer_cli.corrections.training import accepted
 

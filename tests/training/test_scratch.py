@@ -60,7 +60,9 @@ def _state(scratch: Path) -> dict:
 
 
 def _step(path: Path) -> int:
-    return Checkpoint.read(path).train_state.progress["step"]
+    state = Checkpoint.read(path).train_state
+    assert state is not None
+    return int(state.progress["step"])
 
 
 def test_only_the_nightly_adaptive_run_leaves_scratch_behind_it(tmp_path):
@@ -196,6 +198,8 @@ def _wait_for(ready, process: subprocess.Popen, timeout: float = 240) -> None:
         except OSError:
             pass
         if process.poll() is not None:
-            raise AssertionError(f"exited {process.returncode}: {process.stderr.read()[-3000:]}")
+            raise AssertionError(
+                f"exited {process.returncode}: {process.stderr.read()[-3000:] if process.stderr else ''}"
+            )
         time.sleep(0.2)
     raise AssertionError("timed out")

@@ -12,7 +12,7 @@
                      corrects (corrections.same_script)
     unknown tokens   more than corrections.max_unk_rate of its tokens are <unk> to the model
     repeated         the correction in force for the source (its latest accepted one:
-                     `current`) is this one already; one that a later correction replaced
+                     state.py's `Fold.in_force`) is this one already; one that a later correction replaced
                      is accepted again, and is in force once more
     caller's cap     its caller already has corrections.per_client_per_day accepted today
                      (UTC): who sent it (store.py's `caller`: a network address, a local
@@ -26,27 +26,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from ..config_corrections import CorrectionsConfig
+from .state import DAY_S as DAY_S  # re-exported: what the cap's days are
+from .state import Fold, Pending, caller_day, normalised
 from .store import Check, Correction
 
 UnknownShare = Callable[[str], float]  # a text -> the share of its tokens that are <unk>
-DAY_S = 86_400
 OVER_CAP = "corrections of the day are accepted already"  # the end of the cap's reason
-
-
-def normalised(text: str) -> str:
-    """`text` as sources are matched: Unicode NFC, spaces collapsed and trimmed."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
-
-
-def current(corrections: Iterable[Correction]) -> dict[str, Correction]:
-    """The correction in force for each normalised source: its latest accepted one (by time),
-    in the order they were accepted (a source corrected again goes last)."""
-    latest: dict[str, Correction] = {}
-    for c in sorted(corrections, key=lambda c: c.time):
-        if c.status == "accepted":
-            latest.pop(normalised(c.source), None)
-            latest[normalised(c.source)] = c
-    return latest
+Known = Fold | Pending  # what the guards count a correction against
 
 
 def script(text: str) -> str | None:
@@ -69,25 +55,15 @@ def shared(text: str, other: str) -> float:
     return len(mine & trigrams(other)) / len(mine) if mine else 0.0
 
 
-def _caller_day(c: Correction) -> tuple[str | None, int]:
-    """What the daily cap counts `c` under: its caller and its day (UTC)."""
-    return c.caller, int(c.time // DAY_S)
-
-
 class Guards:
     """The guards of one store (see the module docstring): `check` gives a correction its
-    status and reasons, counting what it accepts per caller and day."""
+    status and reasons, and an accepted one counts for the next. They read what is known
+    (`Known`: the store's fold, so a check is O(1) however many corrections the store holds),
+    or fold the corrections given from nothing."""
 
-    def __init__(self, cfg: CorrectionsConfig, accepted: Iterable[Correction], unknown_share: UnknownShare | None):
+    def __init__(self, cfg: CorrectionsConfig, known: Iterable[Correction] | Known, unknown_share: UnknownShare | None):
         self.cfg, self.unknown_share = cfg, unknown_share
-        accepted = list(accepted)
-        self.in_force = {source: normalised(c.corrected) for source, c in current(accepted).items()}
-        self.today: Counter[tuple[str | None, int]] = Counter()
-        for c in accepted:
-            self._count(c)
-
-    def _count(self, c: Correction) -> None:
-        self.today[_caller_day(c)] += 1
+        self.known = known if isinstance(known, (Fold, Pending)) else Fold.of(known)
 
     def reasons(self, c: Correction) -> list[str]:
         """Why `c` is held (empty: it passes)."""
@@ -105,9 +81,10 @@ class Guards:
             out.append(f"written in {script(corrected)}, the output it corrects in {script(c.output)}")
         if self.unknown_share is not None and (share := self.unknown_share(corrected)) > cfg.max_unk_rate:
             out.append(f"{share:.0%} of its tokens are unknown to the model")
-        if self.in_force.get(source) == corrected:
+        in_force = self.known.in_force(source)
+        if in_force is not None and normalised(in_force.corrected) == corrected:
             out.append("already accepted")
-        if self.today[_caller_day(c)] >= cfg.per_client_per_day:
+        if self.known.accepted_on(*caller_day(c)) >= cfg.per_client_per_day:
             out.append(f"the caller's {cfg.per_client_per_day} {OVER_CAP}")
         return out
 
@@ -116,8 +93,7 @@ class Guards:
         c.reasons = self.reasons(c)
         c.status = "held" if c.reasons else "accepted"
         if not c.reasons:
-            self._count(c)
-            self.in_force[normalised(c.source)] = normalised(c.corrected)
+            self.known.put(c)
         return c
 
 
@@ -127,9 +103,10 @@ def over_cap(c: Correction) -> bool:
 
 
 def guarded(cfg: CorrectionsConfig, unknown_share: UnknownShare | None = None) -> Check:
-    """The store's check (`CorrectionStore.add`): the guards over the corrections accepted so far."""
+    """The store's check (`CorrectionStore.add`): the guards over what the store knows (its
+    fold and the corrections of the append before this one), or over a list of corrections."""
 
-    def check(known: list[Correction], c: Correction) -> Correction:
-        return Guards(cfg, [k for k in known if k.status == "accepted"], unknown_share).check(c)
+    def check(known: Iterable[Correction] | Known, c: Correction) -> Correction:
+        return Guards(cfg, known, unknown_share).check(c)
 
     return check

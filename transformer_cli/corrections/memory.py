@@ -1,13 +1,15 @@
 """A translation memory in front of the model: the accepted corrections of a store by their
-normalised source (corrections/guards.py's `normalised`), read again whenever the store's log
-has grown, so a correction one process accepts is answered by every process serving from the
-same store at its next request."""
+normalised source (state.py's `normalised`), as the store's fold holds them (state.py): what
+the log gained is folded in at the next `refresh`, so a correction one process accepts is
+answered by every process serving from the same store at its next request, and a refresh costs
+the new records alone (a rewritten log is read whole, into a state that replaces the old once
+read: lookups meanwhile answer from the old one)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .guards import current, normalised
+from .state import normalised
 from .store import CorrectionStore
 
 
@@ -24,21 +26,18 @@ class TranslationMemory:
 
     def __init__(self, store: CorrectionStore):
         self.store = store
-        self._by_source: dict[str, Remembered] = {}
-        self._version = -1  # of the store's corrections that _by_source was made from
         self.refresh()
 
     def refresh(self) -> None:
-        """Take in what the store's log gained, whoever read it (a stat when it gained nothing)."""
+        """Take in what the store's log gained, whoever read it (a stat when it gained nothing).
+        A server runs it off its event loop: a rewritten log is read whole."""
         self.store.refresh()
-        if self.store.version != self._version:
-            self._version = self.store.version
-            self._by_source = {
-                source: Remembered(c.corrected, c.id) for source, c in current(self.store.corrections()).items()
-            }
 
     def lookup(self, source: str) -> Remembered | None:
-        return self._by_source.get(normalised(source))
+        """The accepted correction in force for `source`, as of the last refresh. It takes no
+        lock (`CorrectionStore.in_force`): an event loop may call it."""
+        c = self.store.in_force(normalised(source))
+        return None if c is None else Remembered(c.corrected, c.id)
 
     def __len__(self) -> int:
-        return len(self._by_source)
+        return len(self.store.current())

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..fsutil import append_whole_lines, exclusive_lock
-from .guards import DAY_S, normalised
+from .state import DAY_S, normalised
 
 
 def _key(line: str) -> bytes:

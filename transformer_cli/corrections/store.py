@@ -22,12 +22,18 @@ shape: no `corrected`, a number as `source`, a list) is skipped: a warning names
 line once, when this process first reads it, and `CorrectionStore.damaged` lists them. A log
 changed other than by appending (a hand edit: another file, a shorter one, or the last line
 read no longer where it was) is read again from its start.
+
+What the records come to is folded as they are read (state.py), from the new ones alone. The
+log is rewritten only by `compact` (`tfm feedback compact`): as its current records, atomically
+(temp file, fsync, rename, under the lock), which readers see as another file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
+import fcntl
 import functools
 import json
 import logging
@@ -36,17 +42,20 @@ import os
 import pwd
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import TfmError
-from ..fsutil import append_whole_lines, exclusive_lock
+from ..fsutil import append_whole_lines, atomic_write, close_lock, track_lock
 from ..records import RecordError, from_json
+from .correction import Correction as Correction  # re-exported: callers take it from the store
+from .state import Fold, Pending, collector_paused
 
 LOG = "corrections.jsonl"
+PER_LOCK = 100  # corrections `add_batches` appends a hold of the store's lock: ~25 ms of guards
+BULK_BYTES = 1 << 20  # a read of more of the log than this runs with the collector paused (state.py)
 STATUSES = ("accepted", "held", "rejected")
 DECISIONS = ("accepted", "rejected")
 log = logging.getLogger("tfm")
@@ -54,22 +63,6 @@ log = logging.getLogger("tfm")
 
 class StoreFull(TfmError):
     """The store's disk is full: nothing was written."""
-
-
-@dataclass
-class Correction:
-    """One corrected translation, as the store keeps it."""
-
-    source: str
-    corrected: str
-    output: str | None = None  # what the model had answered, when the client says
-    client: str | None = None  # the sender's label for itself: stored, never counted
-    origin: str = "api"  # serve, file, api
-    id: str = field(default_factory=lambda: uuid.uuid4().hex[:16])
-    time: float = field(default_factory=time.time)
-    status: str = "accepted"
-    reasons: list[str] = field(default_factory=list)
-    caller: str | None = None  # who sent it, as the limits count it (`local_caller`, serving's `caller`)
 
 
 @dataclass
@@ -88,12 +81,13 @@ class DamagedLine:
     path: Path
     number: int
     why: str
+    line: bytes = field(default=b"", repr=False, compare=False)  # as it is: compaction keeps it
 
     def __str__(self) -> str:
         return f"{self.path}:{self.number}: {self.why}"
 
 
-Check = Callable[[list[Correction], Correction], Correction]  # what is known, one new -> it, with its status
+Check = Callable[[Pending, Correction], Correction]  # what is known, one new -> it, with its status
 
 
 @functools.cache  # a process's user does not change
@@ -118,11 +112,37 @@ def parse_record(line: bytes) -> Correction | Decision:
         return decision
     if "id" not in raw:
         raise RecordError("a correction has no id")
-    correction = from_json(Correction, raw, "a correction")
+    correction = Correction(**_fields(raw)) if _plain(raw) else from_json(Correction, raw, "a correction")
     _one_of("a correction: status", correction.status, STATUSES)
     if not math.isfinite(correction.time):
         raise RecordError("a correction: time is not a finite number")
     return correction
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Correction))
+TEXT, MAYBE_TEXT, NUMBER = (str,), (str, type(None)), (float, int)
+PLAIN: dict[str, tuple[type, ...]] = {"source": TEXT, "corrected": TEXT, "id": TEXT, "origin": TEXT, "status": TEXT}
+PLAIN |= {"time": NUMBER, "output": MAYBE_TEXT, "client": MAYBE_TEXT, "caller": MAYBE_TEXT, "reasons": (list,)}
+
+
+def _plain(raw: dict[str, Any]) -> bool:
+    """Whether `raw` holds a source, a correction and an id, and each field its plain JSON type
+    (as the log's writers write them), checked directly: `from_json`'s general check (which says
+    what is wrong) took most of a start's reading of 100,000 corrections."""
+    for key, value in raw.items():
+        allowed = PLAIN.get(key)
+        if allowed is not None and type(value) not in allowed:
+            return False
+    reasons = raw.get("reasons")
+    return "source" in raw and "corrected" in raw and (not reasons or all(type(r) is str for r in reasons))
+
+
+def _fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """A plain record's fields (`_plain`), its time a float as `from_json` makes it."""
+    values = {k: raw[k] for k in FIELDS if k in raw}
+    if "time" in values:
+        values["time"] = float(values["time"])
+    return values
 
 
 def _json(line: bytes) -> Any:
@@ -141,32 +161,37 @@ def _one_of(what: str, value: str, allowed: tuple[str, ...]) -> None:
         raise RecordError(f"{what} is {value!r}, not one of {', '.join(allowed)}")
 
 
-def _apply(record: Correction | Decision, known: dict[str, Correction]) -> None:
-    """A record into `known` (corrections by id): a correction as it is, a decision on one."""
-    if isinstance(record, Correction):
-        known[record.id] = record
-    elif record.id in known:
-        known[record.id].status = record.decision
+@contextlib.contextmanager
+def _store_lock(path: Path) -> Iterator[None]:
+    """An exclusive flock on `path`, waited for in the kernel rather than polled: a POST waiting
+    for a file's batch (`add_batches`) gets the lock as soon as the batch lets go of it. Forked
+    children close their copy (fsutil's `track_lock`)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    track_lock(fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        close_lock(fd)
 
 
 class CorrectionStore:
     """The log of one `corrections.store` folder (see the module docstring), and what this
-    process has read of it (`refresh`)."""
+    process has read of it (`refresh`), folded (state.py's `Fold`)."""
 
     def __init__(self, folder: Path | str):
         self.folder = Path(folder)
         self.path = self.folder / LOG
-        self.version = 0  # how many times _known changed: a reader rebuilds what it made of it
-        self._mutex = threading.Lock()  # what _forget sets and version, between this process's threads
-        self._forget()
+        self._mutex = threading.Lock()  # reading the log into _state, between this process's threads
+        self._state = Fold()
+        self._start_over()
 
-    def _forget(self) -> None:
-        """Nothing of the log read (the next refresh reads it from its start)."""
+    def _start_over(self) -> None:
+        """Nothing of the log read (the next read folds it from its start into a new state)."""
         self._file: tuple[int, int] | None = None  # the log's (device, inode) when it was read
-        self._read = 0  # bytes of the log folded into _known
+        self._read = 0  # bytes of the log folded into _state
         self._lines = 0  # the complete lines in them
         self._last = b""  # the last of those lines: still in place while the log only grows
-        self._known: dict[str, Correction] = {}
         self._damaged: list[DamagedLine] = []
 
     def refresh(self) -> None:
@@ -185,14 +210,19 @@ class CorrectionStore:
             return
 
     def _read_on(self, f: BinaryIO) -> None:
-        """Fold in the log open at `f`: its new lines, or all of it when it was rewritten."""
+        """Fold in the log open at `f`: its new lines, or all of it when it was rewritten
+        (compacted, edited), into a new state that replaces the old one once whole, so a
+        lookup meanwhile (`in_force`, which takes no lock) answers from the old one."""
         stat = os.fstat(f.fileno())
-        rewritten = not self._grew(f, stat.st_dev, stat.st_ino, stat.st_size)
-        if rewritten:
-            self._forget()
-        self._file = (stat.st_dev, stat.st_ino)
-        if self._fold(f) or rewritten:
-            self.version += 1
+        grew = self._grew(f, stat.st_dev, stat.st_ino, stat.st_size)
+        if not grew:
+            self._start_over()
+        state, old = (self._state, None) if grew else (Fold(), self._state)
+        with collector_paused() if stat.st_size - self._read > BULK_BYTES else contextlib.nullcontext():
+            self._fold(f, state)
+        self._state, self._file = state, (stat.st_dev, stat.st_ino)
+        if old is not None:
+            old.dismantle()
 
     def _grew(self, f: BinaryIO, device: int, inode: int, size: int) -> bool:
         """Whether the log open at `f` is the one read so far with lines appended, if any."""
@@ -203,11 +233,10 @@ class CorrectionStore:
         f.seek(self._read - len(self._last))
         return f.read(len(self._last)) == self._last
 
-    def _fold(self, f: BinaryIO) -> bool:
-        """Fold the complete lines after those read into _known, skipping and saying the damaged
-        ones; whether any held a record."""
+    def _fold(self, f: BinaryIO, state: Fold) -> None:
+        """Fold the complete lines after those read into `state`, skipping and saying the
+        damaged ones."""
         f.seek(self._read)
-        folded = False
         for line in f:
             if not line.endswith(b"\n"):
                 break  # cut short: not (yet) a record
@@ -215,18 +244,32 @@ class CorrectionStore:
             try:
                 record = parse_record(line)
             except RecordError as e:
-                self._damaged.append(DamagedLine(self.path, self._lines, str(e)))
+                self._damaged.append(DamagedLine(self.path, self._lines, str(e), line))
                 log.warning("warning: %s; line skipped", self._damaged[-1])
                 continue
-            _apply(record, self._known)
-            folded = True
-        return folded
+            if isinstance(record, Correction):
+                state.put(record)
+            else:
+                state.decide(record.id, record.decision)
 
     def corrections(self) -> list[Correction]:
         """Every correction with its current status, in the order they came."""
         with self._mutex:
             self._refresh()
-            return list(self._known.values())
+            return list(self._state.known.values())
+
+    def current(self) -> dict[str, Correction]:
+        """The correction in force for each normalised source, in the order they were accepted
+        (state.py's `Fold.current`)."""
+        with self._mutex:
+            self._refresh()
+            return self._state.current()
+
+    def in_force(self, source: str) -> Correction | None:
+        """The correction in force for a normalised source as of the last read (`refresh`). It
+        takes no lock, so a server's event loop never waits on a thread reading the log: one
+        dict lookup, of a state a re-read replaces whole."""
+        return self._state.in_force(source)
 
     @property
     def damaged(self) -> list[DamagedLine]:
@@ -236,18 +279,27 @@ class CorrectionStore:
 
     def add(self, corrections: list[Correction], check: Check | None = None) -> list[Correction]:
         """Append `corrections` durably (all or none), each first given its status by `check`
-        with every correction stored before it (under the lock: what other processes added
-        counts too); one without a caller is the local user's (`local_caller`)."""
+        over what the store knows and the corrections before it (under the lock: what other
+        processes added counts too); one without a caller is the local user's (`local_caller`)."""
         with self._locked() as fd:
-            with self._mutex:
-                self._refresh()
-                known = list(self._known.values())
+            self.refresh()
+            pending = Pending(self._state)  # nothing else changes it while the lock is held
             for c in corrections:
                 c.caller = c.caller or local_caller()
                 if check is not None:
-                    check(known, c)
-                    known.append(c)
+                    check(pending, c)
             self._write(fd, [asdict(c) for c in corrections])  # read back by the next refresh
+        return corrections
+
+    def add_batches(self, corrections: list[Correction], check: Check | None = None) -> list[Correction]:
+        """`add` a long list (a translator's file) PER_LOCK corrections at a time, letting go of
+        the store's lock between batches, so a POST meanwhile waits for one batch, not the
+        whole file. Each batch is all or none; a failure says how many the ones before stored."""
+        for start in range(0, len(corrections), PER_LOCK):
+            try:
+                self.add(corrections[start : start + PER_LOCK], check)
+            except TfmError as e:
+                raise type(e)(f"{e} ({start} of the {len(corrections)} corrections were stored before it)") from None
         return corrections
 
     def decide(self, ids: list[str], decision: str) -> list[str]:
@@ -255,18 +307,48 @@ class CorrectionStore:
         the store does not hold (nothing is recorded then)."""
         with self._locked() as fd:
             self.refresh()
-            with self._mutex:
-                unknown = [i for i in ids if i not in self._known]
+            unknown = [i for i in ids if i not in self._state.known]
             if not unknown:
                 self._write(fd, [asdict(Decision(i, time.time(), decision)) for i in ids])
         return unknown
+
+    def compact(self) -> tuple[int, int]:
+        """Rewrite the log as its corrections with their current status (decisions folded in,
+        a correction written again kept once), then the damaged lines as they are: written
+        beside it, fsynced, renamed over it under the store's lock, so a process killed at any
+        moment leaves the old log or the new one, each holding every acknowledged correction.
+        Readers notice the new file (another inode) and read it from its start. Returns the
+        log's lines before and after."""
+        with self._locked():
+            for stale in self.folder.glob(f".{LOG}.*.tmp"):  # a compaction's, killed before its rename
+                stale.unlink(missing_ok=True)
+            with self._mutex:
+                self._refresh()
+                before = self._lines
+                return before, self._rewrite()
+
+    def _rewrite(self) -> int:
+        """`compact`'s new log (the store's lock and _mutex held), written a line at a time (a
+        store's worth of JSON is never held at once), then this process's place in it as if it
+        had read it: it holds what _state does, so this process reads none of it again. How
+        many lines it has."""
+        lines: list[dict[str, Any] | bytes] = [vars(c) for c in self._state.known.values()]
+        lines += [d.line for d in self._damaged]
+        atomic_write(self.path, functools.partial(_write_lines, lines))
+        stat = os.stat(self.path)
+        last = lines[-1] if lines else b""
+        self._last = last if isinstance(last, bytes) else _lines_of([last])
+        self._file, self._read, self._lines = (stat.st_dev, stat.st_ino), stat.st_size, len(lines)
+        first = len(lines) - len(self._damaged) + 1
+        self._damaged = [dataclasses.replace(d, number=first + i) for i, d in enumerate(self._damaged)]
+        return self._lines
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[int]:
         """The log open for appending under the store's lock."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with exclusive_lock(self.folder / ".lock"):
+            with _store_lock(self.folder / ".lock"):
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
                 try:
                     yield fd
@@ -276,9 +358,8 @@ class CorrectionStore:
             raise self._error(e) from None
 
     def _write(self, fd: int, records: list[dict[str, Any]]) -> None:
-        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
         try:
-            append_whole_lines(fd, data)
+            append_whole_lines(fd, _lines_of(records))
         except OSError as e:
             raise self._error(e) from None
 
@@ -286,3 +367,14 @@ class CorrectionStore:
         if e.errno == errno.ENOSPC:
             return StoreFull(f"cannot store corrections in {self.path}: no space left on device")
         return TfmError(f"cannot store corrections in {self.path}: {e.strerror or e}")
+
+
+def _write_lines(lines: list[dict[str, Any] | bytes], f: BinaryIO) -> None:
+    """Records (as the log's lines) and lines as they are, one after the other into `f`."""
+    for line in lines:
+        f.write(line if isinstance(line, bytes) else _lines_of([line]))
+
+
+def _lines_of(records: list[dict[str, Any]]) -> bytes:
+    """Records as the log's lines: one JSON object each, UTF-8."""
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")

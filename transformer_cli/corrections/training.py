@@ -7,22 +7,16 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from functools import partial
 from pathlib import Path
-from typing import BinaryIO
 
 from ..config import Config
-from ..data.parts import PartInput
-from ..fsutil import atomic_write, exclusive_lock
-from .guards import current, normalised, over_cap
+from ..data.parts import PartInput, write_part
+from .guards import over_cap
+from .state import normalised
 from .store import Correction, CorrectionStore
 
 PART = "corrections"
 log = logging.getLogger("tfm")
-
-
-def _write(text: bytes, f: BinaryIO) -> None:
-    f.write(text)
 
 
 def corrections_folder(cfg: Config) -> Path:
@@ -30,8 +24,9 @@ def corrections_folder(cfg: Config) -> Path:
 
 
 def accepted(store: CorrectionStore) -> list[Correction]:
-    """The latest accepted correction of each source, in the order they were accepted."""
-    return list(current(store.corrections()).values())
+    """The latest accepted correction of each source, in the order they were accepted (the
+    store's fold, which the translation memory and the guards read too)."""
+    return list(store.current().values())
 
 
 def corrections_part(cfg: Config) -> PartInput | None:
@@ -65,13 +60,5 @@ def corrections_part(cfg: Config) -> PartInput | None:
         )
     if not chosen:
         return None
-    folder = corrections_folder(cfg)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = (folder / f"{PART}.{cfg.data.src_lang}", folder / f"{PART}.{cfg.data.tgt_lang}")
     sides = ([normalised(c.source) for c in chosen], [normalised(c.corrected) for c in chosen])
-    with exclusive_lock(folder / ".lock"):
-        for path, side in zip(paths, sides):
-            text = "".join(f"{line}\n" for line in side).encode("utf-8")
-            if not path.is_file() or path.read_bytes() != text:
-                atomic_write(path, partial(_write, text))
-    return PartInput(PART, paths)
+    return write_part(corrections_folder(cfg), PART, (cfg.data.src_lang, cfg.data.tgt_lang), sides)

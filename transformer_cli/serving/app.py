@@ -88,9 +88,9 @@ def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
     return items
 
 
-def _remembered(server: Server, lines: list[str]) -> list[Remembered | None]:
+async def _remembered(server: Server, lines: list[str]) -> list[Remembered | None]:
     """Each line's accepted correction in the translation memory, if the server has one."""
-    return server.corrections.remembered(lines) if server.corrections else [None] * len(lines)
+    return await server.corrections.remembered(lines) if server.corrections else [None] * len(lines)
 
 
 def _from_memory(remembered: Remembered) -> dict[str, Any]:
@@ -103,7 +103,7 @@ async def _translations(
 ) -> list[dict[str, Any]]:
     """One response item per input line: from the translation memory (a line an accepted
     correction's source), else from the model, within the bound counted from `received`."""
-    remembered = _remembered(server, req.lines)
+    remembered = await _remembered(server, req.lines)
     asked = [line for line, r in zip(req.lines, remembered) if r is None]
     translated: list[dict[str, Any]] = []
     if asked:
@@ -121,7 +121,7 @@ async def _attention(server: Server, req: TranslateRequest, model: Translator) -
     for a line the translation memory holds, the correction, the model's attention while it
     reads the correction (teacher forcing: it did not write it) and which correction."""
     line, options = req.lines[0], model.options(**req.parameters)
-    [remembered] = _remembered(server, [line])
+    [remembered] = await _remembered(server, [line])
     attend: Callable[[], Attention] = (
         functools.partial(model.attention, line, options)
         if remembered is None

@@ -14,13 +14,20 @@ try-it page's) too, with the model's attention while it reads the correction (`a
 With corrections.served_per_day, the sources the model translated are kept as self-training
 text (corrections/served.py). The route needs the bearer token (serve refuses a store without
 one).
+
+The event loop never waits on the store: POSTs append in a thread of their own, those that
+arrive during an append together in the next (`Appends`), and the memory takes in the log's new
+records in another thread before a request's lines are looked up (a compacted log is read
+whole there, answered from meanwhile as it was); the lookups take no lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from typing import Any
 
@@ -30,7 +37,7 @@ from ..config_corrections import CorrectionsConfig
 from ..corrections.guards import guarded
 from ..corrections.memory import Remembered, TranslationMemory
 from ..corrections.served import ServedText
-from ..corrections.store import Correction, CorrectionStore, StoreFull
+from ..corrections.store import Check, Correction, CorrectionStore, StoreFull
 from ..errors import TfmError
 from ..inference.outputs import Translation
 from .requests import ClientError, parse_json, read_body
@@ -63,6 +70,52 @@ class PerMinute:
         seen.append(now)
 
 
+class Appends:
+    """The POSTs' corrections, appended together: those that arrive while an append is on its
+    way to disk go in the next, one hold of the store's lock, one read of the log and one fsync
+    for all of them (each checked in turn, counting those before it), so clients posting at
+    once wait for about two appends, not for one each."""
+
+    def __init__(self, store: CorrectionStore):
+        self.store = store
+        self._waiting: list[tuple[Correction, Check, asyncio.Future[None]]] = []
+        self._taking = threading.Lock()  # _waiting, between the event loop and the append thread
+        self._thread = ThreadPoolExecutor(1, "corrections-append")
+
+    async def add(self, correction: Correction, check: Check) -> None:
+        """Append `correction`, checked by `check`; returns once it is on disk (raises the
+        store's TfmError, as `CorrectionStore.add`, when its append failed)."""
+        done = asyncio.get_running_loop().create_future()
+        with self._taking:
+            self._waiting.append((correction, check, done))
+        await asyncio.get_running_loop().run_in_executor(self._thread, self._append)
+        await done
+
+    def _append(self) -> None:
+        """Append every correction waiting (none: an earlier call took them) and settle each."""
+        with self._taking:
+            batch, self._waiting = self._waiting, []
+        if not batch:
+            return
+        checks = {id(c): check for c, check, _ in batch}
+        failed: Exception | None = None
+        try:
+            self.store.add([c for c, _, _ in batch], lambda known, c: checks[id(c)](known, c))
+        except Exception as e:  # each post answers for it (a TfmError: 507 or 503), none waits on
+            failed = e
+        for _, _, done in batch:
+            done.get_loop().call_soon_threadsafe(_settle, done, failed)
+
+
+def _settle(done: asyncio.Future[None], failed: Exception | None) -> None:
+    if done.cancelled():
+        return
+    if failed is not None:
+        done.set_exception(failed)
+    else:
+        done.set_result(None)
+
+
 class ServedCorrections:
     """The store, its memory and the limits of one server (see the module docstring)."""
 
@@ -73,17 +126,20 @@ class ServedCorrections:
         self.memory = TranslationMemory(self.store)
         self.rate = PerMinute(cfg.per_minute)
         self.served = ServedText(cfg.store, source_lang, cfg.served_per_day) if cfg.served_per_day else None
+        self._appends = Appends(self.store)
+        self._reads = ThreadPoolExecutor(1, "corrections-read")
 
     async def keep_served(self, lines: list[str]) -> None:
         """Keep the sources the model translated as self-training text (corrections.served_per_day)."""
         if self.served is not None:
             await asyncio.to_thread(self.served.add, lines)
 
-    def remembered(self, lines: list[str]) -> list[Remembered | None]:
-        """Each line's accepted correction, if any (none when corrections.memory is off)."""
+    async def remembered(self, lines: list[str]) -> list[Remembered | None]:
+        """Each line's accepted correction, if any (none when corrections.memory is off), the
+        log's new records taken in first, off the event loop."""
         if not self.cfg.memory:
             return [None] * len(lines)
-        self.memory.refresh()
+        await asyncio.get_running_loop().run_in_executor(self._reads, self.memory.refresh)
         return [self.memory.lookup(line) for line in lines]
 
     async def post(self, headers: Any, body: Any, address: str, model: Translator, timeout_s: float) -> dict[str, Any]:
@@ -95,7 +151,7 @@ class ServedCorrections:
         self.rate.admit(who)
         check = guarded(self.cfg, _unknown_share(model))
         try:
-            await asyncio.to_thread(self.store.add, [correction], check)
+            await self._appends.add(correction, check)
         except StoreFull as e:
             raise ClientError(507, str(e)) from None
         except TfmError as e:
