@@ -293,7 +293,14 @@ def serve(
     from .serving.server import serve as run_server
 
     run_server(
-        cfg.serve, paths, device, precision, cfg.decode.ensemble_weights, cfg.decode.ensemble_combine, cfg.corrections
+        cfg.serve,
+        paths,
+        device,
+        precision,
+        cfg.decode.ensemble_weights,
+        cfg.decode.ensemble_combine,
+        cfg.corrections,
+        cfg.decode.glossary,
     )
 
 

@@ -67,11 +67,14 @@ def test_a_compaction_killed_at_any_moment_loses_no_acknowledged_correction(tmp_
     follower = CorrectionStore(folder)
     follower.refresh()
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None
     try:
+        early = "".join(writer.stdout.readline() for _ in range(25))  # under way before any compaction
         cut, done = kill_compactions(folder, follower)
     finally:
         writer.send_signal(signal.SIGKILL)
         out, _ = writer.communicate(30)
+    out = early + out
     assert cut and done, (cut, done)
     acked = acknowledged(out)
     fresh = {c.id: c.status for c in CorrectionStore(folder).corrections()}
@@ -96,3 +99,32 @@ def test_feedback_compact_folds_decisions_in_and_keeps_damaged_lines(tmp_path, c
     assert f"{store.path} compacted: 4 line(s) -> 3" in r.stderr
     assert store.path.read_text(encoding="utf-8").splitlines()[-1] == "not a record"
     assert [(c.id, c.status) for c in store.corrections()] == [(kept.id, "accepted"), (gone.id, "rejected")]
+
+
+def test_a_reader_that_read_all_of_the_old_log_takes_the_compacted_one_as_read(tmp_path):
+    """A server that had read the whole log keeps its state across another process's compaction
+    (the compaction's note names the log and place it replaced) and reads only what came after;
+    one that had not read all of it reads the new log whole; both then hold what a fresh reader
+    holds, damaged lines numbered as in the new log."""
+    folder = tmp_path / "store"
+    writer, caught_up, behind = CorrectionStore(folder), CorrectionStore(folder), CorrectionStore(folder)
+    writer.add([Correction(f"Satz {i} .", f"Sentence {i} .") for i in range(50)])
+    writer.decide([writer.corrections()[0].id], "rejected")
+    with open(folder / "corrections.jsonl", "ab") as log:
+        log.write(b'{"broken": \n')
+    caught_up.refresh()
+    behind.refresh()
+    writer.add([Correction("Noch einer .", "One more .")])  # read by `caught_up` only
+    caught_up.refresh()
+    kept = caught_up._state
+    assert CorrectionStore(folder).compact() == (53, 52)  # 51 corrections and the damaged line
+    writer.add([Correction("Danach .", "After .")])
+    caught_up.refresh()
+    behind.refresh()
+    assert caught_up._state is kept  # taken as read: nothing read again but the line after
+    assert behind._state is not kept
+    fresh = CorrectionStore(folder)
+    for reader in (caught_up, behind):
+        assert [vars(c) for c in reader.corrections()] == [vars(c) for c in fresh.corrections()]
+        assert [(d.number, d.line) for d in reader.damaged] == [(52, b'{"broken": \n')]
+    assert fresh.corrections()[0].status == "rejected" and fresh.corrections()[-1].corrected == "After ."

@@ -102,3 +102,18 @@ def test_at_the_bound_the_memory_still_answers_its_sources_and_the_rest_is_shed(
         shed = client.post("/translate", json={"inputs": [LINES[1]]})
         assert (shed.status_code, shed.headers["retry-after"]) == (503, "3")
         assert client.post("/attention", json={"inputs": LINES[0]}).status_code == 503  # the guard's, as before
+
+
+def test_translations_use_the_servers_glossary_and_say_what_became_of_each_term(trained, tmp_path):
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("Ball\tflower\nHut\tΣφαίρα\n", encoding="utf-8")
+    model = tfm.load(trained["run"] / "best.pt", device="cpu")
+    server = build_server(model, ServeConfig(), "cpu", "fp32", torch.get_num_threads(), None, glossary=str(glossary))
+    lines = ["Ein mann sieht einen ball.", "Eine frau trägt einen hut.", "Ein kind malt eine blume."]
+    with TestClient(create_app(server)) as client:
+        items = client.post("/translate", json={"inputs": lines, "parameters": {"beam_size": 2}}).json()
+    assert "flower" in items[0]["translation_text"].lower()
+    assert items[0]["terms"] == [{"source": "Ball", "target": "flower", "used": "placed"}]
+    [hut] = items[1]["terms"]
+    assert hut["used"] == "unplaced" and hut["why"].startswith("the model cannot write it")
+    assert "terms" not in items[2] and items[2]["translation_text"] == model.translate(lines[2:], beam_size=2)[0]

@@ -54,6 +54,7 @@ from .correction import Correction as Correction  # re-exported: callers take it
 from .state import Fold, Pending, collector_paused
 
 LOG = "corrections.jsonl"
+COMPACTED = "compacted.json"  # the last compaction: which log it replaced, and what it wrote
 PER_LOCK = 100  # corrections `add_batches` appends a hold of the store's lock: ~25 ms of guards
 BULK_BYTES = 1 << 20  # a read of more of the log than this runs with the collector paused (state.py)
 STATUSES = ("accepted", "held", "rejected")
@@ -214,7 +215,7 @@ class CorrectionStore:
         (compacted, edited), into a new state that replaces the old one once whole, so a
         lookup meanwhile (`in_force`, which takes no lock) answers from the old one."""
         stat = os.fstat(f.fileno())
-        grew = self._grew(f, stat.st_dev, stat.st_ino, stat.st_size)
+        grew = self._grew(f, stat.st_dev, stat.st_ino, stat.st_size) or self._adopt(f, stat.st_dev, stat.st_ino)
         if not grew:
             self._start_over()
         state, old = (self._state, None) if grew else (Fold(), self._state)
@@ -232,6 +233,25 @@ class CorrectionStore:
             return False
         f.seek(self._read - len(self._last))
         return f.read(len(self._last)) == self._last
+
+    def _adopt(self, f: BinaryIO, device: int, inode: int) -> bool:
+        """Whether the log open at `f` is a compaction of all that was read (its note names the
+        log and place this process read to, and its last line stands where the note says): then
+        it is taken as read, the state kept, and only what came after the compaction is read."""
+        try:
+            note = json.loads((self.folder / COMPACTED).read_bytes())
+            replaced, size, lines, last = note["replaced"], note["size"], note["lines"], bytes.fromhex(note["last"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if not self._read or replaced != [*(self._file or (0, 0)), self._read, self._lines]:
+            return False
+        f.seek(max(0, size - len(last)))
+        if size < len(last) or f.read(len(last)) != last:
+            return False
+        first = lines - len(self._damaged) + 1  # the damaged lines stand at the compacted log's end
+        self._damaged = [dataclasses.replace(d, number=first + i) for i, d in enumerate(self._damaged)]
+        self._file, self._read, self._lines, self._last = (device, inode), size, lines, last
+        return True
 
     def _fold(self, f: BinaryIO, state: Fold) -> None:
         """Fold the complete lines after those read into `state`, skipping and saying the
@@ -334,7 +354,8 @@ class CorrectionStore:
         many lines it has."""
         lines: list[dict[str, Any] | bytes] = [vars(c) for c in self._state.known.values()]
         lines += [d.line for d in self._damaged]
-        atomic_write(self.path, functools.partial(_write_lines, lines))
+        replaced = [*(self._file or (0, 0)), self._read, self._lines]
+        atomic_write(self.path, functools.partial(_write_lines, lines, self.folder / COMPACTED, replaced))
         stat = os.stat(self.path)
         last = lines[-1] if lines else b""
         self._last = last if isinstance(last, bytes) else _lines_of([last])
@@ -369,10 +390,23 @@ class CorrectionStore:
         return TfmError(f"cannot store corrections in {self.path}: {e.strerror or e}")
 
 
-def _write_lines(lines: list[dict[str, Any] | bytes], f: BinaryIO) -> None:
-    """Records (as the log's lines) and lines as they are, one after the other into `f`."""
+def _write_lines(lines: list[dict[str, Any] | bytes], note: Path, replaced: list[int], f: BinaryIO) -> None:
+    """Records (as the log's lines) and lines as they are, one after the other into `f` (a
+    compaction's new log, not yet in place); then, before it takes the log's place, the `note`
+    of what it replaces (`replaced`: the log's device, inode, bytes and lines as read) and what it
+    holds (bytes, lines, its last line), by which a reader that had read all of the old log takes
+    the new one as read (`CorrectionStore._adopt`) instead of reading it again."""
+    size, last = 0, b""
     for line in lines:
-        f.write(line if isinstance(line, bytes) else _lines_of([line]))
+        last = line if isinstance(line, bytes) else _lines_of([line])
+        f.write(last)
+        size += len(last)
+    record = {"replaced": replaced, "size": size, "lines": len(lines), "last": last.hex()}
+    atomic_write(note, functools.partial(_write_bytes, json.dumps(record).encode("utf-8")))
+
+
+def _write_bytes(data: bytes, f: BinaryIO) -> None:
+    f.write(data)
 
 
 def _lines_of(records: list[dict[str, Any]]) -> bytes:

@@ -67,6 +67,7 @@ class Server:
     token: str | None
     tokenize_thread: ThreadPoolExecutor | None = None
     corrections: ServedCorrections | None = None  # corrections.store's route and memory
+    glossary: str | None = None  # decode.glossary: the terms translations use (docs/terms.md)
     cut_off: int = 0  # requests answered 503 because serve.shutdown_grace_s ran out
 
     def count_cut_off(self) -> None:
@@ -85,6 +86,9 @@ def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
             item["alternatives"] = [{"translation_text": h.text, "score": round(h.score, 4)} for h in hyps]
     for i, n in out.truncated:
         items[i]["warning"] = f"input has {n} tokens; truncated to {model.max_src_len} (the model's limit)"
+    for item, uses in zip(items, out.terms):
+        if uses:
+            item["terms"] = [use.as_json() for use in uses]
     return items
 
 
@@ -107,7 +111,9 @@ async def _translations(
     asked = [line for line, r in zip(req.lines, remembered) if r is None]
     translated: list[dict[str, Any]] = []
     if asked:
-        out = await server.batcher.translate(asked, model.options(**req.parameters), model, received)
+        options = model.options(**req.parameters)
+        options.glossary = server.glossary
+        out = await server.batcher.translate(asked, options, model, received)
         server.metrics.truncated.inc(len(out.truncated))
         translated = _items(out, model)
         if server.corrections is not None:

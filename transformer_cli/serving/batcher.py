@@ -387,6 +387,6 @@ def _decode_group(jobs: list[Job]) -> list[Output | Attention]:
     for job in jobs:
         end = start + job.sources.n_lines
         truncated = [(i - start, n) for i, n in out.truncated if start <= i < end]
-        outputs.append(Output(out.translations[start:end], truncated))
+        outputs.append(Output(out.translations[start:end], truncated, out.terms[start:end] if out.terms else []))
         start = end
     return outputs

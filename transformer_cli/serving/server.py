@@ -114,9 +114,11 @@ def build_server(
     ensemble_weights: Sequence[float] | None = None,
     ensemble_combine: str | None = None,
     corrections: CorrectionsConfig | None = None,
+    glossary: str | None = None,
 ) -> Server:
-    """The shared state of the routes around a loaded model (one, or an ensemble's), and the
-    corrections of `corrections.store` when it is set."""
+    """The shared state of the routes around a loaded model (one, or an ensemble's), the
+    corrections of `corrections.store` when it is set, and the `glossary` file (decode.glossary)
+    its translations use."""
     metrics = Metrics()
     decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads, initargs=(threads,))
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
@@ -140,7 +142,7 @@ def build_server(
     )
     source_lang = model.languages[0] if model.languages else "src"
     served = ServedCorrections(corrections, source_lang) if corrections is not None and corrections.store else None
-    return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread, served)
+    return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread, served, glossary)
 
 
 def checked_token(sc: ServeConfig, corrections: CorrectionsConfig | None) -> str | None:
@@ -170,9 +172,11 @@ def serve(
     ensemble_weights: Sequence[float] | None = None,
     ensemble_combine: str | None = None,
     corrections: CorrectionsConfig | None = None,
+    glossary: str | None = None,
 ) -> None:
     """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT,
-    taking users' corrections into `corrections.store` when it is set."""
+    taking users' corrections into `corrections.store` when it is set, its translations using
+    the terms of `glossary` (docs/terms.md)."""
     token = checked_token(sc, corrections)
     sockets = listen(sc.host, sc.port)  # bound, not listening: no client waits on the load
     threads = sc.threads or serve_threads()
@@ -180,7 +184,9 @@ def serve(
     model = open_translator(
         paths, device, precision, ensemble_weights=ensemble_weights, ensemble_combine=ensemble_combine
     )
-    state = build_server(model, sc, device, precision, threads, token, ensemble_weights, ensemble_combine, corrections)
+    state = build_server(
+        model, sc, device, precision, threads, token, ensemble_weights, ensemble_combine, corrections, glossary
+    )
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False
     uvicorn_log.setLevel(log.level)

@@ -22,8 +22,10 @@ import sys
 from ..config import Config
 from ..errors import EXIT_FAILURE, EXIT_USAGE, StoppedBySignal, TfmError
 from .parent import resolve_parent
+from .peer_watch import EVERY_S, GRACE_S
 from .run_dir import LOCK_HOLDER_ENV, RunDir
 
+MONITOR_S = EVERY_S + GRACE_S + 0.5  # past the longest a peer watch takes to say a process is gone
 # The loggers of torch's launcher (and every logger below them, made now or later).
 TORCH_LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.distributed.launcher")
 # What a process exits with when it stopped on a signal by itself (it saved first): torch's
@@ -51,8 +53,22 @@ def launch(cfg: Config, run: RunDir, processes: int, train_args: list[str]) -> N
     quiet_torch_launcher()
     run.lock()  # busy: exit 75 now, before anything starts
     os.environ[LOCK_HOLDER_ENV] = str(os.getpid())
+    # The launcher looks at its processes every MONITOR_S: a process's death is then said by
+    # the others first (their failed collective at once, or their peer watch), not cut short by
+    # the launcher's SIGTERM a tenth of a second after it (torch's default), which under load
+    # came first and left only the launcher's line.
+    monitor = ["--monitor-interval", str(MONITOR_S)]
     args = get_args_parser().parse_args(
-        ["--standalone", "--nproc-per-node", str(processes), "--module", "transformer_cli", "train", *train_args]
+        [
+            "--standalone",
+            *monitor,
+            "--nproc-per-node",
+            str(processes),
+            "--module",
+            "transformer_cli",
+            "train",
+            *train_args,
+        ]
     )
     try:
         resolve_parent(cfg, run)  # else each rank would refuse it, and the first to fail decides the code
