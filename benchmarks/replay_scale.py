@@ -29,35 +29,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scale import ROOT, _lines, build_corpus, multi30k_file  # noqa: E402
+from scale import ROOT, _lines, build_corpus, multi30k_file, write_config  # noqa: E402
 
 TFM = [sys.executable, "-m", "transformer_cli"]
+NIGHTLY = [  # the nightly line's settings: replay nights, no scratch retrain called for by count or growth
+    *("--set", "train.retrain.night=replay"),
+    *("--set", "train.retrain.max_continued_runs=null"),
+    *("--set", "train.retrain.max_growth=null"),
+]
 STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) ", re.M)
-
-
-def config(work: Path, corpus: Path, vocab: int) -> Path:
-    path = work / "night.yaml"
-    path.write_text(
-        f"""extends: {ROOT / "configs" / "base.yaml"}
-name: night
-data:
-  corpus: files
-  source: {corpus}
-  splits: {{train: train, val: val, test: test}}
-  dir: {work / "data"}
-tokenizer:
-  vocab_size: {vocab}
-train:
-  out_dir: {work / "runs"}
-  valid_bleu: false
-  retrain:
-    night: replay
-    max_continued_runs: null
-    max_growth: null
-""",
-        encoding="utf-8",
-    )
-    return path
 
 
 def timed(cmd: list[str], log: Path) -> float:
@@ -122,25 +102,14 @@ def main() -> None:
     source = Path(os.environ["TFM_DATA_SOURCE"])
     args.work.mkdir(parents=True, exist_ok=True)
     corpus = build_corpus(source, args.pairs, args.work / f"corpus{args.pairs}", joined=True)
-    cfg = config(args.work, corpus, args.vocab)
+    cfg = write_config(args.work, corpus, str(args.pairs), args.vocab, "base.yaml")  # base.yaml, validation BLEU off
     report: dict[str, Any] = {"pairs": args.pairs, "new": args.new}
-    run = args.work / "runs" / "night"
+    run = args.work / "runs" / cfg.stem
+    train = [*TFM, "train", "-c", str(cfg), "--init-from", "published", *NIGHTLY]
     if not (run / "published.pt").is_file():
-        report["parent_wall_s"] = timed(
-            [*TFM, "train", "-c", str(cfg), "--init-from", "published", "--set", "train.max_steps=20"],
-            args.work / "parent.log",
-        )
+        report["parent_wall_s"] = timed([*train, "--set", "train.max_steps=20"], args.work / "parent.log")
         append(corpus, source, args.new)
-    night = [
-        *TFM,
-        "train",
-        "-c",
-        str(cfg),
-        "--init-from",
-        "published",
-        "--set",
-        f"train.retrain.replay_max_steps={args.steps}",
-    ]
+    night = [*train, "--set", f"train.retrain.replay_max_steps={args.steps}"]
     report["night_wall_s"] = timed(night, args.work / "night.log")
     text = (run / "train.log").read_text()
     figures = night_figures(text[text.rfind("\n", 0, text.rfind(" tfm train ")) + 1 :])  # the night's lines
