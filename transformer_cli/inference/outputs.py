@@ -34,14 +34,16 @@ class Sources:
     @classmethod
     def concat(cls, parts: list[Sources]) -> Sources:
         """The parts' lines one after the other, as if encoded together."""
-        n, positions, ids, truncated, terms = 0, [], [], [], []
+        n, positions, ids, truncated = 0, [], [], []
         for p in parts:
             positions += [n + i for i in p.positions]
             ids += p.ids
             truncated += [(n + i, length) for i, length in p.truncated]
-            terms += p.terms or [[] for _ in p.ids]
             n += p.n_lines
-        return cls(n, positions, ids, truncated, terms if any(terms) else [])
+        terms = (
+            [line for p in parts for line in (p.terms or [[] for _ in p.ids])] if any(p.terms for p in parts) else []
+        )
+        return cls(n, positions, ids, truncated, terms)
 
 
 @dataclass(frozen=True)
