@@ -9,6 +9,41 @@ from typing import ClassVar
 
 from .config_values import Section
 from .config_values import schema_field as _f
+from .config_values import schema_section as _section
+
+
+@dataclass
+class NearMatchesConfig(Section):
+    """Near-matches: a line close to accepted corrections (not equal) is decoded with them
+    (corrections/nearby.py finds them, inference/near.py mixes them in: docs/corrections.md)."""
+
+    SECTION: ClassVar[str] = "corrections.near_matches"
+
+    corrections: int = _f(
+        16,
+        "tfm serve decodes a line with at most this many accepted corrections whose sources are closest "
+        "to it (0: near-matches off; lines are decoded by the model alone).",
+        ge=0,
+        le=256,
+    )
+    similarity: float = _f(
+        0.2,
+        "The least similarity of a near-match: the rarity-weighted share of the words the line and the "
+        "correction's source have between them that both have (1: the same words).",
+        ge=0.0,
+        le=1.0,
+    )
+    neighbours: int = _f(8, "Decoder states of the corrections each decoding step reads (k).", ge=1, le=256)
+    weight: float = _f(
+        0.5, "The most the corrections' next-token distribution is given against the model's.", ge=0.0, le=1.0
+    )
+    reach: float = _f(
+        100.0,
+        "The squared distance between decoder states at which a correction's share falls to 0 "
+        "(a step far from every correction's is decoded by the model alone).",
+        ge=0.0,
+    )
+    temperature: float = _f(10.0, "Of the softmax over the neighbours' negative squared distances.", ge=1e-3)
 
 
 @dataclass
@@ -42,6 +77,9 @@ class CorrectionsConfig(Section):
     )
     memory: bool = _f(
         True, "tfm serve answers a source equal to an accepted correction's (spaces aside) with the correction."
+    )
+    near_matches: NearMatchesConfig = _section(
+        NearMatchesConfig, "A line close to accepted corrections, not equal, is decoded with their help."
     )
     max_bytes: int = _f(16384, "A correction request's body size in bytes (more: 413).", ge=64, le=1 << 24)
     per_minute: int = _f(

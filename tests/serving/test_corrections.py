@@ -225,3 +225,35 @@ def test_the_page_is_answered_from_memory_with_the_models_attention_over_the_cor
         assert (plain["translation_text"], plain["target_tokens"]) == (expected.translation, expected.target_tokens)
     finally:
         assert server.stop() == 0
+
+
+def test_a_line_close_to_a_correction_is_decoded_with_it_by_every_server_and_says_which(trained, tmp_path):
+    """Near-matches: once a correction is accepted, the other server decodes a line with the
+    same words (another punctuation mark: not the memory's) as the correction, a line sharing
+    some of its words with its help, both saying which correction they drew on, and a line
+    sharing none exactly as before."""
+    args, _ = corrections_args(
+        trained,
+        tmp_path,
+        "corrections.near_matches.weight=1.0",
+        "corrections.near_matches.reach=1e9",
+        "corrections.near_matches.neighbours=1",
+    )
+    one = Served(*args, log_to=tmp_path / "one.log")
+    two = Served(*args, log_to=tmp_path / "two.log")
+    try:
+        same_words, some_words, none = "Ein mann sieht einen ball !", "Ein mann sieht einen hut.", SENTENCES[1]
+        before = two.post("/translate", json={"inputs": [same_words, some_words, none]}, headers=AUTH).json()
+        assert not any("near_matches" in item for item in before)
+        fix = {"source": SENTENCES[0], "corrected": "A tall man kicks a red ball."}
+        posted = one.post("/corrections", json=fix, headers=AUTH).json()
+        assert posted["status"] == "accepted"
+        after = two.post("/translate", json={"inputs": [same_words, some_words, none]}, headers=AUTH).json()
+        assert after[0] == {"translation_text": fix["corrected"], "near_matches": [posted["id"]]}
+        assert after[1]["near_matches"] == [posted["id"]]
+        assert after[2] == before[2]
+        off = two.post("/translate", json={"inputs": [SENTENCES[0]]}, headers=AUTH).json()
+        assert off == [{"translation_text": fix["corrected"], "from_memory": True, "correction": posted["id"]}]
+    finally:
+        two.stop()
+        one.stop()

@@ -75,6 +75,7 @@ class Fold:
         self._accepted: dict[str, dict[str, Correction]] = {}  # normalised source -> its accepted, by id
         self._in_force: dict[str, Correction] = {}  # normalised source -> its latest accepted
         self._per_day: Counter[tuple[str | None, int]] = Counter()  # accepted by (caller, day)
+        self.changed: list[str] = []  # normalised sources whose accepted corrections changed, in order
 
     @classmethod
     def of(cls, corrections: Iterable[Correction]) -> Fold:
@@ -123,6 +124,8 @@ class Fold:
         for table in (self.known, self._place, self._accepted, self._in_force):
             while table:
                 table.popitem()
+        while self.changed:
+            self.changed.pop()
 
     def _key(self, c: Correction) -> tuple[float, int]:
         return c.time, self._place[c.id]
@@ -132,6 +135,7 @@ class Fold:
             return
         self._per_day[caller_day(c)] += 1
         source = normalised(c.source)
+        self.changed.append(source)
         self._accepted.setdefault(source, {})[c.id] = c
         now = self._in_force.get(source)
         if now is None or self._key(c) >= self._key(now):
@@ -144,6 +148,7 @@ class Fold:
         if not self._per_day[caller_day(c)]:
             del self._per_day[caller_day(c)]
         source = normalised(c.source)
+        self.changed.append(source)
         accepted = self._accepted[source]
         del accepted[c.id]
         if not accepted:

@@ -292,6 +292,11 @@ class CorrectionStore:
         return self._state.in_force(source)
 
     @property
+    def fold(self) -> Fold:
+        """What was read as of the last `refresh` (a re-read replaces it whole: see `_read_on`)."""
+        return self._state
+
+    @property
     def damaged(self) -> list[DamagedLine]:
         """The lines read so far that hold no record (skipped), in order."""
         with self._mutex:

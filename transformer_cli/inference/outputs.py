@@ -15,6 +15,34 @@ class Translation:
     score: float
 
 
+@dataclass(frozen=True)
+class Example:
+    """A pair close to a line, to decode it with (inference/near.py): an accepted correction."""
+
+    source: str
+    target: str
+    id: str
+
+
+@dataclass(frozen=True)
+class NearSettings:
+    """How a line's examples are mixed into its decoding (inference/near.py; the config's
+    corrections.near_matches)."""
+
+    neighbours: int = 8  # entries of the line's datastore each step reads
+    temperature: float = 10.0  # of the softmax over their negative squared distances
+    weight: float = 0.5  # the most the neighbours' distribution is given
+    reach: float = 100.0  # squared distance at which their share falls to 0
+
+
+@dataclass(frozen=True)
+class NearMatches:
+    """Lines' near-matches (per non-empty line, in order) and how they are mixed in."""
+
+    examples: list[list[Example]]
+    settings: NearSettings
+
+
 @dataclass
 class Sources:
     """Lines tokenized once for decoding (`TranslationBackend.encode`): what the search reads, and
@@ -25,6 +53,8 @@ class Sources:
     ids: list[Any]  # per non-empty line: its token ids, truncated, then <eos> (1-D tensors)
     truncated: list[tuple[int, int]]  # (line index, its length in tokens) of inputs cut to the limit
     terms: list[list[Term]] = field(default_factory=list)  # per non-empty line: the glossary's terms in it
+    examples: list[list[Example]] = field(default_factory=list)  # per non-empty line: pairs close to it
+    near: NearSettings = NearSettings()  # how examples are used
 
     @property
     def tokens(self) -> int:
@@ -40,10 +70,17 @@ class Sources:
             ids += p.ids
             truncated += [(n + i, length) for i, length in p.truncated]
             n += p.n_lines
-        terms = (
-            [line for p in parts for line in (p.terms or [[] for _ in p.ids])] if any(p.terms for p in parts) else []
-        )
-        return cls(n, positions, ids, truncated, terms)
+        terms = _per_line([p.terms for p in parts], [len(p.ids) for p in parts])
+        examples = _per_line([p.examples for p in parts], [len(p.ids) for p in parts])
+        return cls(n, positions, ids, truncated, terms, examples, parts[0].near if parts else NearSettings())
+
+
+def _per_line(lists: list[list[list[Any]]], lines: list[int]) -> list[list[Any]]:
+    """Parts' per-line lists, one after the other (a part without any: an empty list a line);
+    [] when no part has any."""
+    if not any(lists):
+        return []
+    return [line for found, n in zip(lists, lines) for line in (found or [[] for _ in range(n)])]
 
 
 @dataclass(frozen=True)
@@ -67,3 +104,4 @@ class Output:
     translations: list[list[Translation]]  # n-best, best first, per input line
     truncated: list[tuple[int, int]]  # (line index, its length in tokens) of inputs cut to the limit
     terms: list[list[TermUse]] = field(default_factory=list)  # per input line, when a glossary applied
+    near: list[list[str]] = field(default_factory=list)  # per input line, when it had examples: those drawn on (ids)

@@ -23,10 +23,11 @@ from ..errors import UsageError
 from ..host.device import autocast
 from ..host.threads import Threads
 from ..model.builders import build_model
-from ..model.contract import TranslationModel
+from ..model.contract import FeatureDecoder, TranslationModel
 from ..tokenizers.pair import TokenizerPair
 from .constrained import constrained_beam_search
-from .outputs import Output, Sources, Translation
+from .near import Datastore, ExampleKeys, NearMatchDecoder
+from .outputs import Example, NearSettings, Output, Sources, Translation
 from .search import Hypothesis, output_limits
 from .strategies import strategy_for
 from .teacher_forcing import corpus_nll, eval_mode
@@ -155,6 +156,7 @@ class TranslationBackend(ABC):
         """`translate` of lines already encoded (with `decode`'s recase setting)."""
         d = decode or self.decode
         results: list[list[Translation]] = [[Translation("", [], 0.0)] for _ in range(sources.n_lines)]
+        near: list[list[str]] = [[] for _ in range(sources.n_lines)] if any(sources.examples) else []
         ids = sources.ids
         order = sorted(range(len(ids)), key=lambda j: len(ids[j]))  # similar lengths together
         for start in range(0, len(order), d.batch_size):
@@ -162,7 +164,13 @@ class TranslationBackend(ABC):
                 check_stop()
             chunk = order[start : start + d.batch_size]
             started = time.perf_counter()
-            found = self._search([ids[j] for j in chunk], d)
+            examples = [sources.examples[j] for j in chunk] if near else []
+            if any(examples):
+                found, drawn_on = self._search_near([ids[j] for j in chunk], d, examples, sources.near)
+                for j, line, used in zip(chunk, examples, drawn_on):
+                    near[sources.positions[j]] = [line[i].id for i in sorted(used)]
+            else:
+                found = self._search([ids[j] for j in chunk], d)
             if self.threads is not None:
                 work = sum(len(ids[j]) for j in chunk) + sum(len(h[0].tokens) for h in found if h)
                 self.threads.record(work, time.perf_counter() - started)
@@ -171,9 +179,17 @@ class TranslationBackend(ABC):
                     Translation(self.tokenizers.tgt.decode(h.tokens), h.tokens, h.score) for h in hyps
                 ]
         if not sources.terms:
-            return Output(results, list(sources.truncated))
+            return Output(results, list(sources.truncated), near=near)
         terms = honour_terms(sources, results, self.tokenizers.tgt, lambda src, c: self._constrained(src, c, d))
-        return Output(results, list(sources.truncated), terms)
+        return Output(results, list(sources.truncated), terms, near)
+
+    def _search_near(
+        self, sources: list[torch.Tensor], d: DecodeConfig, examples: list[list[Example]], near: NearSettings
+    ) -> tuple[list[list[Hypothesis]], list[set[int]]]:
+        """`_search` with each source's example pairs mixed in (inference/near.py), and the
+        examples each drew on (indices into its list). This backend cannot: it searches without
+        them and says none was drawn on."""
+        return self._search(sources, d), [set() for _ in sources]
 
     def _constrained(
         self, source: torch.Tensor, constraints: list[list[int]], d: DecodeConfig
@@ -222,6 +238,8 @@ class TorchTranslator(TranslationBackend):
         self.model = model.to(device)
         self.device = device
         self.dtype = dtype
+        # Example pairs' sources are encoded as the lines translated are (decode.recase).
+        self._example_keys = ExampleKeys(model, tokenizers, device, lambda texts: self.encode_sources(texts)[0])
 
     @property
     def tunes_threads(self) -> bool:
@@ -262,6 +280,20 @@ class TorchTranslator(TranslationBackend):
         limits = output_limits(lengths, d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
         with autocast(self.device, self.dtype), eval_mode(self.model):
             return strategy_for(d).search(self.model, src, limits, d)
+
+    def _search_near(
+        self, sources: list[torch.Tensor], d: DecodeConfig, examples: list[list[Example]], near: NearSettings
+    ) -> tuple[list[list[Hypothesis]], list[set[int]]]:
+        reads_features = isinstance(self.model, FeatureDecoder)  # not narrowed: the model stays typed
+        if not reads_features:  # e.g. an ensemble: without them
+            return super()._search_near(sources, d, examples, near)
+        src = pad_batch(sources, self.tokenizers.src.ids.pad).to(self.device)
+        lengths = torch.tensor([len(s) for s in sources])
+        limits = output_limits(lengths, d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
+        with autocast(self.device, self.dtype), eval_mode(self.model):
+            keys = [self._example_keys.of(line) for line in examples]
+            decoder = NearMatchDecoder(self.model, Datastore.of(keys, self.device), near)
+            return strategy_for(d).search(decoder, src, limits, d), decoder.consulted
 
     def _constrained(
         self, source: torch.Tensor, constraints: list[list[int]], d: DecodeConfig

@@ -17,12 +17,17 @@ A model is a torch module that also has
   and `TranslationModel[Any]` is a model whatever its state);
 - `cross_attention(src, tgt_in)` -> `[batch, heads, tgt_len, src_len]` (attention plots);
 - `num_parameters()`.
+
+A model may also give what a near-match datastore needs (`FeatureDecoder`, checked structurally:
+inference/near.py reads it when it is there): `features(src, tgt_in)` -> the decoder's output
+`[batch, tgt_len, d_model]` under teacher forcing, and `step_features(tokens, state)` ->
+(log-probabilities, that output `[rows, d_model]`, state).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from torch import Tensor, nn
 
@@ -80,3 +85,12 @@ class TranslationModel(IncrementalDecoder[State], Protocol[State]):
     def train(self, mode: bool = ...) -> Any: ...
 
     def eval(self) -> Any: ...
+
+
+@runtime_checkable
+class FeatureDecoder(Protocol):
+    """The optional part of the contract a near-match datastore reads (module docstring)."""
+
+    def features(self, src: Tensor, tgt_in: Tensor) -> Tensor: ...
+
+    def step_features(self, tokens: Tensor, state: Any) -> tuple[Tensor, Tensor, Any]: ...

@@ -160,10 +160,14 @@ class Seq2SeqTransformer(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher forcing. src: [batch, src_len], tgt_in: [batch, tgt_len] -> logits
         [batch, tgt_len, tgt_vocab]."""
+        return cast(Tensor, self.generator(self.features(src, tgt_in)))
+
+    def features(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher forcing up to the output projection: the decoder's output [batch, tgt_len,
+        d_model], what the generator reads (the keys of a near-match datastore)."""
         src_mask = padding_mask(src, self.src_ids.pad)
-        memory = self.encoder(src, src_mask)
-        hidden, _ = self.decoder(tgt_in, memory, src_mask)
-        return cast(Tensor, self.generator(hidden))
+        hidden, _ = self.decoder(tgt_in, self.encoder(src, src_mask), src_mask)
+        return cast(Tensor, hidden)
 
     def cross_attention(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """The last decoder layer's attention over the source: [batch, heads, tgt_len, src_len]."""
@@ -180,8 +184,14 @@ class Seq2SeqTransformer(nn.Module):
 
     def step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """tokens: [batch] -> (log-probabilities of the next token [batch, tgt_vocab], new state)."""
+        log_probs, _, state = self.step_features(tokens, state)
+        return log_probs, state
+
+    def step_features(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, Tensor, DecoderState]:
+        """`step`, with the decoder's output it projected: (log-probabilities [batch, tgt_vocab],
+        features [batch, d_model], new state)."""
         hidden, state = self.decoder.step(tokens, state)
-        return torch.log_softmax(self.generator(hidden).float(), dim=-1), state
+        return torch.log_softmax(self.generator(hidden).float(), dim=-1), hidden, state
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

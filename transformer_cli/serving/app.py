@@ -6,7 +6,8 @@
                       it); queued as a translation is, admitted by its own bound
     POST /corrections a user's correction of a translation, with a corrections.store
                       (serving/corrections.py); /translate and /attention then answer its source
-                      from memory
+                      from memory, and /translate decodes lines close to it with its help
+                      ("near_matches": the ids of the corrections drawn on)
     GET  /health      {"status": "ok", "model": {"path", "sha256", "loaded_at", "config", "file"},
                        "defaults": {"beam_size", "max_beam_size"}}
     GET  /metrics     Prometheus text format
@@ -37,7 +38,7 @@ from starlette.exceptions import HTTPException
 from ..api import Attention, Translator
 from ..config import ServeConfig
 from ..corrections.memory import Remembered
-from ..inference.outputs import Output
+from ..inference.outputs import NearMatches, Output
 from .batcher import Batcher, Overloaded
 from .corrections import ServedCorrections, attention_to
 from .guard import RECEIVED, SHED_PATHS, TRANSLATE_PATHS, Guard, ShedPace
@@ -89,6 +90,9 @@ def _items(out: Output, model: Translator) -> list[dict[str, Any]]:
     for item, uses in zip(items, out.terms):
         if uses:
             item["terms"] = [use.as_json() for use in uses]
+    for item, ids in zip(items, out.near):
+        if ids:
+            item["near_matches"] = ids
     return items
 
 
@@ -107,13 +111,18 @@ async def _translations(
 ) -> list[dict[str, Any]]:
     """One response item per input line: from the translation memory (a line an accepted
     correction's source), else from the model, within the bound counted from `received`."""
-    remembered = await _remembered(server, req.lines)
+    remembered, near = (
+        await server.corrections.matched(req.lines) if server.corrections else ([None] * len(req.lines), None)
+    )
     asked = [line for line, r in zip(req.lines, remembered) if r is None]
     translated: list[dict[str, Any]] = []
     if asked:
         options = model.options(**req.parameters)
         options.glossary = server.glossary
-        out = await server.batcher.translate(asked, options, model, received)
+        if near is not None:  # per line the model decodes: those not remembered, not empty
+            kept = [e for line, r, e in zip(req.lines, remembered, near.examples) if r is None and line.strip()]
+            near = NearMatches(kept, near.settings) if any(kept) else None
+        out = await server.batcher.translate(asked, options, model, received, near)
         server.metrics.truncated.inc(len(out.truncated))
         translated = _items(out, model)
         if server.corrections is not None:

@@ -70,7 +70,7 @@ from typing import Any
 from ..api import Attention, Translator
 from ..config import DecodeConfig
 from ..host.allocator import release_freed_memory
-from ..inference.outputs import Output, Sources
+from ..inference.outputs import NearMatches, Output, Sources
 from .metrics import Metrics
 from .wait_prediction import BatchTimes, WaitErrors
 
@@ -157,15 +157,20 @@ class Batcher:
         return len(self._queue)
 
     async def translate(
-        self, lines: list[str], options: DecodeConfig, model: Translator, received: float | None = None
+        self,
+        lines: list[str],
+        options: DecodeConfig,
+        model: Translator,
+        received: float | None = None,
+        near: NearMatches | None = None,
     ) -> Output:
         """Queue `lines` (text serving/requests.py has checked) for the next batches, to be
         decoded by `model` with `options` (built from that model's defaults); returns their
         Output, or raises Overloaded when the work admitted is at its bound, counted from
         `received` (time.monotonic() when the server began to read the request; now if None).
         The lines are tokenized once, off the event loop: for the bound, the token budget and
-        decoding."""
-        output: Output = await self._submit(lines, options, model, None, received)
+        decoding. `near`: each line's near-matches and how they are mixed in (inference/near.py)."""
+        output: Output = await self._submit(lines, options, model, None, received, near)
         return output
 
     async def attention(
@@ -191,6 +196,7 @@ class Batcher:
         model: Translator,
         attend: Callable[[], Attention] | None,
         received: float | None,
+        near: NearMatches | None = None,
     ) -> Any:
         """Tokenize, admit (or raise Overloaded), queue, and wait for the job's answer. An
         attention job was admitted by its own bound (`attention`) and counts in neither."""
@@ -206,6 +212,8 @@ class Batcher:
         self._tokenizing += guess
         try:
             sources = await loop.run_in_executor(self._tokenize, model.encode, lines, options, True)
+            if near is not None:
+                sources.examples, sources.near = near.examples, near.settings
         finally:
             self.pending_tokens -= guess
             self._tokenizing -= guess
@@ -387,6 +395,7 @@ def _decode_group(jobs: list[Job]) -> list[Output | Attention]:
     for job in jobs:
         end = start + job.sources.n_lines
         truncated = [(i - start, n) for i, n in out.truncated if start <= i < end]
-        outputs.append(Output(out.translations[start:end], truncated, out.terms[start:end] if out.terms else []))
+        terms, near = out.terms[start:end] if out.terms else [], out.near[start:end] if out.near else []
+        outputs.append(Output(out.translations[start:end], truncated, terms, near))
         start = end
     return outputs

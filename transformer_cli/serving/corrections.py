@@ -36,10 +36,11 @@ from ..config import DecodeConfig
 from ..config_corrections import CorrectionsConfig
 from ..corrections.guards import guarded
 from ..corrections.memory import Remembered, TranslationMemory
+from ..corrections.nearby import NearbySources
 from ..corrections.served import ServedText
 from ..corrections.store import Check, Correction, CorrectionStore, StoreFull
 from ..errors import TfmError
-from ..inference.outputs import Translation
+from ..inference.outputs import Example, NearMatches, NearSettings, Translation
 from .requests import ClientError, parse_json, read_body
 
 MAX_CLIENT_ID = 100  # characters of a client id
@@ -128,6 +129,11 @@ class ServedCorrections:
         self.served = ServedText(cfg.store, source_lang, cfg.served_per_day) if cfg.served_per_day else None
         self._appends = Appends(self.store)
         self._reads = ThreadPoolExecutor(1, "corrections-read")
+        self.near = cfg.near_matches
+        self.settings = NearSettings(self.near.neighbours, self.near.temperature, self.near.weight, self.near.reach)
+        self.nearby = NearbySources()  # the store's sources by their words: read and updated on _reads
+        if self.near.corrections:
+            self._reads.submit(self.nearby.follow, self.store.fold)  # what was read at start, indexed meanwhile
 
     async def keep_served(self, lines: list[str]) -> None:
         """Keep the sources the model translated as self-training text (corrections.served_per_day)."""
@@ -141,6 +147,27 @@ class ServedCorrections:
             return [None] * len(lines)
         await asyncio.get_running_loop().run_in_executor(self._reads, self.memory.refresh)
         return [self.memory.lookup(line) for line in lines]
+
+    async def matched(self, lines: list[str]) -> tuple[list[Remembered | None], NearMatches | None]:
+        """`remembered`, and the near-matches of each other line (corrections.near_matches; None
+        when it is off), found off the event loop from the store as just read."""
+        if not self.near.corrections:
+            return await self.remembered(lines), None
+        return await asyncio.get_running_loop().run_in_executor(self._reads, self._match, lines)
+
+    def _match(self, lines: list[str]) -> tuple[list[Remembered | None], NearMatches]:
+        """Runs on the reading thread: the one that updates the memory and the index."""
+        self.memory.refresh()
+        self.nearby.follow(self.store.fold)
+        remembered = [self.memory.lookup(line) if self.cfg.memory else None for line in lines]
+        k, least = self.near.corrections, self.near.similarity
+        examples = [
+            []
+            if r is not None
+            else [Example(m.correction.source, m.correction.corrected, m.correction.id) for m in found]
+            for r, found in zip(remembered, (self.nearby.near(line, k, least) for line in lines))
+        ]
+        return remembered, NearMatches(examples, self.settings)
 
     async def post(self, headers: Any, body: Any, address: str, model: Translator, timeout_s: float) -> dict[str, Any]:
         """Store one posted correction; its id, status and reasons."""
@@ -169,6 +196,10 @@ def attention_to(model: Translator, line: str, translation: str, options: Decode
     forced = Translation(translation, ids[: model.max_src_len], 0.0)  # room for <sos>, as for <eos>
     source_tokens, target_tokens, weights = model.backend.cross_attention(line, forced, options.recase)
     return Attention(translation, source_tokens, target_tokens, weights)
+
+
+def _example(c: Correction) -> Example:
+    return Example(c.source, c.corrected, c.id)
 
 
 def _parse(raw: Any, who: str) -> Correction:

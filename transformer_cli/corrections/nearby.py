@@ -1,0 +1,106 @@
+"""The accepted corrections whose sources are close to a line, not equal: what a near-match is
+decoded with (inference/near.py), found by the words they share.
+
+A source is its set of words (state.py's `normalised`, lower-cased, runs of letters and
+digits). A line and a source are as close as the words they share weigh against all the
+words either has, each word weighed by how rare it is among the sources in force (inverse
+document frequency, idf(w) = ln(1 + N / df(w))):
+
+    similarity = sum of idf over shared words / sum of idf over the words of either   (0..1)
+
+so sharing "Hund" counts for more than sharing "ein", and a source equal to the line up to
+case and punctuation scores 1. The index follows the store's fold (state.py) from the sources
+whose accepted corrections changed since it last looked (`Fold.changed`): a correction costs
+the words of its source, whatever the store holds; a fold read anew (a compacted or edited log)
+is indexed whole. It is read and updated by one thread (the server's corrections reader).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .correction import Correction
+from .state import Fold, normalised
+
+_WORD = re.compile(r"\w+")
+CANDIDATES = 2000  # sources scored a line at most: those sharing its rarest words come first
+
+
+def words(text: str) -> frozenset[str]:
+    """The words of `text` as sources are compared (the module docstring)."""
+    return frozenset(_WORD.findall(normalised(text).lower()))
+
+
+@dataclass(frozen=True)
+class NearMatch:
+    correction: Correction
+    similarity: float
+
+
+class NearbySources:
+    """The words of the sources in force of one store's fold (the module docstring)."""
+
+    def __init__(self) -> None:
+        self._fold: Fold | None = None
+        self._looked = 0  # entries of the fold's `changed` taken in
+        self._of: dict[str, tuple[frozenset[str], Correction]] = {}  # normalised source -> words, correction
+        self._holding: dict[str, set[str]] = {}  # word -> the normalised sources holding it
+
+    def __len__(self) -> int:
+        return len(self._of)
+
+    def follow(self, fold: Fold) -> None:
+        """Take in what changed in `fold` since the last look (all of it: a new fold)."""
+        if fold is not self._fold:
+            self._fold, self._looked = fold, 0
+            self._of.clear()
+            self._holding.clear()
+            changed: list[str] = list(fold.current())
+        else:
+            changed = fold.changed[self._looked :]
+        self._looked = len(fold.changed)
+        for source in dict.fromkeys(changed):
+            self._put(source, fold.in_force(source))
+
+    def _put(self, source: str, c: Correction | None) -> None:
+        old = self._of.pop(source, None)
+        if old is not None:
+            for w in old[0]:
+                holders = self._holding[w]
+                holders.discard(source)
+                if not holders:
+                    del self._holding[w]
+        if c is not None:
+            found = words(source)
+            self._of[source] = (found, c)
+            for w in found:
+                self._holding.setdefault(w, set()).add(source)
+
+    def near(self, line: str, k: int, least: float) -> list[NearMatch]:
+        """The `k` corrections in force whose sources are closest to `line` with a similarity of
+        at least `least` (closest first), its own source's excepted (the memory answers it)."""
+        asked, own = words(line), normalised(line)
+        known = sorted((w for w in asked if w in self._holding), key=lambda w: len(self._holding[w]))
+        if not known:
+            return []
+        n = len(self._of)
+        idf = {w: math.log1p(n / len(self._holding[w])) for w in known}
+        unknown_weight = (len(asked) - len(known)) * math.log1p(n)  # words no source has: the rarest
+        candidates: set[str] = set()
+        for w in known:
+            if len(candidates) >= CANDIDATES:
+                break
+            candidates |= self._holding[w]
+        candidates.discard(own)
+        scored = []
+        for source in candidates:
+            found, c = self._of[source]
+            shared = sum(idf[w] for w in found & asked)
+            others = sum(math.log1p(n / len(self._holding[w])) for w in found - asked)
+            similarity = shared / (sum(idf.values()) + unknown_weight + others)
+            if similarity >= least:
+                scored.append(NearMatch(c, similarity))
+        scored.sort(key=lambda m: (-m.similarity, m.correction.id))
+        return scored[:k]
