@@ -25,6 +25,7 @@ BASE = {
     "config_distill",
     "config_docs",
     "config_loading",
+    "config_retrain",
     "config_sections",
     "config_synthetic",
     "config_train",

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 import typing
 
+import numpy as np
 import pytest
 import torch
+from helpers import sentence_pairs
 from reliability.cron_helpers import run_dir, write_cron_config
 
 from transformer_cli.checkpoint import Checkpoint, read_payload
 from transformer_cli.config_loading import load_config
 from transformer_cli.config_train import TrainConfig
 from transformer_cli.data.preprocess import prepare
+from transformer_cli.training.held_out import HeldOut
 from transformer_cli.training.promotion import Decision, GateRules, Metric, Outcome, Policy, Scorer, promote
 from transformer_cli.training.run_dir import RunDir
 from transformer_cli.training.session import run_training
@@ -162,13 +166,14 @@ def test_a_model_trained_on_a_grown_corpus_needs_only_to_be_within_the_tolerance
         rules = GateRules(tolerance_loss=round(tolerance, 4))
         decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, rules)
         grew = f"it learned from {(new - old) / old:.1%} more pairs"
+        [entry] = _decisions(run)
+        figures = f"valid_loss {entry['candidate']:.4g} against the best published {entry['best_published']:.4g}"
         expected = (
             f"promoted ({grew}; within {rules.tolerance_loss} of the best published)"
             if outcome is Outcome.PROMOTED
-            else f"kept published (worse than the best published by more than {rules.tolerance_loss}, though {grew})"
+            else f"kept published (it forgets: {figures}, worse by more than {rules.tolerance_loss}, though {grew})"
         )
         assert decision == Decision(outcome, expected)
-        [entry] = _decisions(run)
         assert entry["rules"]["tolerance_loss"] == rules.tolerance_loss and entry["candidate"] > entry["published"]
         assert entry["best_published"] == entry["published"]
         assert (run.published.read_bytes() == run.best.read_bytes()) is (outcome is Outcome.PROMOTED)
@@ -199,8 +204,96 @@ def test_nightly_ties_cannot_walk_the_quality_down(tmp_path, models):
     mid_published = run.published.read_bytes()
     _continued_on_more_pairs(models["weak"], run.best, run.published, 0.07)
     second = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, rules)
-    assert second.outcome is Outcome.KEPT and "than the best published" in second.text, second
+    assert second.outcome is Outcome.KEPT and "it forgets" in second.text, second
     night_one, night_two = _decisions(run)
     assert night_two["best_published"] == night_one["published"] == round(loss["good"], 5)
     assert night_two["published"] == night_one["candidate"] and night_two["scored_on"] == night_one["scored_on"]
     assert run.published.read_bytes() == mid_published
+
+
+def _held_out(models, n: int = 12) -> Scorer:
+    """The gate's scorer with `n` held-out new pairs of the kind the models learned (the test
+    corpus's sentences, another seed), as a replay night hands it over (training/held_out.py)."""
+    pairs, scorer = sentence_pairs(n, seed=99), models["scorer"]
+    held = HeldOut(np.arange(n, dtype=np.uint64), [p[0] for p in pairs], [p[1] for p in pairs], 10 * n, 0.1)
+    return Scorer(scorer.prepared, scorer.src_lang, scorer.tgt_lang, torch.device("cpu"), "fp32", held_out=held)
+
+
+HELD = re.compile(r"; held-out new pairs \(12\): loss (\d+\.\d{4}) against the published model's (\d+\.\d{4})$")
+
+
+def _held_figures(decision: Decision, entry: dict) -> tuple[float, float]:
+    """The held-out losses the decision names, checked against promotions.log's record."""
+    match = HELD.search(decision.text)
+    assert match, decision.text
+    candidate, published = float(match[1]), float(match[2])
+    assert entry["held_out"]["pairs"] == 12 and entry["held_out"]["tokens"] > 12
+    assert (candidate, published) == (
+        round(entry["held_out"]["candidate"], 4),
+        round(entry["held_out"]["published"], 4),
+    )
+    return candidate, published
+
+
+def test_a_night_is_judged_on_its_held_out_new_pairs_too_and_its_line_names_both_losses(tmp_path, models):
+    """A candidate that continued the published model is scored with it on its night's held-out
+    new pairs: the decision line names both losses; a candidate worse on them than the published
+    model by more than the tolerance is kept out, whatever validation says; a candidate that did
+    not continue the published model is not scored on them."""
+    scorer, gap = _held_out(models), models["loss"]["weak"] - models["loss"]["good"]
+    run = _run_with(tmp_path / "learned", published=models["weak"], best=models["good"])
+    _continued_on_more_pairs(models["good"], run.best, run.published, 0.035)
+    decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, GateRules(tolerance_held_out=0.05))
+    assert decision.outcome is Outcome.PROMOTED and decision.text.startswith("promoted (at least as good); held-out")
+    [entry] = _decisions(run)
+    candidate, published = _held_figures(decision, entry)
+    assert candidate < published and entry["rules"]["tolerance_held_out"] == 0.05 and "\n" not in decision.text
+
+    # Within the validation tolerance, but worse on the new pairs it was to learn: kept out.
+    for tolerance, outcome in ((0.0, Outcome.KEPT), (100.0, Outcome.PROMOTED)):
+        run = _run_with(tmp_path / f"unlearned-{outcome.value}", published=models["good"], best=models["weak"])
+        _continued_on_more_pairs(models["weak"], run.best, run.published, 0.035)
+        rules = GateRules(tolerance_loss=round(gap + 0.01, 4), tolerance_held_out=tolerance)
+        decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, rules)
+        [entry] = _decisions(run)
+        held = entry["held_out"]
+        assert decision.outcome is outcome and held["candidate"] > held["published"]
+        if outcome is Outcome.KEPT:
+            assert decision.text == (
+                f"kept published (it did not learn the new pairs: on the 12 held out, its loss "
+                f"{held['candidate']:.4f} is above the published model's {held['published']:.4f} by more than 0.0)"
+            )
+            assert run.published.read_bytes() == models["good"].read_bytes()
+        else:
+            assert "within" in decision.text and _held_figures(decision, entry)[0] > _held_figures(decision, entry)[1]
+
+    # Not a continuation of the published model: the held-out pairs are not its night's.
+    run = _run_with(tmp_path / "other", published=models["weak"], best=models["good"])
+    _continued_on_more_pairs(models["good"], run.best, models["mid"], 0.035)
+    decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, scorer, GateRules(tolerance_held_out=0.0))
+    assert decision == Decision(Outcome.PROMOTED, "promoted (at least as good)")
+    assert "held_out" not in _decisions(run)[0]
+
+
+def test_a_night_that_forgets_is_refused_in_one_line_naming_the_figures(tmp_path, models):
+    """The published model's weights with noise on them, recorded as its continuation on 3.5%
+    more pairs (a night that forgot what it knew): validation past the tolerance refuses it, in
+    one line that names its validation loss, the best published one's and both held-out losses."""
+    run = _run_with(tmp_path, published=models["good"], best=models["good"])
+    checkpoint, noise = Checkpoint.read(models["good"]), torch.Generator().manual_seed(0)
+    weights = {
+        name: w + w.std() * torch.randn(w.shape, generator=noise) if w.is_floating_point() and w.numel() > 1 else w
+        for name, w in checkpoint.weights.items()
+    }
+    dataclasses.replace(checkpoint, weights=weights).write(run.best)
+    new, old = _continued_on_more_pairs(run.best, run.best, run.published, 0.035), checkpoint.training["train_pairs"]
+    decision = promote(run, Policy.IF_BETTER, Metric.VALID_LOSS, _held_out(models), GateRules(tolerance_loss=0.01))
+    [entry] = _decisions(run)
+    assert decision.outcome is Outcome.KEPT and entry["candidate"] > entry["best_published"] + 0.01
+    figures = f"valid_loss {entry['candidate']:.4g} against the best published {entry['best_published']:.4g}"
+    grew = f"it learned from {(new - old) / old:.1%} more pairs"
+    said = f"kept published (it forgets: {figures}, worse by more than 0.01, though {grew}); held-out new pairs (12): "
+    assert decision.text.startswith(said)
+    candidate, published = _held_figures(decision, entry)
+    assert candidate > published and "\n" not in decision.text
+    assert run.published.read_bytes() == models["good"].read_bytes()

@@ -160,7 +160,8 @@ def test_new_data_that_makes_the_model_worse_keeps_the_published_model(night_one
     assert decision["metric"] == "valid_loss" and decision["candidate"] > decision["published"]
     # It learned from 1,199 more pairs (+400%), so it had only to be within
     # train.promote_tolerance_loss of the published model: it is not.
-    said = "kept published (worse than the best published by more than 0.01, though it learned from 399.7% more pairs)"
+    figures = f"valid_loss {decision['candidate']:.4g} against the best published {decision['best_published']:.4g}"
+    said = f"kept published (it forgets: {figures}, worse by more than 0.01, though it learned from 399.7% more pairs)"
     assert decision["decision"] == said
     assert (run / "published.pt").read_bytes() == published
 

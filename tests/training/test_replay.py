@@ -4,6 +4,8 @@ held ones, so its length follows what changed; every run under night: replay kee
 
 from __future__ import annotations
 
+import json
+import logging
 import random
 import re
 import time
@@ -15,10 +17,13 @@ from helpers import run_tfm, sentence_pairs, write_config, write_corpus
 
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config_loading import load_config
+from transformer_cli.config_retrain import RetrainConfig
 from transformer_cli.corrections.store import Correction, CorrectionStore
+from transformer_cli.data.augment import Augmentation
+from transformer_cli.data.loader import TrainingData
 from transformer_cli.data.mixed import MixedSplit, Source
 from transformer_cli.data.preprocess import prepare
-from transformer_cli.training.replay import SEEN, Seen, night_of, parts_of, split_hashes
+from transformer_cli.training.replay import SEEN, Seen, night_of, parts_of, split_hashes, start_night
 
 MODEL = {"d_model": 32, "n_heads": 4, "d_ff": 64}
 
@@ -41,6 +46,31 @@ def test_new_and_held_pairs_are_told_by_their_text_and_a_pass_draws_the_held_afr
     assert first.tolist() == again.tolist() and len(first) == 3 * k and first[: 2 * k].tolist() == night.new.tolist()
     assert set(first[2 * k :]) <= set(night.held.tolist()) and first[2 * k :].tolist() != second[2 * k :].tolist()
     assert f"{k} new pairs (train {k}; {2 * k} a pass with their weights), {k} of the" in night.describe()
+
+
+def test_held_out_pairs_are_in_no_batch_of_the_night_nor_in_its_seen_set(tmp_path, corpus_dir, caplog):
+    """A parent that held the first 200 pairs: of the new ones, a fifth are held out, in no batch
+    of any pass; the run's seen set leaves them out, so the night after it counts them new."""
+    caplog.set_level(logging.INFO, logger="tfm")
+    train = {"epochs": 3, "batch_size": 16, "data_workers": 0}
+    cfg = load_config(str(write_config(tmp_path / "r.yaml", tmp_path, corpus_dir, train=train)))
+    prepared, _ = prepare(cfg)
+    real = prepared.split("train")
+    hashes = split_hashes(real)
+    parent = Seen.of([hashes[:200]])
+    data = TrainingData(cfg, real, Augmentation.from_config(cfg, prepared.tokenizers))
+    own, held = start_night(data, tmp_path / "run", parent, RetrainConfig(night="replay", held_out_share=0.2), True)
+    new, kept_out = set(hashes.tolist()) - set(parent.hashes.tolist()), set(held.hashes.tolist())
+    assert len(kept_out) == len(new) // 5 >= 10 and kept_out <= new
+    trained = {
+        int(hashes[i]) for e in range(3) for s in range(data.steps(e)) for b in data.step_indices(e, s) for i in b
+    }
+    assert not trained & kept_out and new - kept_out <= trained
+    assert set(own.hashes.tolist()) == set(hashes.tolist()) - kept_out and (tmp_path / "run" / SEEN).is_dir()
+    said = f"; {len(kept_out)} held out for the gate, not trained tonight (0.2 of {len(new)} distinct new pairs of"
+    assert any(r.getMessage().startswith("replay night: ") and said in r.getMessage() for r in caplog.records)
+    after = night_of(parts_of(real), {"train": hashes}, own, ratio=1.0)
+    assert {int(hashes[i]) for i in after.new} == kept_out  # the next night trains them
 
 
 def test_a_seen_set_is_read_back_by_its_sha256_and_a_damaged_one_is_none(tmp_path):
@@ -114,3 +144,30 @@ def test_replay_nights_train_on_what_changed_and_keep_their_seen_sets(tmp_path):
         (corpus / f"train.{lang}").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
     third = night(cfg)
     assert "replay night: 5 new pairs (train 5; 5 a pass with their weights), 5 of the " in third
+
+
+@pytest.mark.slow
+def test_a_replay_night_holds_out_new_pairs_and_its_promotion_line_names_their_losses(tmp_path):
+    corpus = write_corpus(tmp_path / "corpus", {"train": 300, "val": 30, "test_2016_flickr": 10}, gz=False)
+    cfg = replay_config(tmp_path, corpus, held_out_share=0.2)
+    run = tmp_path / "checkpoints" / "nightly"
+    assert "held out" not in night(cfg)  # from scratch: every pair
+    extra = sentence_pairs(200, seed=12)
+    for lang, side in (("de", 0), ("en", 1)):
+        with open(corpus / f"train.{lang}", "a", encoding="utf-8") as f:
+            f.write("".join(f"{p[side]}\n" for p in extra))
+    pairs = set(zip(*((corpus / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("de", "en"))))
+    log = night(cfg)
+    (held, new) = map(
+        int, re.findall(r"; (\d+) held out for the gate, not trained tonight \(0.2 of (\d+) distinct", log)[0]
+    )
+    assert held == new // 5 >= 10
+    (line,) = [x for x in log.splitlines() if "promotion: " in x]
+    losses = rf"held-out new pairs \({held}\): loss [\d.]+ against|on the {held} held out, its loss [\d.]+ is above"
+    assert re.search(losses, line), line
+    entry = json.loads((run / "promotions.log").read_text().splitlines()[-1])
+    assert entry["held_out"]["pairs"] == held and entry["rules"]["tolerance_held_out"] == 0.05
+    child = Checkpoint.read(run / "best.pt")
+    assert child.training["held_out"]["pairs"] == held and child.training["held_out"]["new_pairs"] == new
+    seen = Seen.read(run / SEEN, child.training["seen_sha256"])
+    assert seen is not None and len(seen.hashes) == len(pairs) - held  # the next night counts them new

@@ -16,7 +16,7 @@ from training.test_continued import first_night, grow, last_decision, night_one 
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import Config
 from transformer_cli.config_loading import load_config
-from transformer_cli.config_train import RetrainConfig
+from transformer_cli.config_retrain import RetrainConfig
 from transformer_cli.errors import UsageError
 from transformer_cli.tokenizers.pair import TokenizerPair
 from transformer_cli.training.retrain_policy import Decision, Facts, decide, defer, training_record

@@ -13,6 +13,7 @@ corpus, by what their checkpoints record) need not be better: it is promoted unl
 worse by more than a tolerance, from the best model published on this validation data,
 since the published model never saw the new pairs and validation cannot tell apart two
 models closer than seeds move them. A model trained from scratch must be better, as ever.
+A replay night is judged on the new pairs it held out as well (training/held_out.py).
 Every decision is one JSON line in promotions.log; a decision already taken for the same
 best.pt is not taken again. `published.pt` is verified on every run: a damaged one is set
 aside and replaced. Each replaced model is kept in `published.history/`, from which
@@ -42,6 +43,7 @@ from ..host.device import autocast_dtype
 from ..inference.translate import TorchTranslator
 from ..tokenizers.growth import extends
 from ..tokenizers.pair import TokenizerPair, vocabulary_digest
+from .held_out import HeldOut, score
 from .published import (
     archive,
     decisions,
@@ -100,7 +102,7 @@ class Decision:
 
 
 class Scorer:
-    """Scores a checkpoint on the validation split of the prepared data."""
+    """Scores checkpoints on the prepared validation split, and on a night's `held_out` new pairs."""
 
     def __init__(
         self,
@@ -110,10 +112,11 @@ class Scorer:
         device: torch.device,
         precision: str,
         check_stop: Callable[[], None] | None = None,
+        held_out: HeldOut | None = None,
     ):
         self.prepared, self.src_lang, self.tgt_lang = prepared, src_lang, tgt_lang
         self.device, self.dtype = device, autocast_dtype(device, precision)
-        self.check_stop = check_stop
+        self.check_stop, self.held_out = check_stop, held_out
         self._nlls: dict[str, tuple[float, int]] = {}  # by checkpoint digest
 
     def __call__(self, checkpoint: Checkpoint, metric: Metric, per_tokens_of: Checkpoint | None = None) -> float:
@@ -165,6 +168,7 @@ class GateRules:
     keep: int = 3  # replaced models kept in published.history/
     tolerance_loss: float = 0.0  # a continuation on more pairs: valid_loss may be this much higher
     tolerance_bleu: float = 0.0  # a continuation on more pairs: valid_bleu may be this much lower
+    tolerance_held_out: float = 0.0  # a night's loss on its held-out new pairs may be this much higher
 
     @classmethod
     def from_config(cls, train: TrainConfig) -> GateRules:
@@ -175,6 +179,7 @@ class GateRules:
             keep=train.keep_published,
             tolerance_loss=train.promote_tolerance_loss,
             tolerance_bleu=train.promote_tolerance_bleu,
+            tolerance_held_out=train.retrain.held_out_tolerance_loss,
         )
 
     def as_record(self) -> dict[str, Any]:
@@ -185,6 +190,7 @@ class GateRules:
             "min_bleu": self.min_bleu,
             "tolerance_loss": self.tolerance_loss,
             "tolerance_bleu": self.tolerance_bleu,
+            "tolerance_held_out": self.tolerance_held_out,
         }
 
     def margin(self, metric: Metric) -> float:
@@ -318,12 +324,16 @@ def _grows(candidate: Checkpoint, published: Checkpoint) -> bool:
     return extends(new.src, old.src) and extends(new.tgt, old.tgt)
 
 
+def _continues(candidate: Checkpoint, published: Checkpoint) -> bool:
+    """Whether the candidate's run started from the published model (train.init_from)."""
+    return isinstance(candidate.parent, dict) and candidate.parent.get("sha256") == published.sha256
+
+
 def _growth(candidate: Checkpoint, published: Checkpoint) -> float | None:
     """For a candidate that continued the published model (train.init_from): how many more
     training pairs it learned from, as a share of the published model's, by what their
     checkpoints record (None: not a continuation of it, or the pairs are not recorded)."""
-    parent = candidate.parent.get("sha256") if isinstance(candidate.parent, dict) else None
-    if parent != published.sha256:
+    if not _continues(candidate, published):
         return None
     new = trained_pairs(candidate)
     return None if new is None else Facts(new, trained_pairs(published)).growth
@@ -339,11 +349,8 @@ def _judge(
     was_damaged: bool,
     past: list[dict[str, Any]],
 ) -> Decision:
-    """The if-better decision (also for a first or a repairing promotion: the minimum quality).
-    A candidate that continued the published model on more pairs (the nightly continuation on
-    a grown corpus) and is not better by the margin is judged by the tolerance, from the best
-    score any published model had on this validation data, so that nightly ties cannot walk
-    the quality down a tolerance at a time."""
+    """The if-better decision (also for a first or a repairing promotion: the minimum quality) on
+    validation, then on the scorer's held-out new pairs, for a continuation of the published model."""
     if rules.min_bleu is not None:
         bleu = scorer(candidate, Metric.VALID_BLEU)
         entry["candidate_bleu"] = round(bleu, 2)
@@ -356,6 +363,29 @@ def _judge(
         return Decision(
             Outcome.PROMOTED, "promoted (published.pt was damaged)" if was_damaged else "promoted (none published yet)"
         )
+    decision = _on_validation(candidate, published, metric, scorer, rules, entry, past)
+    if scorer.held_out is None or not len(scorer.held_out) or not _continues(candidate, published):
+        return decision
+    scores = score(scorer.held_out, candidate, published, scorer.device, scorer.dtype, scorer.check_stop)
+    entry["held_out"] = scores.record()
+    if decision.outcome is Outcome.PROMOTED and not scores.within(rules.tolerance_held_out):
+        return Decision(Outcome.KEPT, scores.refusal(rules.tolerance_held_out))
+    return Decision(decision.outcome, f"{decision.text}; {scores.describe()}")
+
+
+def _on_validation(
+    candidate: Checkpoint,
+    published: Checkpoint,
+    metric: Metric,
+    scorer: Scorer,
+    rules: GateRules,
+    entry: dict[str, Any],
+    past: list[dict[str, Any]],
+) -> Decision:
+    """The if-better decision on validation. A candidate that continued the published model on
+    more pairs (the nightly continuation on a grown corpus) and is not better by the margin is
+    judged by the tolerance, from the best score any published model had on this validation
+    data, so that nightly ties cannot walk the quality down a tolerance at a time."""
     # The vocabularies decide (a truecaser learned from more data changes no id).
     same_tokenizer = vocabulary_digest(candidate.tokenizer) == vocabulary_digest(published.tokenizer)
     grown = not same_tokenizer and _grows(candidate, published)
@@ -374,8 +404,9 @@ def _judge(
         tolerance, grew = rules.tolerance(used), f"it learned from {growth:.1%} more pairs"
         if rules.better(used, new, best, grown=True):
             return Decision(Outcome.PROMOTED, f"promoted ({grew}; within {tolerance} of the best published)")
+        figures = f"{used.value} {entry['candidate']:.4g} against the best published {entry['best_published']:.4g}"
         return Decision(
-            Outcome.KEPT, f"kept published (worse than the best published by more than {tolerance}, though {grew})"
+            Outcome.KEPT, f"kept published (it forgets: {figures}, worse by more than {tolerance}, though {grew})"
         )
     margin = rules.margin(used)
     if rules.better(used, new, old):

@@ -12,6 +12,9 @@ synthetic lines, new corrections; a line deleted simply drops out. A parent with
 (a model of an earlier tfm, or of a run without night: replay) makes the night train every pair,
 as train.retrain's epochs say, and train.log says why.
 
+A share of the new pairs is held out of the night, every copy of them, and out of its seen set,
+for the promotion gate (train.retrain.held_out_share: training/held_out.py).
+
 Each pass (epoch) of a night holds every copy of every new pair (a source's weight repeats
 them) and round(new x replay_ratio) pairs drawn without replacement from the held ones, by
 (train.seed, epoch): a resumed night draws the same. Seen files are kept for the run's parent
@@ -29,11 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config_retrain import RetrainConfig
 from ..data.batching import epoch_seed
 from ..data.loader import TrainingData
 from ..data.mixed import MixedSplit
 from ..data.shards import ShardedSplit, TrainingSplit
 from ..fsutil import atomic_write
+from .held_out import HeldOut, hold_out
 
 KEEP = 8  # seen files kept besides the run's parent's
 SEEN = "seen"  # the run folder's folder of seen sets
@@ -79,8 +84,11 @@ class Seen:
     sha256: str
 
     @classmethod
-    def of(cls, hashes: Iterable[np.ndarray]) -> Seen:
+    def of(cls, hashes: Iterable[np.ndarray], leaving_out: np.ndarray | None = None) -> Seen:
+        """The set of `hashes` (arrays of uint64), but those in `leaving_out`."""
         unique = np.unique(np.concatenate([np.asarray(h, dtype=np.uint64) for h in hashes] or [np.zeros(0, np.uint64)]))
+        if leaving_out is not None:
+            unique = unique[~np.isin(unique, leaving_out)]
         return cls(unique, hashlib.sha256(unique.tobytes()).hexdigest())
 
     def write(self, folder: Path) -> Path:
@@ -140,16 +148,20 @@ class Night:
         )
 
 
-def night_of(parts: list[Part], hashes: dict[str, np.ndarray], parent: Seen, ratio: float) -> Night:
-    """The new and held pairs of `parts` (each source's pair `hashes`) against `parent`'s set."""
+def night_of(
+    parts: list[Part], hashes: dict[str, np.ndarray], parent: Seen, ratio: float, kept_out: np.ndarray | None = None
+) -> Night:
+    """The new and held pairs of `parts` (each source's pair `hashes`) against `parent`'s set;
+    a pair whose hash is in `kept_out` (the held-out new pairs) is neither, in every copy."""
     new, held, counts = [], [], {}
     for part in parts:
         fresh = ~np.isin(hashes[part.name], parent.hashes, assume_unique=False)
         counts[part.name] = int(fresh.sum())
+        trained = fresh & ~np.isin(hashes[part.name], kept_out) if kept_out is not None else fresh
         n = len(part.split)
         for copy in range(part.copies):
             base = part.start + copy * n
-            new.append(base + np.flatnonzero(fresh))
+            new.append(base + np.flatnonzero(trained))
             held.append(base + np.flatnonzero(~fresh))
     empty = np.zeros(0, dtype=np.int64)
     return Night(np.concatenate(new or [empty]), np.concatenate(held or [empty]), ratio, counts)
@@ -162,24 +174,39 @@ def seen_of(checkpoint_path: Path, training: object) -> Seen | None:
     return Seen.read(checkpoint_path.parent / SEEN, sha) if isinstance(sha, str) else None
 
 
-def start_night(data: TrainingData, run_folder: Path, parent: Seen | None, ratio: float, main: bool) -> Seen:
+def start_night(
+    data: TrainingData, run_folder: Path, parent: Seen | None, rules: RetrainConfig, main: bool
+) -> tuple[Seen, HeldOut | None]:
     """Hash the pairs of `data`'s split and keep them as the run's seen set (the first rank
-    writes it into the run folder); with the `parent`'s set, `data` draws each epoch from the
-    night's pairs, which one line of train.log describes. Returns the run's set."""
+    writes it into the run folder); with the `parent`'s set, hold out a share of the new pairs
+    and let `data` draw each epoch from the rest of the night's pairs, which one line of
+    train.log describes. Returns the run's set (without the held-out pairs) and the held-out
+    pairs (None: no parent's set, a night of every pair)."""
     parts = parts_of(data.split)
     hashes = {p.name: split_hashes(p.split) for p in parts}
-    own = Seen.of(hashes.values())
+    held_out = None
+    if parent is not None:
+        splits = {p.name: p.split for p in parts}
+        held_out = hold_out(
+            splits, hashes, parent.hashes, parent.sha256, rules.held_out_share, rules.held_out_max_pairs
+        )
+        night = night_of(parts, hashes, parent, rules.replay_ratio, held_out.hashes)
+        data.selection = night.epoch_indices
+        if main:
+            passes, steps = data.cfg.train.epochs, data.steps(0)
+            log.info(
+                "replay night: %s; %s; %s of %s",
+                night.describe(),
+                held_out.describe(),
+                _count(passes, "pass"),
+                _count(steps, "step"),
+            )
+    own = Seen.of(hashes.values(), leaving_out=None if held_out is None else held_out.hashes)
     if main:
         folder = run_folder / SEEN
         own.write(folder)
         prune(folder, {own.sha256, parent.sha256 if parent else ""})
-    if parent is not None:
-        night = night_of(parts, hashes, parent, ratio)
-        data.selection = night.epoch_indices
-        if main:
-            passes, steps = data.cfg.train.epochs, data.steps(0)
-            log.info("replay night: %s; %s of %s", night.describe(), _count(passes, "pass"), _count(steps, "step"))
-    return own
+    return own, held_out
 
 
 def _count(n: int, what: str) -> str:

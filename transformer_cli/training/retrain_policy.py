@@ -64,7 +64,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..checkpoint import Checkpoint
-from ..config_train import RetrainConfig
+from ..config_retrain import RetrainConfig
 from ..data.manifest import DataManifest
 from ..fsutil import atomic_write_text
 from .run_dir import RunDir

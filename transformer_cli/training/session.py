@@ -35,12 +35,13 @@ from ..synthetic.mixture import help_translate
 from ..synthetic.sharing import threads_each
 from .build import build_trainer
 from .distributed import DistContext, init_distributed, peer_lost, shutdown_distributed
+from .held_out import HeldOut
 from .loop import Trainer
 from .metrics import described
 from .parent import Parent, continued_config, resolve_parent
 from .progress import Progress
 from .promotion import Decision, GateRules, Metric, Policy, Scorer, promote
-from .replay import seen_of, start_night
+from .replay import Seen, seen_of, start_night
 from .retrain_policy import training_record
 from .run_dir import RunDir
 from .run_start import RunStart, start_other_rank, start_run
@@ -210,8 +211,12 @@ def _trained(
     )
     pairs = prepared.manifest.training_pairs
     trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
+    held_out = None
     if cfg.train.retrain.night == "replay" and (cfg.train.init_from is not None or scratch):
-        trainer.training["seen_sha256"] = _night(cfg, run, trainer, start, dist_ctx.is_main)
+        seen, held_out = _night(cfg, run, trainer, start, dist_ctx.is_main)
+        trainer.training["seen_sha256"] = seen.sha256
+        if held_out is not None:
+            trainer.training["held_out"] = held_out.record()
     resumed = _resume_or_start(trainer, restart, parent, prepared)
     trained = trainer.extend_if_asked()
     if resumed and trained and start.decision is not None and not start.fresh and dist_ctx.is_main:
@@ -231,7 +236,7 @@ def _trained(
     decision = None
     if dist_ctx.is_main and not scratch:
         stage.now = "deciding the promotion"
-        decision = _promote(cfg, run, prepared, device, stop, start)
+        decision = _promote(cfg, run, prepared, device, stop, start, held_out)
     return TrainOutcome(trained, p, decision)
 
 
@@ -243,14 +248,14 @@ def _helping(cfg: Config, world_size: int) -> Config:
     return out
 
 
-def _night(cfg: Config, run: RunDir, trainer: Trainer, start: RunStart, main: bool) -> str:
+def _night(cfg: Config, run: RunDir, trainer: Trainer, start: RunStart, main: bool) -> tuple[Seen, HeldOut | None]:
     """The run's seen set kept, and on a replay night its pairs chosen (training/replay.py);
-    the set's sha256."""
+    the set, and the new pairs held out for the gate (training/held_out.py)."""
     replays = start.decision is not None and start.decision.replay and start.parent is not None
     prior = seen_of(start.parent.path, start.parent.checkpoint.training) if replays and start.parent else None
     if replays and prior is None and main:
         log.warning("warning: the published model's seen set is gone: this night trains every pair")
-    return start_night(trainer.data, run.path, prior, cfg.train.retrain.replay_ratio, main).sha256
+    return start_night(trainer.data, run.path, prior, cfg.train.retrain, main)
 
 
 def _trained_config(cfg: Config, start: RunStart) -> Config:
@@ -330,11 +335,17 @@ def _train(trainer: Trainer, resumed: bool) -> None:
 
 
 def _promote(
-    cfg: Config, run: RunDir, prepared: Prepared, device: torch.device, stop: GracefulStop, start: RunStart
+    cfg: Config,
+    run: RunDir,
+    prepared: Prepared,
+    device: torch.device,
+    stop: GracefulStop,
+    start: RunStart,
+    held_out: HeldOut | None,
 ) -> Decision:
-    """The promotion gate on best.pt, scored on the current validation data; logged, with
-    train.retrain's decision that started the run."""
-    scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision, stop.check)
+    """The promotion gate on best.pt, scored on the current validation data and the night's
+    `held_out` new pairs; logged, with train.retrain's decision that started the run."""
+    scorer = Scorer(prepared, cfg.data.src_lang, cfg.data.tgt_lang, device, cfg.train.precision, stop.check, held_out)
     decision = promote(
         run,
         Policy(cfg.train.promote),
