@@ -152,6 +152,15 @@ class SyntheticConfig(Section):
         le=1.0,
         added=True,
     )
+    prune_lineage: bool = _f(
+        True,
+        "When a replaced model adds a version, delete the caches of its earlier versions that no "
+        "run can read again (older than the round(1 / refresh_share) before the newest with keep, "
+        "all but the newest with retranslate; kept while another lineage reads one or a process "
+        "has it open), so the cache stays bounded; false: keep them all (a run with false also "
+        "keeps its lineages' caches from others' pruning).",
+        added=True,
+    )
 
     @property
     def enabled(self) -> bool:

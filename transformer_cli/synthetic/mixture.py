@@ -99,6 +99,11 @@ class Part:
             out["earlier"] = {"caches": [c.identity for c in self.earlier], "fresh_lines": fresh}
         return out
 
+    def release(self) -> None:
+        """Done with the caches (synthetic/cache.py's `release`: they may be pruned now)."""
+        for cache in (self.cache, *self.earlier):
+            cache.release()
+
     def pairs(self) -> Iterator[tuple[str, str]]:
         """The pairs, in text order, but for lines whose translation is empty (`empty` counts
         them): no pair has an empty side."""
@@ -147,7 +152,7 @@ def help_translate(cfg: Config, check_stop: Callable[[], None] | None = None) ->
     opened = [(d, open_models(cfg, d)) for d in directions(cfg)]
     with tempfile.TemporaryDirectory(prefix="tfm-synthesis-") as work:
         for d, backend in opened:
-            _part(cfg, d, backend, Path(work), evaluation, check_stop)
+            _part(cfg, d, backend, Path(work), evaluation, check_stop).release()
 
 
 def real_files(cfg: Config) -> dict[tuple[str, str], CorpusFile]:
@@ -170,6 +175,16 @@ def _synthesize(cfg: Config, folder: Path, check_stop: Callable[[], None] | None
     folder.mkdir(exist_ok=True)
     evaluation = evaluation_sentences(real)
     parts = [_part(cfg, d, backend, folder, evaluation, check_stop) for d, backend in opened]
+    try:
+        _write_folder(cfg, folder, parts)
+    finally:
+        for part in parts:
+            part.release()
+
+
+def _write_folder(cfg: Config, folder: Path, parts: list[Part]) -> None:
+    """The parts' pairs and synthetic.json into `folder`, unless it holds them already."""
+    limit = cfg.data.limit_train
     langs = (cfg.data.src_lang, cfg.data.tgt_lang)
     identity = {
         "parts": {p.name: p.identity() for p in parts},
