@@ -8,7 +8,7 @@ topic training pair, never a correction: the set to choose settings by), "val to
 rest" and, with --test, test2016's topic and rest (reported, never chosen by).
 
     python benchmarks/near_matches.py --model N0.pt                       # the default settings
-    python benchmarks/near_matches.py --model N0.pt --set weight=0.6 --set reach=150 --parts "dev topic,val rest"
+    python benchmarks/near_matches.py --model N0.pt --set weight=0.8 --set reach=1500 --parts "dev topic,val rest"
     python benchmarks/near_matches.py --model N0.pt --test                # the report
 
 TFM_DATA_SOURCE names Multi30k's folder.
@@ -29,6 +29,7 @@ from typing import Any
 import sacrebleu
 
 from transformer_cli.api import load
+from transformer_cli.config_corrections import NearMatchesConfig
 from transformer_cli.corrections.correction import Correction
 from transformer_cli.corrections.nearby import NearbySources
 from transformer_cli.corrections.state import Fold
@@ -68,8 +69,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, help="the model without the topic (a checkpoint)")
     ap.add_argument("--beam", type=int, default=5)
-    ap.add_argument("--k", type=int, default=16, help="corrections retrieved a line at most")
-    ap.add_argument("--least", type=float, default=0.2, help="the least similarity of a near-match")
+    shipped = NearMatchesConfig()
+    ap.add_argument("--k", type=int, default=shipped.corrections, help="corrections retrieved a line at most")
+    ap.add_argument("--least", type=float, default=shipped.similarity, help="the least similarity of a near-match")
     ap.add_argument("--set", action="append", default=[], help="NearSettings field=value (repeatable)")
     ap.add_argument("--parts", default="dev topic,val topic,val rest")
     ap.add_argument("--test", action="store_true", help="also test2016's topic and rest (the report)")
@@ -78,7 +80,8 @@ def main() -> None:
     source = os.environ.get("TFM_DATA_SOURCE")
     if not source:
         sys.exit("set TFM_DATA_SOURCE to Multi30k's folder")
-    settings = NearSettings(**{k: float(v) for k, v in (kv.split("=", 1) for kv in args.set)})
+    given: dict[str, Any] = {k: float(v) for k, v in (kv.split("=", 1) for kv in args.set)}
+    settings = dataclasses.replace(NearSettings(), **given)
     settings = dataclasses.replace(settings, neighbours=int(settings.neighbours))
     parts, corrections = parts_and_corrections(Path(source))
     fold = Fold.of(

@@ -20,7 +20,7 @@ class NearMatchesConfig(Section):
     SECTION: ClassVar[str] = "corrections.near_matches"
 
     corrections: int = _f(
-        16,
+        8,
         "tfm serve decodes a line with at most this many accepted corrections whose sources are closest "
         "to it (0: near-matches off; lines are decoded by the model alone).",
         ge=0,
@@ -35,15 +35,22 @@ class NearMatchesConfig(Section):
     )
     neighbours: int = _f(8, "Decoder states of the corrections each decoding step reads (k).", ge=1, le=256)
     weight: float = _f(
-        0.5, "The most the corrections' next-token distribution is given against the model's.", ge=0.0, le=1.0
+        0.6, "The most the corrections' next-token distribution is given against the model's.", ge=0.0, le=1.0
+    )
+    doubt: float = _f(
+        0.5,
+        "The corrections' share is multiplied by (1 - the model's top next-token probability) to this "
+        "power: they weigh less where the model is sure (0: as much wherever they are near).",
+        ge=0.0,
+        le=10.0,
     )
     reach: float = _f(
-        100.0,
+        1000.0,
         "The squared distance between decoder states at which a correction's share falls to 0 "
         "(a step far from every correction's is decoded by the model alone).",
         ge=0.0,
     )
-    temperature: float = _f(10.0, "Of the softmax over the neighbours' negative squared distances.", ge=1e-3)
+    temperature: float = _f(100.0, "Of the softmax over the neighbours' negative squared distances.", ge=1e-3)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from transformer_cli.inference.outputs import NearSettings
 from transformer_cli.inference.search import beam_search, greedy_search
 from transformer_cli.tokenizers.vocab import EOS, PAD, SOS
 
-EXACT = NearSettings(neighbours=1, temperature=1.0, weight=1.0, reach=1e9)  # the nearest entry decides
+EXACT = NearSettings(neighbours=1, temperature=1.0, weight=1.0, reach=1e9, doubt=0.0)  # the nearest entry decides
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_the_share_falls_with_distance_and_the_neighbours_vote_by_it(transformer
     keys = torch.zeros(2, d_model)
     keys[0, 0], keys[1, 0] = 1.0, 3.0**0.5  # squared distances from hidden: 1 and 3
     store = Datastore.of([[Keys(keys, torch.tensor([4, 6]))]], torch.device("cpu"))
-    settings = NearSettings(neighbours=2, temperature=1.0, weight=0.5, reach=4.0)
+    settings = NearSettings(neighbours=2, temperature=1.0, weight=0.5, reach=4.0, doubt=0.0)
     near = NearMatchDecoder(model, store, settings)
     log_probs = torch.log_softmax(torch.randn(1, 30), -1)
     mixed = near._mixed(log_probs, hidden, torch.tensor([0])).exp()
@@ -122,3 +122,21 @@ def test_padding_of_a_short_line_is_never_a_neighbour(transformer):
     found, _ = decoded(model, src[:2], limits[:2], store, many)
     assert found[1].tokens == [5]  # its one entry outvotes nothing: the padding has no weight
     assert PAD not in found[1].tokens
+
+
+def test_doubt_gives_the_examples_less_where_the_model_is_sure(transformer):
+    """lam times (1 - the model's top probability) ** doubt: a row whose model is certain keeps
+    its distribution, an unsure one is mixed as without doubt at (1 - top) ** doubt of the share."""
+    model, _, _ = transformer
+    d_model = model.generator.in_features
+    store = Datastore.of([[Keys(torch.zeros(1, d_model), torch.tensor([4]))]], torch.device("cpu"))
+    settings = NearSettings(neighbours=1, temperature=1.0, weight=0.5, reach=4.0, doubt=2.0)
+    sure = torch.full((1, 30), -1e4)
+    sure[0, 9] = 0.0
+    unsure = torch.log_softmax(torch.zeros(1, 30), -1)
+    near = NearMatchDecoder(model, store, settings)
+    assert torch.equal(near._mixed(sure, torch.zeros(1, d_model), torch.tensor([0])), sure)
+    lam = 0.5 * (1 - 1 / 30) ** 2
+    expected = (1 - lam) * unsure.exp()
+    expected[0, 4] += lam
+    assert torch.allclose(near._mixed(unsure, torch.zeros(1, d_model), torch.tensor([0])).exp(), expected, atol=1e-6)

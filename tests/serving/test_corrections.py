@@ -238,6 +238,7 @@ def test_a_line_close_to_a_correction_is_decoded_with_it_by_every_server_and_say
         "corrections.near_matches.weight=1.0",
         "corrections.near_matches.reach=1e9",
         "corrections.near_matches.neighbours=1",
+        "corrections.near_matches.doubt=0",
     )
     one = Served(*args, log_to=tmp_path / "one.log")
     two = Served(*args, log_to=tmp_path / "two.log")

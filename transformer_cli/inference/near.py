@@ -10,11 +10,15 @@ decoding, at each step and for each row, the `neighbours` nearest keys of that r
 (squared L2 distance d) give
 
     p_near(y) = sum over neighbours with value y of softmax(-d / temperature)
-    p(y)      = lam * p_near(y) + (1 - lam) * p_model(y),   lam = weight * max(0, 1 - d_min / reach)
+    p(y)      = lam * p_near(y) + (1 - lam) * p_model(y)
+    lam       = weight * max(0, 1 - d_min / reach) * (1 - max_y p_model(y)) ** doubt
 
-so a state far from every example's (d_min >= reach) decodes exactly as the model alone, and a
-line without examples is decoded as without this module, bit for bit (its rows are not mixed).
-`reach` and `temperature` are in the units of d, the squared distance between decoder outputs.
+so a state far from every example's (d_min >= reach) decodes exactly as the model alone, the
+examples weigh less where the model is sure of its next token (`doubt` > 0: a line that only
+shares common words with them keeps what the model knows), and a line without examples is
+decoded as without this module, bit for bit (its rows are not mixed). `reach` and
+`temperature` are in the units of d, the squared distance between decoder outputs (chosen for
+base.yaml's model on validation: docs/results.md, "Near-matches at once").
 """
 
 from __future__ import annotations
@@ -127,6 +131,8 @@ class NearMatchDecoder:
         d = self._distances(hidden[rows], line)  # [rows, entries]
         near_d, near = d.topk(min(s.neighbours, d.size(1)), dim=1, largest=False)  # [rows, k]
         lam = s.weight * (1 - near_d[:, 0] / s.reach).clamp(min=0)  # [rows]
+        if s.doubt:
+            lam = lam * (1 - log_probs[rows].max(1).values.exp()).clamp(min=0) ** s.doubt
         mixed = (lam > 0).nonzero().squeeze(1)
         if not mixed.numel():
             return log_probs

@@ -30,9 +30,10 @@ class NearSettings:
     corrections.near_matches)."""
 
     neighbours: int = 8  # entries of the line's datastore each step reads
-    temperature: float = 10.0  # of the softmax over their negative squared distances
-    weight: float = 0.5  # the most the neighbours' distribution is given
-    reach: float = 100.0  # squared distance at which their share falls to 0
+    temperature: float = 100.0  # of the softmax over their negative squared distances
+    weight: float = 0.6  # the most the neighbours' distribution is given
+    reach: float = 1000.0  # squared distance at which their share falls to 0
+    doubt: float = 0.5  # their share times (1 - the model's top probability) ** doubt
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,8 @@ class ServedCorrections:
         self._appends = Appends(self.store)
         self._reads = ThreadPoolExecutor(1, "corrections-read")
         self.near = cfg.near_matches
-        self.settings = NearSettings(self.near.neighbours, self.near.temperature, self.near.weight, self.near.reach)
+        near = self.near
+        self.settings = NearSettings(near.neighbours, near.temperature, near.weight, near.reach, near.doubt)
         self.nearby = NearbySources()  # the store's sources by their words: read and updated on _reads
         if self.near.corrections:
             self._reads.submit(self.nearby.follow, self.store.fold)  # what was read at start, indexed meanwhile
