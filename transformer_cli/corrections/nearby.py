@@ -17,6 +17,7 @@ is indexed whole. It is read and updated by one thread (the server's corrections
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ from .correction import Correction
 from .state import Fold, normalised
 
 _WORD = re.compile(r"\w+")
-CANDIDATES = 2000  # sources scored a line at most: those sharing its rarest words come first
+LOOKED_UP = 4096  # a word held by more sources than this is not looked up (it is counted in full scores)
+PRESELECTED = 64  # sources scored in full a line: those sharing most of its looked-up words
 
 
 def words(text: str) -> frozenset[str]:
@@ -80,26 +82,31 @@ class NearbySources:
 
     def near(self, line: str, k: int, least: float) -> list[NearMatch]:
         """The `k` corrections in force whose sources are closest to `line` with a similarity of
-        at least `least` (closest first), its own source's excepted (the memory answers it)."""
+        at least `least` (closest first), its own source's excepted (the memory answers it).
+
+        The words the line shares with each source are summed from the sources holding each of
+        its words, but for words held by more than LOOKED_UP sources (the commonest, which weigh
+        least); the PRESELECTED sources sharing most are then scored in full."""
         asked, own = words(line), normalised(line)
-        known = sorted((w for w in asked if w in self._holding), key=lambda w: len(self._holding[w]))
-        if not known:
-            return []
+        known = [w for w in asked if w in self._holding]
         n = len(self._of)
         idf = {w: math.log1p(n / len(self._holding[w])) for w in known}
-        unknown_weight = (len(asked) - len(known)) * math.log1p(n)  # words no source has: the rarest
-        candidates: set[str] = set()
+        shared: dict[str, float] = {}
         for w in known:
-            if len(candidates) >= CANDIDATES:
-                break
-            candidates |= self._holding[w]
-        candidates.discard(own)
+            holders = self._holding[w]
+            if len(holders) <= LOOKED_UP:
+                for source in holders:
+                    shared[source] = shared.get(source, 0.0) + idf[w]
+        shared.pop(own, None)
+        if not shared:
+            return []
+        asked_weight = sum(idf.values()) + (len(asked) - len(known)) * math.log1p(n)  # unknown words: the rarest
         scored = []
-        for source in candidates:
+        for source in heapq.nlargest(max(PRESELECTED, k), shared, key=shared.__getitem__):
             found, c = self._of[source]
-            shared = sum(idf[w] for w in found & asked)
+            both = sum(idf[w] for w in found & asked)
             others = sum(math.log1p(n / len(self._holding[w])) for w in found - asked)
-            similarity = shared / (sum(idf.values()) + unknown_weight + others)
+            similarity = both / (asked_weight + others)
             if similarity >= least:
                 scored.append(NearMatch(c, similarity))
         scored.sort(key=lambda m: (-m.similarity, m.correction.id))

@@ -88,13 +88,18 @@ class NearState:
 
 class NearMatchDecoder:
     """A `FeatureDecoder` model decoding with a datastore (the module docstring): an incremental
-    decoder as search takes one. `consulted[line]` collects the examples whose entries were
-    among a mixed row's neighbours."""
+    decoder as search takes one, which notes the examples each line drew on (`consulted`)."""
 
     def __init__(self, model: Any, store: Datastore, settings: NearSettings):
         self.model, self.store, self.settings = model, store, settings
         self.tgt_ids = model.tgt_ids
-        self.consulted: list[set[int]] = [set() for _ in range(len(store.lines_with))]
+        examples = int(store.example.max()) + 1 if store.example.numel() else 0
+        self._drawn_on = torch.zeros(len(store.lines_with), examples, dtype=torch.bool, device=store.keys.device)
+
+    @property
+    def consulted(self) -> list[set[int]]:
+        """Per line, the examples whose entries were among a mixed row's neighbours (of weight > 0)."""
+        return [set(row.nonzero().squeeze(1).tolist()) for row in self._drawn_on.cpu()]
 
     def start(self, src: Tensor) -> NearState:
         return NearState(self.model.start(src), torch.arange(src.size(0), device=src.device))
@@ -142,14 +147,9 @@ class NearMatchDecoder:
         p_near.scatter_add_(1, self.store.values[line[:, None], near], w)
         out = log_probs.clone()
         out[rows] = (lam * p_near + (1 - lam) * log_probs[rows].exp()).clamp(min=1e-30).log()
-        self._note(line, self.store.example[line[:, None], near], w)
+        used = w > 0  # [mixed, k]: the padding has none
+        self._drawn_on[line[:, None].expand_as(near)[used], self.store.example[line[:, None], near][used]] = True
         return out
-
-    def _note(self, lines: Tensor, examples: Tensor, w: Tensor) -> None:
-        """Remember which examples each mixed row drew on (neighbours of non-zero weight)."""
-        used = w > 0
-        for line, example in zip(lines[:, None].expand_as(examples)[used].tolist(), examples[used].tolist()):
-            self.consulted[line].add(example)
 
 
 class ExampleKeys:
