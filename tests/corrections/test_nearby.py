@@ -117,3 +117,13 @@ def test_a_store_read_anew_after_compaction_is_indexed_whole(tmp_path):
     index.follow(store.fold)
     assert answers(index, ["Ein Hund"]) == answers(index_of(store.fold), ["Ein Hund"])
     assert SOURCES[0] not in [m.correction.source for m in index.near("Ein brauner Hund", 9, 0.0)]
+
+
+def test_corrections_the_model_was_trained_on_are_left_to_it():
+    fold = Fold.of(fixed(s, i) for i, s in enumerate(SOURCES))  # accepted at times 0..5
+    index = index_of(fold)
+    everything = index.near("Ein Hund im Gras", 9, 0.0)
+    newer = index.near("Ein Hund im Gras", 9, 0.0, after=2.0)
+    assert {m.correction.time for m in newer} == {m.correction.time for m in everything} - {0.0, 1.0, 2.0}
+    assert newer and all(m.correction.time > 2.0 for m in newer)
+    assert index.near("Ein Hund im Gras", 9, 0.0, after=5.0) == []

@@ -12,7 +12,7 @@ from transformer_cli.config_corrections import CorrectionsConfig
 from transformer_cli.config_loading import load_config
 from transformer_cli.corrections.guards import guarded
 from transformer_cli.corrections.store import Correction, CorrectionStore
-from transformer_cli.corrections.training import PART, accepted, corrections_folder, corrections_part
+from transformer_cli.corrections.training import PART, accepted, corrections_folder, corrections_part, trained_on
 from transformer_cli.training.run_data import data_identity, prepare_run_data, training_split
 
 
@@ -79,3 +79,18 @@ def test_data_limit_train_keeps_the_first_corrections_and_says_so(tmp_path, corp
     assert part is not None
     assert "corrections: 5 accepted from 5 caller(s), the first 2 trained on (data.limit_train) (x4" in caplog.text
     assert part.paths[1].read_text(encoding="utf-8") == "Sentence 0 .\nSentence 1 .\n"
+
+
+def test_the_part_says_which_store_and_newest_correction_it_holds_for_the_checkpoints(tmp_path, corpus_dir):
+    """What a run's checkpoints record (training.corrections), so that serving leaves those
+    corrections to the model: the store, resolved, and the time of the newest in the part."""
+    store = CorrectionStore(tmp_path / "store")
+    t = time.time() - 100
+    store.add([Correction("Ein Hund .", "A dog .", time=t), Correction("Eine Katze .", "A cat .", time=t + 5)])
+    path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
+    cfg = load_config(str(path))
+    assert trained_on(cfg) is None
+    assert corrections_part(cfg) is not None
+    assert trained_on(cfg) == {"store": str((tmp_path / "store").resolve()), "until": t + 5}
+    store.decide([c.id for c in store.corrections()], "rejected")
+    assert corrections_part(cfg) is None and trained_on(cfg) is None  # nothing trained on: no mark

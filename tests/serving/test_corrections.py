@@ -10,6 +10,7 @@ import time
 
 from serving.serve_helpers import AUTH, SENTENCES, Served, corrections_args, toy_model_args
 
+from transformer_cli.checkpoint import read_payload, write_payload
 from transformer_cli.corrections.store import CorrectionStore
 from transformer_cli.serving.corrections import PerMinute
 from transformer_cli.serving.requests import ClientError
@@ -232,7 +233,7 @@ def test_a_line_close_to_a_correction_is_decoded_with_it_by_every_server_and_say
     same words (another punctuation mark: not the memory's) as the correction, a line sharing
     some of its words with its help, both saying which correction they drew on, and a line
     sharing none exactly as before."""
-    args, _ = corrections_args(
+    args, store = corrections_args(
         trained,
         tmp_path,
         "corrections.near_matches.weight=1.0",
@@ -258,3 +259,23 @@ def test_a_line_close_to_a_correction_is_decoded_with_it_by_every_server_and_say
     finally:
         two.stop()
         one.stop()
+    # A model whose run trained on that correction (its checkpoint says so) is left to decode
+    # the close lines by itself; a correction accepted after its run is drawn on again.
+    (stored,) = CorrectionStore(store).corrections()
+    payload = read_payload(trained["run"] / "published.pt")
+    payload["training"] = {
+        **(payload.get("training") or {}),
+        "corrections": {"store": str(store.resolve()), "until": stored.time},
+    }
+    write_payload(tmp_path / "trained.pt", payload)
+    args[args.index("--checkpoint") + 1] = str(tmp_path / "trained.pt")
+    three = Served(*args, log_to=tmp_path / "three.log")
+    try:
+        learned = three.post("/translate", json={"inputs": [same_words, none]}, headers=AUTH).json()
+        assert learned == [before[0], before[2]]
+        newer = {"source": "Ein mann sieht einen roten ball.", "corrected": "A man watches a red ball."}
+        later = three.post("/corrections", json=newer, headers=AUTH).json()
+        again = three.post("/translate", json={"inputs": [same_words]}, headers=AUTH).json()
+        assert again[0]["near_matches"] == [later["id"]]
+    finally:
+        three.stop()

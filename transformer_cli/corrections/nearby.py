@@ -80,9 +80,10 @@ class NearbySources:
             for w in found:
                 self._holding.setdefault(w, set()).add(source)
 
-    def near(self, line: str, k: int, least: float) -> list[NearMatch]:
+    def near(self, line: str, k: int, least: float, after: float | None = None) -> list[NearMatch]:
         """The `k` corrections in force whose sources are closest to `line` with a similarity of
-        at least `least` (closest first), its own source's excepted (the memory answers it).
+        at least `least` (closest first), its own source's excepted (the memory answers it), and
+        those accepted at `after` or before (time.time(): those the model was trained on).
 
         The words the line shares with each source are summed from the sources holding each of
         its words, but for words held by more than LOOKED_UP sources (the commonest, which weigh
@@ -98,6 +99,8 @@ class NearbySources:
                 for source in holders:
                     shared[source] = shared.get(source, 0.0) + idf[w]
         shared.pop(own, None)
+        if after is not None:
+            shared = {source: v for source, v in shared.items() if self._of[source][1].time > after}
         if not shared:
             return []
         asked_weight = sum(idf.values()) + (len(asked) - len(known)) * math.log1p(n)  # unknown words: the rarest

@@ -5,17 +5,21 @@ the part and encodes those alone. Training mixes them in `corrections.weight` ti
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from ..config import Config
 from ..data.parts import PartInput, write_part
+from ..fsutil import atomic_write_json
 from .guards import over_cap
 from .state import normalised
 from .store import Correction, CorrectionStore
 
 PART = "corrections"
+TRAINED = "trained.json"  # the part's store and the time of its newest correction
 log = logging.getLogger("tfm")
 
 
@@ -59,6 +63,23 @@ def corrections_part(cfg: Config) -> PartInput | None:
             n,
         )
     if not chosen:
+        (corrections_folder(cfg) / TRAINED).unlink(missing_ok=True)
         return None
     sides = ([normalised(c.source) for c in chosen], [normalised(c.corrected) for c in chosen])
-    return write_part(corrections_folder(cfg), PART, (cfg.data.src_lang, cfg.data.tgt_lang), sides)
+    part = write_part(corrections_folder(cfg), PART, (cfg.data.src_lang, cfg.data.tgt_lang), sides)
+    newest = {"store": str(Path(cfg.corrections.store).resolve()), "until": max(c.time for c in chosen)}
+    atomic_write_json(corrections_folder(cfg) / TRAINED, newest)
+    return part
+
+
+def trained_on(cfg: Config) -> dict[str, Any] | None:
+    """Which corrections the config's prepared part holds: its store (resolved) and the time of
+    the newest (`until`), as `corrections_part` last wrote them (None: no part). A run's
+    checkpoints record it (`training.corrections`), so that a server of the store leaves the
+    corrections its model was trained on to the model (serving's near-matches)."""
+    try:
+        record = json.loads((corrections_folder(cfg) / TRAINED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(record, dict) and isinstance(record.get("store"), str) and isinstance(record.get("until"), float)
+    return record if ok else None

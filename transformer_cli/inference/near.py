@@ -143,10 +143,15 @@ class NearMatchDecoder:
             return log_probs
         rows, line, near_d, near, lam = rows[mixed], line[mixed], near_d[mixed], near[mixed], lam[mixed, None]
         w = torch.softmax(-near_d / s.temperature, dim=1)  # [mixed, k]; 0 for padding
-        p_near = torch.zeros(len(rows), log_probs.size(1), device=log_probs.device)
-        p_near.scatter_add_(1, self.store.values[line[:, None], near], w)
+        tokens = self.store.values[line[:, None], near]  # [mixed, k]
+        # Each neighbour's token with the weight of all the neighbours of that token: p_near(y).
+        p_near = ((tokens[:, :, None] == tokens[:, None, :]).float() @ w[:, :, None])[:, :, 0]  # [mixed, k]
+        # log((1 - lam) p_model(y)) for every y, then lam * p_near(y) added at the neighbours' tokens.
+        model = log_probs[rows]
+        mixed_rows = model + torch.log1p(-lam)  # [mixed, vocab]
+        mixed_rows.scatter_(1, tokens, torch.log(lam * p_near + (1 - lam) * model.gather(1, tokens).exp()))
         out = log_probs.clone()
-        out[rows] = (lam * p_near + (1 - lam) * log_probs[rows].exp()).clamp(min=1e-30).log()
+        out[rows] = mixed_rows
         used = w > 0  # [mixed, k]: the padding has none
         self._drawn_on[line[:, None].expand_as(near)[used], self.store.example[line[:, None], near][used]] = True
         return out

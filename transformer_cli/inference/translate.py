@@ -77,6 +77,7 @@ class ModelMetadata:
     members: list[EnsembleMember] = field(default_factory=list)  # an ensemble: its models
     ensemble_weights: list[float] | None = None
     ensemble_combine: str | None = None
+    training: dict[str, Any] = field(default_factory=dict)  # a checkpoint's record of its run (Checkpoint.training)
 
     @property
     def languages(self) -> tuple[str, str] | None:
@@ -270,7 +271,11 @@ class TorchTranslator(TranslationBackend):
             except (AttributeError, UsageError) as e:
                 raise CheckpointError(f"{path}: its decode settings do not fit this version of tfm: {e}") from None
         metadata = ModelMetadata(
-            checkpoint.digest, checkpoint.model_description(), checkpoint.config, checkpoint.metrics
+            checkpoint.digest,
+            checkpoint.model_description(),
+            checkpoint.config,
+            checkpoint.metrics,
+            training=checkpoint.training if isinstance(checkpoint.training, dict) else {},
         )
         return cls(model.eval(), tokenizers, device, decode, dtype, metadata)
 

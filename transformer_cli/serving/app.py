@@ -112,7 +112,7 @@ async def _translations(
     """One response item per input line: from the translation memory (a line an accepted
     correction's source), else from the model, within the bound counted from `received`."""
     remembered, near = (
-        await server.corrections.matched(req.lines) if server.corrections else ([None] * len(req.lines), None)
+        await server.corrections.matched(req.lines, model) if server.corrections else ([None] * len(req.lines), None)
     )
     asked = [line for line, r in zip(req.lines, remembered) if r is None]
     translated: list[dict[str, Any]] = []

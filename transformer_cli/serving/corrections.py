@@ -149,25 +149,32 @@ class ServedCorrections:
         await asyncio.get_running_loop().run_in_executor(self._reads, self.memory.refresh)
         return [self.memory.lookup(line) for line in lines]
 
-    async def matched(self, lines: list[str]) -> tuple[list[Remembered | None], NearMatches | None]:
+    async def matched(self, lines: list[str], model: Translator) -> tuple[list[Remembered | None], NearMatches | None]:
         """`remembered`, and the near-matches of each other line (corrections.near_matches; None
-        when it is off), found off the event loop from the store as just read."""
+        when it is off) among the corrections `model` was not trained on, found off the event
+        loop from the store as just read."""
         if not self.near.corrections:
             return await self.remembered(lines), None
-        return await asyncio.get_running_loop().run_in_executor(self._reads, self._match, lines)
+        after = self._trained_until(model)
+        return await asyncio.get_running_loop().run_in_executor(self._reads, self._match, lines, after)
 
-    def _match(self, lines: list[str]) -> tuple[list[Remembered | None], NearMatches]:
+    def _trained_until(self, model: Translator) -> float | None:
+        """The time of the newest of this store's corrections `model`'s run trained on (its
+        checkpoint's training.corrections; None: none of them)."""
+        record = model.backend.metadata.training.get("corrections")
+        if not isinstance(record, dict) or record.get("store") != str(self.store.folder.resolve()):
+            return None
+        until = record.get("until")
+        return float(until) if isinstance(until, (int, float)) else None
+
+    def _match(self, lines: list[str], after: float | None) -> tuple[list[Remembered | None], NearMatches]:
         """Runs on the reading thread: the one that updates the memory and the index."""
         self.memory.refresh()
         self.nearby.follow(self.store.fold)
         remembered = [self.memory.lookup(line) if self.cfg.memory else None for line in lines]
         k, least = self.near.corrections, self.near.similarity
-        examples = [
-            []
-            if r is not None
-            else [Example(m.correction.source, m.correction.corrected, m.correction.id) for m in found]
-            for r, found in zip(remembered, (self.nearby.near(line, k, least) for line in lines))
-        ]
+        found = [[] if r is not None else self.nearby.near(line, k, least, after) for line, r in zip(lines, remembered)]
+        examples = [[_example(m.correction) for m in near] for near in found]
         return remembered, NearMatches(examples, self.settings)
 
     async def post(self, headers: Any, body: Any, address: str, model: Translator, timeout_s: float) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import torch
 
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import Config
+from ..corrections.training import trained_on
 from ..data import folder_lock
 from ..data.prepared import Prepared
 from ..errors import StoppedBySignal
@@ -211,6 +212,8 @@ def _trained(
     )
     pairs = prepared.manifest.training_pairs
     trainer.training = training_record(pairs, parent.checkpoint if parent else None, start.decision)
+    if (corrections := trained_on(cfg)) is not None and cfg.corrections.store is not None:
+        trainer.training["corrections"] = corrections  # what serving's near-matches leave to the model
     held_out = None
     if cfg.train.retrain.night == "replay" and (cfg.train.init_from is not None or scratch):
         seen, held_out = _night(cfg, run, trainer, start, dist_ctx.is_main)
