@@ -19,7 +19,7 @@ from helpers import sentence_pairs, untrained_checkpoint, write_config, write_co
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config_loading import load_config
 from transformer_cli.errors import TfmError
-from transformer_cli.synthetic import cache as cache_module
+from transformer_cli.synthetic import cache_folders
 from transformer_cli.synthetic.cache import TranslationCache
 from transformer_cli.synthetic.lineage import chained
 from transformer_cli.synthetic.mixture import STATE, synthesize, synthetic_folder
@@ -284,7 +284,7 @@ def test_a_folder_a_crash_left_half_pruned_is_never_read_and_removed_by_the_next
         (folder / "lines.txt").unlink()  # half deleted, then the process dies
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cache_module, "_delete", killed)
+    monkeypatch.setattr(cache_folders, "_delete", killed)
     with pytest.raises(KeyboardInterrupt):
         night(tmp_path, cfg, seed=4)  # prunes version 1: renamed away, then killed
     monkeypatch.undo()

@@ -45,7 +45,6 @@ import logging
 import math
 import mmap
 import os
-import shutil
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
@@ -56,15 +55,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import TfmError
-from ..fsutil import atomic_write_json, close_lock, exclusive_lock, fsync_dir, track_lock
+from ..fsutil import atomic_write_json, close_lock, exclusive_lock, track_lock
 from ..records import RecordError, from_json
+from .cache_folders import let_go, use
 
 log = logging.getLogger("tfm")
 STATE = "cache.json"
 FORMAT = 2  # 2: written under a lock (1, unversioned: an earlier tfm's, checked before use)
 FILES = ("keys.u64", "ends.u64", "lines.txt")
-IN_USE = ".in-use"  # flock()ed shared by the processes that have the cache open
-REMOVED = ".pruned-"  # a folder being removed is renamed to this prefix first: never read
 CHECK_BLOCK = 1 << 24  # bytes of lines.txt looked at a time when the cache is checked
 CHECK_ROWS = 1 << 20  # rows of ends.u64 (or keys) looked at a time
 
@@ -132,9 +130,9 @@ class TranslationCache:
         self._order: np.ndarray | None = None  # argsort of _keys, made when first read
         self._claimed_at = 0  # the rows there were at this process's last `claim`
         self._claim: tuple[int, Path] | None = None  # this process's claim file, once it claims
-        fd = _use(folder, create=True)
+        fd = use(folder, create=True)
         assert fd is not None
-        self._in_use = weakref.finalize(self, _let_go, fd, os.getpid())  # the share, held until `release`
+        self._in_use = weakref.finalize(self, let_go, fd, os.getpid())  # the share, held until `release`
         try:
             (folder / "claims").mkdir(exist_ok=True)
         except OSError as e:
@@ -147,7 +145,7 @@ class TranslationCache:
     def existing(cls, folder: Path, check_stop: Callable[[], None] | None = None) -> TranslationCache | None:
         """The cache in `folder`, of the identity it records, when it is there (None when it is
         not: removed, pruned meanwhile, or its state unreadable); nothing is created."""
-        fd = _use(folder, create=False)
+        fd = use(folder, create=False)
         if fd is None:
             return None
         try:  # (held: the folder cannot be pruned while this process reads it)
@@ -447,94 +445,3 @@ class TranslationCache:
             finally:
                 os.close(fd)
         return np.concatenate(claimed)
-
-
-def _use(folder: Path, create: bool) -> int | None:
-    """A descriptor of `folder`'s `.in-use`, flock()ed shared: the folder is not removed while
-    it is held. The folder made first when `create`; else None when there is none (or it was
-    renamed away for removal before the share was held)."""
-    path = folder / IN_USE
-    for _ in range(1000):  # (a folder removed as often as it is made: no end)
-        try:
-            if create:
-                folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:  # the folder is gone (being removed)
-            if create:
-                continue
-            return None
-        except OSError as e:
-            raise TfmError(f"cannot create the translation cache {folder}: {e.strerror}") from None
-        track_lock(fd)
-        fcntl.flock(fd, fcntl.LOCK_SH)  # (a pruner holds it exclusively only to rename the folder)
-        try:
-            current = os.path.samestat(os.fstat(fd), os.stat(path))
-        except FileNotFoundError:
-            current = False
-        if current:
-            return fd
-        close_lock(fd)  # renamed away meanwhile: that folder is being removed
-        if not create:
-            return None
-    raise TfmError(f"cannot create the translation cache {folder}: it is removed as soon as it is made")
-
-
-def _let_go(fd: int, pid: int) -> None:
-    """Close `_use`'s descriptor in the process that opened it (a forked child closed its copy
-    at the fork: fsutil.track_lock; the number may name another file there since)."""
-    if os.getpid() == pid:
-        close_lock(fd)
-
-
-def remove(folder: Path) -> int | None:
-    """Remove the cache `folder` unless a process has it open: renamed to a `.pruned-` name
-    beside it first (what a crash leaves half removed is never read as a cache:
-    `remove_leftovers`), then deleted. Returns the bytes freed (0: there was no such folder),
-    or None when it is in use (left as it is). Call it under a lock that keeps other removers
-    out (the cache root's: synthetic/lineage.py)."""
-    try:
-        fd = os.open(folder / IN_USE, os.O_RDWR | os.O_CREAT, 0o644)
-    except FileNotFoundError:
-        return 0
-    except OSError as e:
-        raise TfmError(f"cannot remove the translation cache {folder}: {e.strerror}") from None
-    track_lock(fd)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return None
-        away = folder.with_name(f"{REMOVED}{folder.name}-{uuid.uuid4().hex[:8]}")
-        try:
-            os.rename(folder, away)
-        except OSError as e:
-            raise TfmError(f"cannot remove the translation cache {folder}: {e.strerror}") from None
-        fsync_dir(folder.parent)
-    finally:
-        close_lock(fd)
-    size = folder_bytes(away)
-    _delete(away)
-    return size
-
-
-def remove_leftovers(root: Path) -> None:
-    """Delete what `remove` left half deleted in the cache root `root` (its process died);
-    under the same lock as `remove`."""
-    for away in root.glob(f"{REMOVED}*"):
-        _delete(away)
-
-
-def folder_bytes(folder: Path) -> int:
-    """The bytes of the files in `folder` (and below)."""
-    total = 0
-    for parent, _, names in os.walk(folder):
-        for name in names:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(parent, name)).st_size
-    return total
-
-
-def _delete(folder: Path) -> None:
-    shutil.rmtree(folder, ignore_errors=True)
-    if folder.exists():
-        log.warning("warning: cannot delete %s: remove it by hand", folder)

@@ -72,7 +72,8 @@ from ..config_synthetic import SyntheticConfig
 from ..errors import TfmError
 from ..fsutil import atomic_write_json, exclusive_lock
 from ..inference.translate import TranslationBackend
-from .cache import REMOVED, TranslationCache, remove, remove_leftovers
+from .cache import TranslationCache
+from .cache_folders import REMOVED, remove, remove_leftovers
 from .directions import Direction
 
 log = logging.getLogger("tfm")
