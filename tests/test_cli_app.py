@@ -9,11 +9,13 @@ import io
 import logging
 import signal
 import sys
+from types import SimpleNamespace
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
+from transformer_cli import extras
 from transformer_cli.cli_app import app, guarded, setup_logging
 from transformer_cli.errors import BusyError, StoppedBySignal, TfmError, UsageError
 from transformer_cli.version import __version__
@@ -57,6 +59,25 @@ def test_an_interrupt_and_a_bug_are_one_line_too(monkeypatch):
     monkeypatch.setenv("TFM_DEBUG", "1")
     r = CliRunner().invoke(failing(ZeroDivisionError("division by zero")), [])
     assert isinstance(r.exception, ZeroDivisionError)  # the traceback, on request
+
+
+def interrupted_import(name: str) -> None:
+    """What pybind11 makes of a Ctrl-C while its extension module initialises (`import
+    ctranslate2`, SentencePiece's first import): an ImportError raised from the interrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt as e:
+        raise ImportError("initialization failed") from e
+
+
+def test_an_interrupt_is_one_whatever_the_code_it_landed_in_made_of_it(monkeypatch):
+    """Not a bug (internal error: ImportError), nor a missing extra (import_extra's exit 2)."""
+    monkeypatch.setattr(extras, "importlib", SimpleNamespace(import_module=interrupted_import))
+    for call in (lambda: interrupted_import("sentencepiece"), lambda: extras.import_extra("ctranslate2", "tfm export")):
+        cli = typer.Typer()
+        cli.command()(guarded(call))
+        r = CliRunner().invoke(cli, [])
+        assert (r.exit_code, r.stderr) == (130, "tfm: interrupted\n")
 
 
 def test_a_broken_pipe_other_than_stdout_is_still_a_bug(monkeypatch):

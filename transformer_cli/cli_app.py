@@ -15,7 +15,7 @@ from typing import Any
 
 import typer
 
-from .errors import EXIT_FAILURE, EXIT_STDOUT_CLOSED, TfmError
+from .errors import EXIT_FAILURE, EXIT_STDOUT_CLOSED, TfmError, made_from
 from .version import __version__
 
 app = typer.Typer(
@@ -90,20 +90,22 @@ def guarded(command: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except TfmError as e:
-            if str(e):  # (a run tfm launched: its processes have said why)
-                typer.echo(f"tfm: error: {e}", err=True)
-            raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt:
-            typer.echo("tfm: interrupted", err=True)
-            raise typer.Exit(130) from None
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except Exception as e:  # a bug: still one line, the traceback on request
+        except BaseException as e:
+            if made_from(e, KeyboardInterrupt):  # (also when the code it landed in made another error of it)
+                typer.echo("tfm: interrupted", err=True)
+                raise typer.Exit(130) from None
+            if isinstance(e, TfmError):
+                if str(e):  # (a run tfm launched: its processes have said why)
+                    typer.echo(f"tfm: error: {e}", err=True)
+                raise typer.Exit(e.exit_code) from None
+            if not isinstance(e, Exception):
+                raise
             if isinstance(e, BrokenPipeError) and _stdout_closed():  # not a bug: the reader had enough
                 _discard_stdout()
                 raise typer.Exit(EXIT_STDOUT_CLOSED) from None
-            if os.environ.get("TFM_DEBUG"):
+            if os.environ.get("TFM_DEBUG"):  # a bug: still one line, the traceback on request
                 raise
             typer.echo(f"tfm: internal error: {type(e).__name__}: {e} (set TFM_DEBUG=1 for the traceback)", err=True)
             raise typer.Exit(EXIT_FAILURE) from None

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .cli_app import CONFIG_HELP, DEVICE_HELP, PRECISION_HELP, REVERSE_HELP, SET_HELP, app, guarded, log, setup_logging
 from .export.engine import QUANTIZATIONS, weight_type
-from .host.stop_signals import on_stop_signals
+from .host.stop_signals import stop_signals_raise
 
 if TYPE_CHECKING:
     from .inference.outputs import Output
@@ -382,39 +380,35 @@ def export(
         checkpoint = published_model(cfg.run_dir, config)
     if export_engine(checkpoint) not in (None, "transformers"):  # no model tfm reads back
         raise UsageError(f"{checkpoint} is already an export; export its source checkpoint")
+    before = _folder_id(output)
+    stops: list[int] = []  # the signals that stopped it, if any
     try:
-        with _stop_signals_raise():
+        with stop_signals_raise(stops):
             model, where = read_model(checkpoint)
             manifest, seconds = exporter.export(model, where, output, settings)
-    except _Stopped as e:
-        raise StoppedBySignal(
-            e.signum, f"stopped by signal {e.signum} during export; nothing was written to {output}"
-        ) from None
+    except BaseException:
+        if not stops:
+            raise
+    if stops:  # stopped, whatever the signal's exception became on its way (host/stop_signals.py)
+        if _folder_id(output) == before:
+            what = f"during export; nothing was written to {output}"
+        else:  # it came after the export took output's place
+            what = f"at the end of the export; {output} was written in full"
+        raise StoppedBySignal(stops[0], f"stopped by signal {stops[0]} {what}")
     size = sum(p.stat().st_size for p in output.iterdir())
     typer.echo(
         f"exported {checkpoint} -> {output} ({exporter.describe(manifest)}, {size / 1e6:.1f} MB, {seconds:.1f} s)"
     )
 
 
-class _Stopped(BaseException):
-    """SIGTERM or SIGINT, raised wherever the code is: a BaseException (like KeyboardInterrupt)
-    so that no `except Exception` on its way takes it for a failure of the work."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-@contextlib.contextmanager
-def _stop_signals_raise() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGINT raise `_Stopped` at once (the work in progress is
-    abandoned, its cleanup runs); the previous handlers come back afterwards."""
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stopped(signum)
-
-    with on_stop_signals(stop):
-        yield
+def _folder_id(folder: Path) -> tuple[int, int] | None:
+    """The device and inode of `folder` (None: there is none), which an export that took its
+    place changes."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class _StdinLines:

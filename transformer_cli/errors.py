@@ -32,6 +32,21 @@ def first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text.strip() else type(error).__name__
 
 
+def made_from(error: BaseException, kind: type[BaseException]) -> bool:
+    """Whether `error` is a `kind` or was raised from or while handling one, however far back:
+    the code an interrupt lands in may make another error of it (pybind11 turns a
+    KeyboardInterrupt raised while its extension module initialises into `ImportError:
+    initialization failed`, which `import_extra` then reports as a missing extra)."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        if isinstance(found, kind):
+            return True
+        seen.add(id(found))
+        found = found.__cause__ or found.__context__
+    return False
+
+
 class TfmError(Exception):
     """An expected failure: its message is shown as one line, then tfm exits with `exit_code`."""
 
