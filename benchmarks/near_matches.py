@@ -61,10 +61,6 @@ def parts_and_corrections(source: Path) -> tuple[dict[str, tuple[list[str], list
     return parts, corrections
 
 
-def example(c: Correction) -> Example:
-    return Example(c.source, c.corrected, c.id)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, help="the model without the topic (a checkpoint)")

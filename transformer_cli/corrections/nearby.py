@@ -80,6 +80,10 @@ class NearbySources:
             for w in found:
                 self._holding.setdefault(w, set()).add(source)
 
+    def _idf(self, word: str, n: int) -> float:
+        """How rare `word` is among the `n` sources in force: ln(1 + n / its document frequency)."""
+        return math.log1p(n / len(self._holding[word]))
+
     def near(self, line: str, k: int, least: float, after: float | None = None) -> list[NearMatch]:
         """The `k` corrections in force whose sources are closest to `line` with a similarity of
         at least `least` (closest first), its own source's excepted (the memory answers it), and
@@ -91,7 +95,7 @@ class NearbySources:
         asked, own = words(line), normalised(line)
         known = [w for w in asked if w in self._holding]
         n = len(self._of)
-        idf = {w: math.log1p(n / len(self._holding[w])) for w in known}
+        idf = {w: self._idf(w, n) for w in known}
         shared: dict[str, float] = {}
         for w in known:
             holders = self._holding[w]
@@ -108,7 +112,7 @@ class NearbySources:
         for source in heapq.nlargest(max(PRESELECTED, k), shared, key=shared.__getitem__):
             found, c = self._of[source]
             both = sum(idf[w] for w in found & asked)
-            others = sum(math.log1p(n / len(self._holding[w])) for w in found - asked)
+            others = sum(self._idf(w, n) for w in found - asked)
             similarity = both / (asked_weight + others)
             if similarity >= least:
                 scored.append(NearMatch(c, similarity))

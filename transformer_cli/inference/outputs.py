@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..corrections.correction import Correction
 from ..corrections.glossary import Term
 
 
@@ -22,6 +23,11 @@ class Example:
     source: str
     target: str
     id: str
+
+    @classmethod
+    def of(cls, c: Correction) -> Example:
+        """An accepted correction as an example pair."""
+        return cls(c.source, c.corrected, c.id)
 
 
 @dataclass(frozen=True)

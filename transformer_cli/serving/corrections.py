@@ -174,7 +174,7 @@ class ServedCorrections:
         remembered = [self.memory.lookup(line) if self.cfg.memory else None for line in lines]
         k, least = self.near.corrections, self.near.similarity
         found = [[] if r is not None else self.nearby.near(line, k, least, after) for line, r in zip(lines, remembered)]
-        examples = [[_example(m.correction) for m in near] for near in found]
+        examples = [[Example.of(m.correction) for m in near] for near in found]
         return remembered, NearMatches(examples, self.settings)
 
     async def post(self, headers: Any, body: Any, address: str, model: Translator, timeout_s: float) -> dict[str, Any]:
@@ -204,10 +204,6 @@ def attention_to(model: Translator, line: str, translation: str, options: Decode
     forced = Translation(translation, ids[: model.max_src_len], 0.0)  # room for <sos>, as for <eos>
     source_tokens, target_tokens, weights = model.backend.cross_attention(line, forced, options.recase)
     return Attention(translation, source_tokens, target_tokens, weights)
-
-
-def _example(c: Correction) -> Example:
-    return Example(c.source, c.corrected, c.id)
 
 
 def _parse(raw: Any, who: str) -> Correction:
