@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from helpers import poodle_pairs, sentence_pairs
 
 from transformer_cli.config import TokenizerConfig
-from transformer_cli.tokenizers.growth import GrowthRule, appended, new_pieces, scored, tiling
+from transformer_cli.tokenizers.growth import GrowthRule, appended, is_bpe, new_pieces, normal_scores, scored, tiling
 from transformer_cli.tokenizers.subword import SubwordTokenizer
 
 
@@ -88,3 +89,17 @@ def test_a_new_piece_is_spelled_by_the_longest_old_pieces():
     assert "".join(old.id_to_token(ids)) == "▁pudel"
     assert old.ids.unk not in ids
     assert tiling(old, "▁pudel€") == [*ids, old.ids.unk]  # a character it lacks: <unk>
+
+
+def test_a_models_type_and_its_normal_pieces_scores_are_read_from_its_bytes():
+    for model_type, bpe in (("bpe", True), ("unigram", False)):
+        old, _ = _fitted(model_type, 60)
+        scores = normal_scores(old.model)
+        normal = [
+            i
+            for i in range(old.vocab_size)
+            if not (old.sp.is_control(i) or old.sp.is_unknown(i) or old.sp.is_unused(i))
+        ]
+        assert is_bpe(old.model) is bpe
+        assert scores == pytest.approx([old.sp.get_score(i) for i in normal])
+        assert normal_scores(appended(old, [("▁pudel", -3.5)]).model)[-1] == -3.5

@@ -65,7 +65,9 @@ def _flat(ids: list[list[int]], dtype: str) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths
 
 
-def _text(lines: list[str]) -> tuple[bytes, np.ndarray]:
+def lines_bytes(lines: list[str]) -> tuple[bytes, np.ndarray]:
+    """`lines` as a split's text file holds them (UTF-8, each ending in a line break), and [n]
+    int64: each one's bytes."""
     encoded = [f"{line}\n".encode() for line in lines]
     return b"".join(encoded), np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
 
@@ -84,7 +86,7 @@ def encode_chunk(chunk: Chunk) -> EncodedResult:
             src_ids, tgt_ids = [src_ids[i] for i in kept], [tgt_ids[i] for i in kept]
             sources, targets = [sources[i] for i in kept], [targets[i] for i in kept]
     (src, src_len), (tgt, tgt_len) = _flat(src_ids, _settings.dtype), _flat(tgt_ids, _settings.dtype)
-    (src_text, src_bytes), (tgt_text, tgt_bytes) = _text(sources), _text(targets)
+    (src_text, src_bytes), (tgt_text, tgt_bytes) = lines_bytes(sources), lines_bytes(targets)
     return EncodedResult(
         EncodedChunk(src, src_len, tgt, tgt_len, src_text, src_bytes, tgt_text, tgt_bytes),
         too_long,

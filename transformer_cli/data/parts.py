@@ -116,7 +116,7 @@ def _left_out(empty: int, too_long: int) -> str:
     return f" ({', '.join(said)}: left out)" if said else ""
 
 
-def _chunks(paths: tuple[Path, Path], offsets: tuple[int, int], dropped: list[int]) -> Iterator[Chunk]:
+def part_chunks(paths: tuple[Path, Path], offsets: tuple[int, int], dropped: list[int]) -> Iterator[Chunk]:
     """The pairs of the two files from byte `offsets` on, in chunks; pairs with an empty side
     are left out and counted in `dropped[0]`. Files of different lengths are a UsageError."""
     yield from with_text(_decoded(paths, offsets), dropped)
@@ -186,7 +186,7 @@ def encode_part(
         stats, shards, offsets, empty = SplitStats(), [], (0, 0), [0]
     before, empty_before, too_long_before = stats.pairs, empty[0], stats.too_long
     writer = ShardWriter(folder, part.name, langs, dtype, shard_tokens, shards)
-    stats = encode_split(writer, _chunks(part.paths, offsets, empty), pool, check_stop, bar, stats)
+    stats = encode_split(writer, part_chunks(part.paths, offsets, empty), pool, check_stop, bar, stats)
     left_out = _left_out(empty[0] - empty_before, stats.too_long - too_long_before)
     if grown:
         log.info("%s: %d new pairs encoded%s, %d kept as they were", part.name, stats.pairs - before, left_out, before)

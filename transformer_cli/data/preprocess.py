@@ -57,6 +57,7 @@ from .freshness import (
     still_current,
     tokenizers_differ,
 )
+from .grown_folder import regrow_folder, regrowable
 from .manifest import (
     DataManifest,
     Dropped,
@@ -214,6 +215,11 @@ def _prepare(
             manifest = append_corpus(cfg, old, files, fingerprint, starts, given, check_stop)
             if not parts_current(manifest, parts):
                 manifest = update_parts(cfg, manifest, parts, check_stop)
+        return Prepared(folder, manifest), True
+    added = regrowable(cfg, old, fingerprint, given, parts) if old and given and not force else None
+    if old is not None and given is not None and added is not None:  # a growth: the pairs it can change
+        with rebuilding(folder, check_stop):
+            manifest = regrow_folder(cfg, old, files, given, added, parts, check_stop)
         return Prepared(folder, manifest), True
     if old is not None and not force and still_current(folder, old, fingerprints, verify, given, reserved):
         if parts_current(old, parts):

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from .base import Tokenizer
 from .subword import SubwordTokenizer
 
 BPE = 2  # sentencepiece_model.proto: TrainerSpec.ModelType (UNIGRAM = 1, the default)
+NORMAL = 1  # ModelProto.SentencePiece.Type, the default
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def new_pieces(old: SubwordTokenizer, fitted: SubwordTokenizer, lines: Sequence[
     most_used = sorted(frequent, key=lambda i: (-counts[i], i))[: rule.max_pieces]
     kept = [fitted.sp.id_to_piece(i) for i in sorted(most_used)]
     added = kept
-    if _model_type(old.model) == BPE:
+    if is_bpe(old.model):
         added = list(dict.fromkeys(j for piece in kept for j in _joins(old, piece) if j not in known))
     return Growth(tuple(added), len(candidates) - len(frequent), len(frequent) - len(kept), len(added) - len(kept))
 
@@ -101,7 +102,7 @@ def bpe_spelling(tokenizer: SubwordTokenizer, text: str) -> list[str]:
 
 def scored(old: SubwordTokenizer, fitted: SubwordTokenizer, pieces: Sequence[str]) -> list[tuple[str, float]]:
     """`pieces` (of `fitted`) with the scores they take in `old` (see the module's docstring)."""
-    if _model_type(old.model) == BPE:
+    if is_bpe(old.model):
         lowest = min(old.sp.get_score(i) for i in range(old.vocab_size))
         return [(p, lowest - 1.0 - k) for k, p in enumerate(pieces)]
     return [(p, fitted.sp.get_score(fitted.sp.piece_to_id(p))) for p in pieces]
@@ -165,26 +166,47 @@ def _read_varint(data: bytes, at: int) -> tuple[int, int]:
             return value, at
 
 
-def _fields(data: bytes) -> dict[int, int | bytes]:
-    """A message's top-level fields (the last of a repeated one): varints and length-delimited
-    payloads; fixed-width values are skipped."""
-    out: dict[int, int | bytes] = {}
+def _entries(data: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """A message's top-level fields in wire order: (number, value), a varint's value as an int,
+    any other's payload as bytes (a float's: its 4 little-endian bytes)."""
     at = 0
     while at < len(data):
         key, at = _read_varint(data, at)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            out[number], at = _read_varint(data, at)
-        elif wire == 2:
+            value, at = _read_varint(data, at)
+            yield number, value
+            continue
+        if wire == 2:
             size, at = _read_varint(data, at)
-            out[number], at = data[at : at + size], at + size
         else:
-            at += {1: 8, 5: 4}[wire]
-    return out
+            size = {1: 8, 5: 4}[wire]
+        yield number, data[at : at + size]
+        at += size
 
 
-def _model_type(model: bytes) -> int:
-    """ModelProto.trainer_spec (field 2).model_type (field 3); UNIGRAM when not recorded."""
+def _fields(data: bytes) -> dict[int, int | bytes]:
+    """A message's top-level fields (the last of a repeated one)."""
+    return dict(_entries(data))
+
+
+def is_bpe(model: bytes) -> bool:
+    """Whether a SentencePiece model is BPE: ModelProto.trainer_spec (field 2).model_type
+    (field 3); UNIGRAM when not recorded."""
     spec = _fields(model).get(2, b"")
     kind = _fields(spec).get(3, 1) if isinstance(spec, bytes) else 1
-    return kind if isinstance(kind, int) else 1
+    return kind == BPE
+
+
+def normal_scores(model: bytes) -> list[float]:
+    """The scores of a SentencePiece model's NORMAL pieces (ModelProto.pieces, field 1: score 2,
+    type 3): those a unigram encoder takes its lowest and highest score from, not control,
+    unknown, user-defined, unused or byte pieces."""
+    scores = []
+    for number, piece in _entries(model):
+        if number == 1 and isinstance(piece, bytes):
+            fields = _fields(piece)
+            score = fields.get(2, b"\0\0\0\0")
+            if fields.get(3, NORMAL) == NORMAL and isinstance(score, bytes):
+                scores.append(struct.unpack("<f", score)[0])
+    return scores

@@ -4,7 +4,8 @@ it starts from and, for the nightly run (train.init_from: published), train.retr
 A decision needs the corpus encoded with the parent's tokenizers (for their <unk> rate), and a
 decision to retrain from scratch then needs it encoded with tokenizers fitted on it: a night
 that decides so prepares the data twice, as does one that continues with a grown vocabulary
-(train.retrain.grow_vocabulary: training/vocabulary_growth.py). A later session of the same
+(train.retrain.grow_vocabulary: training/vocabulary_growth.py), whose second preparation encodes
+only the pairs that hold an added piece (data/grown_folder.py). A later session of the same
 run (retrain.json holds its decision with its identity) prepares at once what the decision
 needs, and takes the decision from there: a run retraining from scratch resumes from scratch, with its own
 tokenizers, whatever the thresholds say by then. A run with last.pt but no decision (begun

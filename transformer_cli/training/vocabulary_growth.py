@@ -10,7 +10,9 @@ training text (the corpus's training pairs and its parts: corrections, synthetic
 seeded sample of tokenizer.fit_sample pairs when there are more, read as a stream) with the
 parent's tokenizer settings; the pieces it has and the parent lacks, used at least
 new_piece_min_count times in that text (at most max_new_pieces, the most used), are appended to the
-parent's SentencePiece models (tokenizers/growth.py): every old id keeps its piece.
+parent's SentencePiece models (tokenizers/growth.py): every old id keeps its piece. The
+night's data, encoded with the parent's tokenizers to decide, is then encoded again only
+where the added pieces occur (data/grown_folder.py, tokenizers/growth_reach.py).
 
 The added pieces are stored in the run folder's vocabulary.json with the parent's sha256, so
 the run's later sessions (a resume after a kill) and the commands that prepare its data encode
