@@ -100,6 +100,8 @@ def test_a_config_naming_tfms_own_entries_and_their_settings_loads_without_torch
         "'train.schedule=constant', 'train.warmup_steps=5', 'train.optimizer_options.eps=1e-8']); "
         "load_config('tiny.yaml', ['decode.strategy=greedy']); "
         "load_config('tiny.yaml', ['decode.strategy=sample', 'decode.strategy_options.topk=5']); "
+        "load_config('tiny.yaml', ['train.schedule_options.warmup_steps=5', 'train.criterion_options.rdrop_alpha=1', "
+        "'train.transforms=[source_noise]', 'train.transform_options.source_noise.lowercase=0.1']); "
         "print('torch' in sys.modules)"
     )
     assert fresh_python(code) == "False"

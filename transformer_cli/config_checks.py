@@ -11,7 +11,7 @@ from .config_sections import DataConfig, DecodeConfig, ModelConfig, TokenizerCon
 from .config_synthetic import SyntheticConfig
 from .config_train import TrainConfig
 from .config_values import ConfigError, lookup
-from .registry import Registry
+from .registry import AnyRegistry
 from .seams import ARCHITECTURES, SCHEDULES, SEARCH_STRATEGIES, TEXT_CORPORA, TOKENIZERS, choices
 
 
@@ -150,7 +150,7 @@ def check_choices(cfg: Checked) -> None:
         )
 
 
-def _check_listed(registry: Registry[Any], names: list[str], given: dict[str, Any] | None) -> None:
+def _check_listed(registry: AnyRegistry, names: list[str], given: dict[str, Any] | None) -> None:
     """A list of entries (train.transforms): each one known, and the options given by name
     (train.transform_options.<name>) those of an entry of the list, checked by its settings."""
     for name in names:

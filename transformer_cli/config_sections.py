@@ -143,19 +143,6 @@ def _default_model() -> ModelConfig:
 
 
 @dataclass
-class SamplingOptions(Section):
-    """decode.strategy_options of sample: each token drawn from the model's distribution, of
-    its k most likely tokens, sharpened or flattened by a temperature; one translation a source."""
-
-    SECTION: ClassVar[str] = "decode.strategy_options"
-    MOST_N_BEST: ClassVar[int] = 1  # translations it returns per source (decode.n_best at most this)
-
-    topk: int = _f(0, "Draw from the k most likely tokens (0: all).", ge=0, le=1_000_000)
-    temperature: float = _f(1.0, "Below 1 sharpens the distribution, above 1 flattens it.", gt=0.0, le=100.0)
-    seed: int | None = _f(None, "A seed that repeats the draws (null: other draws every call).")
-
-
-@dataclass
 class DecodeConfig(Section):
     """Translation by `tfm translate`, `tfm evaluate` and the Python API."""
 

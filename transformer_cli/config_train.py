@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, get_args
 
 from .config_retrain import RetrainConfig
-from .config_values import ConfigError, Moved, Section
+from .config_values import Moved, Section
 from .config_values import schema_field as _f
 from .config_values import schema_section as _section
 
@@ -19,75 +19,6 @@ PromotePolicy = Literal["if-better", "always", "never"]
 DEVICES: tuple[str, ...] = get_args(Device)
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 PROMOTE_POLICIES: tuple[str, ...] = get_args(PromotePolicy)
-
-
-@dataclass
-class AdamOptions(Section):
-    """train.optimizer_options of adam and adamw (Kingma & Ba 2015; AdamW: Loshchilov & Hutter
-    2019, the decay decoupled from the gradient's moments)."""
-
-    SECTION: ClassVar[str] = "train.optimizer_options"
-
-    betas: list[float] = _f([0.9, 0.98], "beta1, beta2: decay of the moment estimates (the paper's 0.9, 0.98).")
-    eps: float = _f(1e-9, "Added to the second moment's root (the paper's 1e-9).", gt=0.0)
-    weight_decay: float = _f(
-        0.0, "Weight decay of the matrices (projections, embeddings); biases and LayerNorm gains get none.", ge=0.0
-    )
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            key = f"{self.SECTION}.betas"
-            raise ConfigError(f"{key} must be two numbers in [0, 1) (got {self.betas})", key)
-
-
-@dataclass
-class InverseSqrtOptions(Section):
-    """train.schedule_options of inverse_sqrt: the paper's schedule, a linear warmup to
-    train.lr, then train.lr x sqrt(warmup_steps / step)."""
-
-    SECTION: ClassVar[str] = "train.schedule_options"
-
-    warmup_steps: int = _f(4000, "Steps of the linear warmup (the paper: 4000).", ge=1)
-
-
-@dataclass
-class CrossEntropyOptions(Section):
-    """train.criterion_options of cross_entropy: label-smoothed cross-entropy over the target
-    tokens, pads left out, with R-Drop's consistency term when its alpha is set."""
-
-    SECTION: ClassVar[str] = "train.criterion_options"
-
-    label_smoothing: float = _f(0.0, "Label smoothing (epsilon_ls; the paper uses 0.1).", ge=0.0, lt=1.0)
-    rdrop_alpha: float = _f(
-        0.0,
-        "R-Drop weight alpha (Liang et al. 2021): each batch goes through the model twice under "
-        "different dropout, and alpha times the symmetric KL of the two outputs joins their mean "
-        "loss. 0: off. Doubles the step cost.",
-        ge=0.0,
-        le=1000.0,
-    )
-
-
-@dataclass
-class SourceNoiseOptions(Section):
-    """train.transform_options.source_noise: shares of training sources changed the way users
-    type, drawn per batch and epoch (targets keep theirs)."""
-
-    SECTION: ClassVar[str] = "train.transform_options.source_noise"
-
-    lowercase: float = _f(0.0, "Share of sources lowercased (robustness to lowercase input).", ge=0.0, le=1.0)
-    uppercase: float = _f(0.0, "Share of sources written in capitals.", ge=0.0, le=1.0)
-    unpunctuated: float = _f(0.0, "Share of sources without their final punctuation.", ge=0.0, le=1.0)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.lowercase + self.uppercase > 1.0:
-            raise ConfigError(
-                f"{self.SECTION}.lowercase + uppercase must be at most 1",
-                f"{self.SECTION}.lowercase",
-                f"{self.SECTION}.uppercase",
-            )
 
 
 @dataclass

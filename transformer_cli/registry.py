@@ -45,7 +45,7 @@ from .config_values import ConfigError, build_section
 
 T = TypeVar("T")
 _NO_SETTINGS = object()  # registered without settings: the entry's `settings` attribute, if any
-_REGISTRIES: list[Registry[Any]] = []  # every registry, restored when a plugin fails half-way
+_REGISTRIES: list[AnyRegistry] = []  # every registry, restored when a plugin fails half-way
 
 
 def _first_line(error: BaseException) -> str:
@@ -309,6 +309,11 @@ class Registry(Generic[T]):
         return f"{key}: " if key else ""
 
 
+# A registry of any kind, for code that handles every registry alike (its names, settings and
+# checks, not what its entries are): the one place a registry's entries are Any.
+AnyRegistry = Registry[Any]
+
+
 def _a(noun: str) -> str:
     """`noun` with its indefinite article."""
     return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
@@ -334,7 +339,7 @@ def _label(entry: Any) -> str:
 _LOADED: set[tuple[str, str, str]] = set()  # (kind, entry point name, value) imported
 
 
-def load_plugins(kind: str, registry: Registry[Any] | None = None) -> list[str]:
+def load_plugins(kind: str, registry: AnyRegistry | None = None) -> list[str]:
     """Take up the entry points installed packages declare in the group `tfm.<kind>`: one
     naming an object (`module:object`) is registered in `registry` by its path, imported when
     used; one naming a module is imported (it registers its entries). Returns a line per entry

@@ -10,20 +10,31 @@ dotted path as the value): registry.py and docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-from .registry import Calls, InstanceOf, Registry, SubclassOf
+from .registry import AnyRegistry, Calls, InstanceOf, Registry, SubclassOf
 
-# The registries hold their entries untyped (`Registry[Any]`): this module imports no layer,
-# not even for type checkers, so the layers that implement the entries stay above it. Each
-# reader types what it takes out where it reads it (e.g. `kind: type[Tokenizer] =
-# TOKENIZERS[name]`); what an entry must be is said beside each registry, and is its `shape`
-# (a base class named by its dotted path, not imported: registry.py), which a dotted path given
-# as a config's value is checked against where the config is loaded.
+if TYPE_CHECKING:  # for type checkers only, and nothing of a layer: torch, and the modules beside this one
+    import random
+
+    import torch
+    from torch import Tensor, nn
+
+    from .config_train import TrainConfig
+    from .engines import Engine
+
+# What a registry's entries are is its type (what `register` takes and a lookup gives) where
+# it can be said with what stands beside this module: the training seams' functions below, and
+# engines.Engine. The others' entries are classes of the layers above, which import this module:
+# they are `Registry[Any]`, each reader typing what it takes out where it reads it (e.g. `kind:
+# type[Tokenizer] = TOKENIZERS[name]`), so that no import, type-only ones included, runs back
+# up (farm-studio look: no arrow does). What an entry must be is also its `shape` (a base class
+# named by its dotted path, not imported: registry.py), which a dotted path given as a config's
+# value is checked against where the config is loaded.
 TFM = "transformer_cli."  # tfm's own modules
-TRAIN = TFM + "config_train:"  # the settings of tfm's own training entries
+OPTIM_SETTINGS = TFM + "training.optim_settings:"  # the settings of tfm's own optimizers and schedules
 
 # model.architecture: an Architecture (model/builders.py): a builder and the dataclass of the
 # `model:` section (config.ModelConfig or a subclass), which is the entry's settings.
@@ -68,11 +79,21 @@ TEXT_CORPORA: Registry[Any] = Registry(
 )
 TEXT_CORPORA.register("multi30k-task2", TFM + "synthetic.corpora:MULTI30K_TASK2")
 
-# train.transforms: (config) -> a data.augment.Transform (called with (source, target, rng); its
-# changes_targets read), or None when its settings do nothing; each one's own keys:
+
+class Transform(Protocol):
+    """A change to a training pair's text (data/augment.py), drawn from `rng` (the batch's, seeded)."""
+
+    changes_targets: bool  # else the targets' preprocessed ids stand
+
+    def __call__(self, source: str, target: str, rng: random.Random) -> tuple[str, str]: ...
+
+
+# train.transforms: (config) -> a Transform, or None when its settings do nothing (the config is
+# a config.Config, which imports this module: not named here); each one's own keys:
 # train.transform_options.<its name>. One imported when the config is loaded (a dotted path, a
 # plugin's) is called with it there, and what it makes checked.
-TRANSFORMS: Registry[Any] = Registry(
+MakeTransform: TypeAlias = Callable[[Any], Transform | None]
+TRANSFORMS: Registry[MakeTransform] = Registry(
     "transforms",
     "transform",
     "train.transforms",
@@ -80,31 +101,43 @@ TRANSFORMS: Registry[Any] = Registry(
     shape=Calls(1),
     makes=Calls(3, ("changes_targets",)),
 )
-TRANSFORMS.register("source_noise", TFM + "data.augment:source_noise", settings=TRAIN + "SourceNoiseOptions")
+TRANSFORMS.register(
+    "source_noise", TFM + "data.augment:source_noise", settings=TFM + "data.augment_settings:SourceNoiseOptions"
+)
 
-# train.criterion: (train settings, target pad id) -> a criterion (training/step.py); its own
-# keys: train.criterion_options
-CRITERIA: Registry[Any] = Registry(
+# train.criterion: (train settings, target pad id) -> a Criterion (training/step.py): (net, batch,
+# autocast dtype or None) -> the batch's summed training loss (with gradients) and summed NLL
+# (the batch is a data.batching.Batch: data/ imports this module). Its own keys:
+# train.criterion_options
+Criterion: TypeAlias = "Callable[[nn.Module, Any, torch.dtype | None], tuple[Tensor, Tensor]]"
+MakeCriterion: TypeAlias = "Callable[[TrainConfig, int], Criterion]"
+CRITERIA: Registry[MakeCriterion] = Registry(
     "criteria", "training criterion", "train.criterion", "train.criterion_options", shape=Calls(2)
 )
-CRITERIA.register("cross_entropy", TFM + "training.step:BatchLoss.from_config", settings=TRAIN + "CrossEntropyOptions")
+CRITERIA.register(
+    "cross_entropy",
+    TFM + "training.step:BatchLoss.from_config",
+    settings=TFM + "training.criterion_settings:CrossEntropyOptions",
+)
 
 # train.optimizer: (parameter groups, train settings, torch device) -> a torch optimizer (training/optim.py);
 # its own keys: train.optimizer_options (read by the entry: OPTIMIZERS.options(name, given)); the
 # parameter groups decay the matrices by the settings' weight_decay, where they have one
-OPTIMIZERS: Registry[Any] = Registry(
+MakeOptimizer: TypeAlias = "Callable[[list[dict[str, Any]], TrainConfig, torch.device], torch.optim.Optimizer]"
+OPTIMIZERS: Registry[MakeOptimizer] = Registry(
     "optimizers", "optimizer", "train.optimizer", "train.optimizer_options", shape=Calls(3)
 )
-OPTIMIZERS.register("adam", TFM + "training.optim:ADAM", settings=TRAIN + "AdamOptions")
-OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW", settings=TRAIN + "AdamOptions")
+OPTIMIZERS.register("adam", TFM + "training.optim:ADAM", settings=OPTIM_SETTINGS + "AdamOptions")
+OPTIMIZERS.register("adamw", TFM + "training.optim:ADAMW", settings=OPTIM_SETTINGS + "AdamOptions")
 
 # train.schedule: (train settings, step) -> the multiplier of train.lr (training/optim.py); its own
 # keys: train.schedule_options
-SCHEDULES: Registry[Any] = Registry(
+Schedule: TypeAlias = "Callable[[TrainConfig, int], float]"
+SCHEDULES: Registry[Schedule] = Registry(
     "schedules", "learning-rate schedule", "train.schedule", "train.schedule_options", shape=Calls(2)
 )
 SCHEDULES.register("constant", TFM + "training.optim:constant", settings=False)
-SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt", settings=TRAIN + "InverseSqrtOptions")
+SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt", settings=OPTIM_SETTINGS + "InverseSqrtOptions")
 
 # decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
 SEARCH_STRATEGIES: Registry[Any] = Registry(
@@ -118,7 +151,7 @@ SEARCH_STRATEGIES: Registry[Any] = Registry(
 SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY", settings=False)
 SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM", settings=False)
 SEARCH_STRATEGIES.register(
-    "sample", TFM + "inference.strategies:SAMPLING", settings=TFM + "config_sections:SamplingOptions"
+    "sample", TFM + "inference.strategies:SAMPLING", settings=TFM + "inference.strategy_settings:SamplingOptions"
 )
 
 # synthetic.back_translation.search: a search strategy too (BACK_TRANSLATION_SEARCH, below); its
@@ -134,13 +167,13 @@ EXPORTERS.register("hf", TFM + "hf.export:HF_EXPORTER")
 # The engine an export's manifest names (a path without a manifest: torch) -> an engines.Engine:
 # how api.open_backend opens its folders and, for one whose exports keep trainable weights, how
 # model_io.read_model reads them back as a tfm Checkpoint.
-ENGINES: Registry[Any] = Registry("engines", "export engine", shape=InstanceOf(TFM + "engines:Engine"))
+ENGINES: Registry[Engine] = Registry("engines", "export engine", shape=InstanceOf(TFM + "engines:Engine"))
 ENGINES.register("torch", TFM + "api:TORCH")
 ENGINES.register("transformers", TFM + "api:TRANSFORMERS")  # tfm export --format hf: a MarianMT folder
 ENGINES.register("ctranslate2", TFM + "export.ct2_translator:CT2")
 
 # What a config chooses by name, checked when it is loaded (config_checks.check_choices).
-CHOSEN_BY_CONFIG: tuple[Registry[Any], ...] = (
+CHOSEN_BY_CONFIG: tuple[AnyRegistry, ...] = (
     ARCHITECTURES,
     TOKENIZERS,
     CORPORA,
@@ -160,7 +193,7 @@ class Choice:
     too. `aliases`: (value, entry) for other values of the key, each standing for an entry (its
     settings are that entry's; what it adds on top, whoever reads the key does)."""
 
-    registry: Registry[Any]
+    registry: AnyRegistry
     key: str
     options_key: str = ""
     aliases: tuple[tuple[str, str], ...] = ()

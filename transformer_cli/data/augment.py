@@ -28,15 +28,14 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from ..config import Config
-from ..config_train import SourceNoiseOptions
-from ..seams import TRANSFORMS  # train.transforms name -> config -> a Transform or None
+from ..seams import TRANSFORMS, Transform  # train.transforms name -> config -> a Transform or None
 from ..tokenizers.base import Tokenizer
 from ..tokenizers.pair import TokenizerPair
+from .augment_settings import SourceNoiseOptions
 from .shards import TrainingSplit
 
 FINAL_PUNCTUATION = ".!?;:,"
@@ -79,14 +78,6 @@ class SourceNoise:
         if rng.random() < self.unpunctuated:
             line = unpunctuated(line)
         return line
-
-
-class Transform(Protocol):
-    """A change to a training pair's text, drawn from `rng` (the batch's, seeded)."""
-
-    changes_targets: bool  # else the targets' preprocessed ids stand
-
-    def __call__(self, source: str, target: str, rng: random.Random) -> tuple[str, str]: ...
 
 
 @dataclass(frozen=True)

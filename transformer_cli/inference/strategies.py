@@ -22,11 +22,11 @@ import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
-from ..config_sections import SamplingOptions
 from ..errors import UsageError
 from ..model.contract import IncrementalDecoder, State
 from ..seams import SEARCH_STRATEGIES
 from .search import Hypothesis, beam_search, greedy_search, sample_search
+from .strategy_settings import SamplingOptions
 
 
 class SearchStrategy(ABC):

@@ -13,19 +13,18 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from ..checkpoint import TrainState
-from ..config_train import AdamOptions, InverseSqrtOptions, TrainConfig
+from ..config_train import TrainConfig
 from ..data.batching import Batch
-from ..seams import OPTIMIZERS, SCHEDULES
+from ..seams import OPTIMIZERS, SCHEDULES, Criterion, MakeOptimizer
 from .distributed import DistContext
-from .step import Criterion
+from .optim_settings import AdamOptions, InverseSqrtOptions
 
 # OPTIMIZERS (seams.py): train.optimizer -> builder(parameter groups, train settings, device);
 # SCHEDULES: train.schedule -> the multiplier of train.lr before optimizer step `step` (0-based).
+# The settings of tfm's own: training/optim_settings.py.
 
 
-def _adam(
-    cls: Callable[..., torch.optim.Optimizer],
-) -> Callable[[list[dict[str, Any]], TrainConfig, torch.device], torch.optim.Optimizer]:
+def _adam(cls: Callable[..., torch.optim.Optimizer]) -> MakeOptimizer:
     """Adam or AdamW; the fused kernel on CPUs and GPUs (2.4x faster than the multi-tensor one
     on a CPU, benchmarks/optimizer_step.py), the multi-tensor one elsewhere."""
 
@@ -46,8 +45,7 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
     weight_decay, where they have one)."""
     own = OPTIMIZERS.options(cfg.optimizer, cfg.optimizer_options)
     groups = parameter_groups(model, getattr(own, "weight_decay", 0.0))
-    optimizer: torch.optim.Optimizer = OPTIMIZERS[cfg.optimizer](groups, cfg, device)
-    return optimizer
+    return OPTIMIZERS[cfg.optimizer](groups, cfg, device)
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -5,19 +5,17 @@ optimizers, ranks or schedules, so it is tested on its own (tests/training/test_
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from ..config_train import CrossEntropyOptions, TrainConfig
+from ..config_train import TrainConfig
 from ..data.batching import Batch
 from ..host.device import autocast
 from ..loss import sequence_loss, symmetric_kl
-from ..seams import CRITERIA
-
-Criterion = Callable[[nn.Module, Batch, "torch.dtype | None"], tuple[Tensor, Tensor]]
+from ..seams import CRITERIA, Criterion
+from .criterion_settings import CrossEntropyOptions
 
 
 @dataclass(frozen=True)
@@ -56,5 +54,4 @@ def criterion(tc: TrainConfig, pad_id: int) -> Criterion:
     makes a criterion from the train settings and the target <pad> id (its own settings:
     CRITERIA.options(tc.criterion, tc.criterion_options)); called with (net, batch, dtype), it
     returns the batch's summed training loss and summed NLL."""
-    made: Criterion = CRITERIA[tc.criterion](tc, pad_id)
-    return made
+    return CRITERIA[tc.criterion](tc, pad_id)
