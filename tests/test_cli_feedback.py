@@ -199,3 +199,46 @@ def test_a_correction_added_while_a_large_file_is_being_added_is_stored_between_
     assert adding.wait(300) == 0, adding.stderr.read() if adding.stderr else ""
     ids = [c.id for c in store.corrections()]
     assert len(ids) == lines + 1 and 500 <= ids.index(mine.id) <= lines - 500
+
+
+def test_feedback_adds_lists_and_decides_terms_in_their_own_log_and_the_next_run_trains_on_them(tmp_path, corpus_dir):
+    store = tmp_path / "store"
+    cfg = write_config(
+        tmp_path / "terms.yaml",
+        tmp_path,
+        corpus_dir,
+        corrections={"store": str(store), "glossary_weight": 2},
+        train={"epochs": 1},
+    )
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("Hund\tdog\nLeine\tleash\nBerlin\tBerlin\n", encoding="utf-8")
+    r = run_tfm("feedback", "add", "--terms", str(glossary), "-c", str(cfg), "--client", "desk")
+    assert r.returncode == 0, r.stderr
+    assert f"3 term(s) added to {store / 'terms.jsonl'}: 3 accepted, 0 held" in r.stderr
+    tbx = tmp_path / "base.tbx"
+    tbx.write_text(
+        '<martif xml:lang="en"><text><body><termEntry><langSet xml:lang="de"><tig><term>hund</term></tig></langSet>'
+        '<langSet xml:lang="en"><tig><term>dog</term></tig></langSet></termEntry>'
+        '<termEntry><langSet xml:lang="de"><tig><term>Ball</term></tig></langSet></termEntry></body></text></martif>',
+        encoding="utf-8",
+    )
+    r = run_tfm("feedback", "add", "--terms", str(tbx), "-c", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert "1 term entry(s) skipped: 1 missing a segment; the first: entry 2" in r.stderr
+    assert ": 0 accepted, 1 held" in r.stderr  # hund -> dog is Hund -> dog, accepted already
+    listed = [json.loads(line) for line in run_tfm("feedback", "list", "--terms", "-c", str(cfg)).stdout.splitlines()]
+    assert [(t["source"], t["corrected"], t["status"]) for t in listed] == [
+        ("Hund", "dog", "accepted"),
+        ("Leine", "leash", "accepted"),
+        ("Berlin", "Berlin", "accepted"),
+        ("hund", "dog", "held"),
+    ]
+    assert run_tfm("feedback", "list", "-c", str(cfg)).stdout == ""  # no correction
+    assert run_tfm("feedback", "reject", listed[2]["id"], "-c", str(cfg)).returncode == 0
+    r = run_tfm("feedback", "compact", "-c", str(cfg))
+    assert r.returncode == 0 and f"{store / 'terms.jsonl'} compacted: 5 line(s) -> 4" in r.stderr, r.stderr
+    r = run_tfm("train", "-c", str(cfg), "--quiet")
+    assert r.returncode == 0, r.stderr
+    log = (tmp_path / "checkpoints" / "terms" / "train.log").read_text()
+    assert f"glossary: 2 terms of store {store} (x2 an epoch)" in log
+    assert "300 train pairs x1, 2 glossary pairs x2; 304 pairs an epoch" in log

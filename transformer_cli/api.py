@@ -370,7 +370,7 @@ class Translator:
         if not checked:
             lines = list(_checked_lines("encode", lines))
         d = options or self.backend.decode
-        return self.backend.encode(lines, d.recase, d.glossary)
+        return self.backend.encode(lines, d.recase, d.glossary, d.glossary_store)
 
     def translate_encoded(self, sources: Sources, options: DecodeConfig | None = None) -> Output:
         """`translate_n_best` of lines `encode` gave (with the same `options`)."""
@@ -414,17 +414,21 @@ def add_corrections(
     corrections: Sequence[tuple[str, str]],
     client: str | None = None,
     overrides: Sequence[str] = (),
+    terms: bool = False,
 ) -> list[Correction]:
     """Store users' corrections, (source, corrected translation) pairs, in the config's
     corrections.store, each through its guards, as `tfm feedback add` does; returns them with
     their ids and status ("accepted", or "held" with reasons). Accepted ones are answered from
-    memory by `tfm serve` at once and trained on by the config's next run."""
+    memory by `tfm serve` at once and trained on by the config's next run. `terms`: the pairs
+    are glossary terms (source term, target term: docs/terms.md), which translations with the
+    store use from their next call."""
     from .config_loading import load_config
     from .corrections.guards import guarded
-    from .corrections.store import Correction, CorrectionStore
+    from .corrections.store import LOG, TERMS, Correction, CorrectionStore
 
     cfg = load_config(config, list(overrides))
     if cfg.corrections.store is None:
         raise UsageError("corrections.store is not set: name the folder corrections are kept in")
     made = [Correction(_checked_text("source", s), _checked_text("corrected", c), None, client) for s, c in corrections]
-    return CorrectionStore(cfg.corrections.store).add_batches(made, guarded(cfg.corrections))
+    store = CorrectionStore(cfg.corrections.store, TERMS if terms else LOG)
+    return store.add_batches(made, guarded(cfg.corrections, terms=terms))

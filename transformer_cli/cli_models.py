@@ -195,6 +195,7 @@ def translate(
     )
     options = model.options(beam_size, n_best, max_output_len, length_penalty, batch_size, recase)
     options.glossary = str(glossary) if glossary is not None else cfg.decode.glossary
+    options.glossary_store = cfg.glossary_store
     lines = [_utf8(os.fsencode(arg), f"argument {n}") for n, arg in enumerate(text or [], start=1)]
     from_stdin = not lines or lines == ["-"]
     if attention is not None and (from_stdin or len(lines) != 1):
@@ -298,7 +299,7 @@ def serve(
         cfg.decode.ensemble_weights,
         cfg.decode.ensemble_combine,
         cfg.corrections,
-        cfg.decode.glossary,
+        (cfg.decode.glossary, cfg.glossary_store),
     )
 
 

@@ -87,6 +87,12 @@ class Config:
         """Where `tfm train` writes this config's run (checkpoints, metrics, logs)."""
         return Path(self.train.out_dir) / self.name
 
+    @property
+    def glossary_store(self) -> str | None:
+        """The corrections store whose terms this config's translations use: decode.glossary_store,
+        else corrections.store (None: none)."""
+        return self.decode.glossary_store or self.corrections.store
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

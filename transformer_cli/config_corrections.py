@@ -69,7 +69,8 @@ class CorrectionsConfig(Section):
     )
     glossary_weight: int = _f(
         0,
-        "Each term of decode.glossary, as a pair of its own (source term, target term), stands this "
+        "Each term of decode.glossary and of the store (terms.jsonl), as a pair of its own (source "
+        "term, target term), stands this "
         "many times in an epoch of the next training run, so the model learns it and decoding "
         "again under constraints is needed less (0: the terms are honoured at decode time only).",
         ge=0,

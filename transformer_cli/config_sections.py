@@ -191,13 +191,24 @@ class DecodeConfig(Section):
         "placed is reported (docs/terms.md).",
         added=True,
     )
+    glossary_store: str | None = _f(
+        None,
+        "A corrections store folder whose accepted terms (tfm feedback add --terms, POST /terms) "
+        "translations use as decode.glossary's, over that file's (docs/terms.md). null: tfm "
+        "translate -c and tfm serve -c use the config's corrections.store.",
+        added=True,
+    )
 
 
 def saved_decode(values: dict[str, Any]) -> DecodeConfig:
     """The decoding defaults saved with a model (its checkpoint's or export's config), less the
-    glossary: decode.glossary is the deployment's (the config that translates or serves names
-    it), and a path saved with a model need not exist where the model is loaded."""
-    decode: DecodeConfig = build_section(DecodeConfig, {k: v for k, v in values.items() if k != "glossary"}, "decode")
+    glossary: decode.glossary and decode.glossary_store are the deployment's (the config that
+    translates or serves names them), and a path saved with a model need not exist where the
+    model is loaded."""
+    deployment = ("glossary", "glossary_store")
+    decode: DecodeConfig = build_section(
+        DecodeConfig, {k: v for k, v in values.items() if k not in deployment}, "decode"
+    )
     return decode
 
 

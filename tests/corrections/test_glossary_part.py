@@ -27,7 +27,7 @@ def test_the_glossarys_terms_are_a_part_weighted_in_the_mix(tmp_path, corpus_dir
     with caplog.at_level(logging.INFO, logger="tfm"):
         prepared, _ = prepare_run_data(cfg)
         mixed = training_split(cfg, prepared)
-    assert f"glossary: 2 terms of {terms} (x3 an epoch)" in caplog.text
+    assert f"glossary: 2 terms of file {terms} (x3 an epoch)" in caplog.text
     assert "2 glossary pairs x3" in caplog.text
     assert prepared.manifest.parts[PART].pairs == 2 and len(mixed) == 300 + 3 * 2
     assert {mixed.lines(i) for i in range(300, 306)} == {("Ball", "flower"), ("ein buch", "a book")}
@@ -47,3 +47,33 @@ def test_no_glossary_or_weight_0_is_no_part(tmp_path, corpus_dir) -> None:
     path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir, decode={"glossary": str(terms)})
     assert glossary_part(load_config(str(path))) is None  # weight 0 by default: decode time only
     assert glossary_part(load_config(str(write_config(tmp_path / "plain.yaml", tmp_path, corpus_dir)))) is None
+
+
+def test_a_stores_terms_join_the_files_over_them_and_a_new_one_is_encoded_alone(tmp_path, corpus_dir, caplog) -> None:
+    from transformer_cli.config_corrections import CorrectionsConfig
+    from transformer_cli.corrections.guards import guarded
+    from transformer_cli.corrections.store import TERMS, Correction, CorrectionStore
+
+    terms, store = tmp_path / "terms.tsv", tmp_path / "store"
+    terms.write_text("Ball\tflower\nein buch\ta book\n", encoding="utf-8")
+    path = write_config(
+        tmp_path / "small.yaml",
+        tmp_path,
+        corpus_dir,
+        decode={"glossary": str(terms)},
+        corrections={"glossary_weight": 2, "store": str(store)},
+    )
+    cfg = load_config(str(path))
+    check = guarded(CorrectionsConfig(store=str(store)), terms=True)
+    CorrectionStore(store, TERMS).add([Correction("BALL", "blossom")], check)
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        prepared, _ = prepare_run_data(cfg)
+        mixed = training_split(cfg, prepared)
+    assert f"glossary: 2 terms of file {terms} and store {store} (x2 an epoch)" in caplog.text
+    assert {mixed.lines(i) for i in range(300, 304)} == {("BALL", "blossom"), ("ein buch", "a book")}
+    CorrectionStore(store, TERMS).add([Correction("Hut", "cap")], check)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        again, _ = prepare_run_data(cfg)
+    assert again.manifest.parts[PART].pairs == 3
+    assert f"{PART}: 1 new pairs encoded, 2 kept as they were" in caplog.text

@@ -82,3 +82,29 @@ def test_a_correction_in_the_source_language_is_held_and_a_rewording_is_not():
     assert off.check(Correction(source, "Zwei Hunde toben im Schnee .", output=output)).status == "accepted"
     assert trigrams("Im Schnee!") == {" im", "im ", "m s", " sc", "sch", "chn", "hne", "nee", "ee "}
     assert shared("im Schnee", "Schnee") == 6 / 9 and shared("42 !", "Schnee") == 0.0
+
+
+def test_terms_have_guards_of_their_own_and_count_apart_from_corrections(tmp_path):
+    """A name kept as it is passes (Berlin -> Berlin), a sentence does not pass as a term, the
+    same source words in another case are the same term, and a caller's cap counts its terms
+    in the terms log alone."""
+    cfg = CorrectionsConfig(store=str(tmp_path / "s"), per_client_per_day=2, max_unk_rate=0.3)
+    guards = Guards(cfg, [], lambda text: 0.5 if text == "glorp" else 0.0, terms=True)
+    assert guards.check(Correction("Berlin", "Berlin", caller="a")).status == "accepted"
+    assert guards.check(Correction("?", "dog", caller="b")).reasons == ["a side without text"]
+    sentence = "Ein Mann mit einem roten Hut steht neben einem Hund im Park ."
+    assert guards.check(Correction(sentence, "A man", caller="b")).reasons == [
+        "a side of 12 words: a term has at most 8 (a sentence is a correction)"
+    ]
+    assert guards.check(Correction("Hund", "glorp", caller="b")).reasons == [
+        "50% of its tokens are unknown to the model"
+    ]
+    assert guards.check(Correction("Hund", "dog", caller="b")).status == "accepted"
+    assert guards.check(Correction("HUND!", "dog", caller="c")).reasons == ["already accepted"]
+    assert guards.check(Correction("Ei", "egg", caller="a")).status == "accepted"
+    assert guards.check(Correction("Leine", "leash", caller="a")).reasons == [
+        "the caller's 2 corrections of the day are accepted already"
+    ]
+    sentences = CorrectionStore(tmp_path / "s")  # a's corrections are counted apart from its terms
+    (c,) = sentences.add([Correction("Ein Hund .", "A dog .", caller="a")], guarded(cfg))
+    assert c.status == "accepted"

@@ -92,3 +92,43 @@ def test_the_terms_of_lines_are_none_when_no_line_holds_one_and_a_missing_file_i
     assert [[t.target for t in line] for line in terms_of(glossary, ["Ein Hut.", "Ein BALL."])] == [[], ["flower"]]
     with pytest.raises(UsageError, match="decode.glossary: .*missing.tsv"):
         Glossaries().get(str(tmp_path / "missing.tsv"))
+
+
+def test_a_stores_terms_are_used_over_the_files_from_the_next_call_with_their_ids(model, tmp_path) -> None:
+    """decode.glossary_store: the terms accepted into a corrections store, over those of the
+    decode.glossary file, each use saying which stored term it was."""
+    from transformer_cli.config_corrections import CorrectionsConfig
+    from transformer_cli.corrections.guards import guarded
+    from transformer_cli.corrections.store import TERMS, Correction, CorrectionStore
+
+    folder, file = tmp_path / "store", tmp_path / "terms.tsv"
+    file.write_text("Ball\tbook\nhut\tcap\n", encoding="utf-8")
+    store = CorrectionStore(folder, TERMS)
+    check = guarded(CorrectionsConfig(store=str(folder)), terms=True)
+    (ball,) = store.add([Correction("BALL", "flower")], check)
+    options = dataclasses.replace(model.options(), glossary=str(file), glossary_store=str(folder))
+    first = model.translate_n_best(LINES, options)
+    assert "flower" in first.translations[0][0].text.lower() and "cap" in first.translations[2][0].text.lower()
+    assert [(u.target, u.id) for u in first.terms[0]] == [("flower", ball.id)]
+    assert [u.as_json() for u in first.terms[0]] == [
+        {"source": "BALL", "target": "flower", "used": "placed", "term": ball.id}
+    ]
+    assert [(u.target, u.id) for u in first.terms[2]] == [("cap", "")]  # the file's
+    (hut,) = store.add([Correction("Hut", "book")], check)  # over the file's hut -> cap, from the next call
+    second = model.translate_n_best(LINES, options)
+    assert "book" in second.translations[2][0].text.lower() and [u.id for u in second.terms[2]] == [hut.id]
+    assert second.translations[1][0].tokens == first.translations[1][0].tokens  # no term: as before
+
+
+def test_tfm_translate_with_a_config_uses_its_stores_terms(trained, tmp_path) -> None:
+    from helpers import run_tfm
+
+    store = tmp_path / "store"
+    config = tmp_path / "with-store.yaml"
+    config.write_text(f"extends: {trained['config']}\ncorrections:\n  store: {store}\n", encoding="utf-8")
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("Ball\tflower\n", encoding="utf-8")
+    assert run_tfm("feedback", "add", "--terms", str(glossary), "-c", str(config)).returncode == 0
+    r = run_tfm("translate", "-c", str(config), "--checkpoint", str(trained["run"] / "best.pt"), *LINES[:2])
+    assert r.returncode == 0, r.stderr
+    assert "flower" in r.stdout.splitlines()[0].lower()

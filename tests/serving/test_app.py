@@ -108,7 +108,9 @@ def test_translations_use_the_servers_glossary_and_say_what_became_of_each_term(
     glossary = tmp_path / "terms.tsv"
     glossary.write_text("Ball\tflower\nHut\tΣφαίρα\n", encoding="utf-8")
     model = tfm.load(trained["run"] / "best.pt", device="cpu")
-    server = build_server(model, ServeConfig(), "cpu", "fp32", torch.get_num_threads(), None, glossary=str(glossary))
+    server = build_server(
+        model, ServeConfig(), "cpu", "fp32", torch.get_num_threads(), None, glossary=(str(glossary), None)
+    )
     lines = ["Ein mann sieht einen ball.", "Eine frau trägt einen hut.", "Ein kind malt eine blume."]
     with TestClient(create_app(server)) as client:
         items = client.post("/translate", json={"inputs": lines, "parameters": {"beam_size": 2}}).json()

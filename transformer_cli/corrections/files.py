@@ -41,6 +41,7 @@ class FileCorrections:
     corrections: list[Correction] = field(default_factory=list)
     skipped: Counter[str] = field(default_factory=Counter)
     first_skipped: int | None = None
+    unit: str = "translation unit"  # what the file's entries are called (a TBX's: term entries)
 
     def skip(self, number: int, why: str) -> None:
         self.skipped[why] += 1
@@ -52,7 +53,8 @@ class FileCorrections:
 
     def skipped_summary(self) -> str:
         reasons = ", ".join(f"{n} {why}" for why, n in self.skipped.items())
-        return f"{self.skipped.total()} translation unit(s) skipped: {reasons}; the first: unit {self.first_skipped}"
+        first = self.unit.split()[-1]
+        return f"{self.skipped.total()} {self.unit}(s) skipped: {reasons}; the first: {first} {self.first_skipped}"
 
 
 def read_corrections(path: Path, langs: tuple[str, str], client: str | None) -> FileCorrections:
@@ -91,7 +93,7 @@ def _tmx(path: Path, langs: tuple[str, str], client: str | None) -> FileCorrecti
     found = FileCorrections(path)
     for number, unit in enumerate(root.iter("tu"), 1):
         segments = _segments(unit)
-        why = _unusable(segments, langs)
+        why = unusable(segments, langs)
         if why:
             found.skip(number, why)
         else:
@@ -113,8 +115,8 @@ def _segments(unit: ET.Element) -> dict[str, str]:
     return segments
 
 
-def _unusable(segments: dict[str, str], langs: tuple[str, str]) -> str | None:
-    """Why a unit with these segments is no correction (None: it is one)."""
+def unusable(segments: dict[str, str], langs: tuple[str, str]) -> str | None:
+    """Why a unit with these segments (by language) is no correction (None: it is one)."""
     if all(segments.get(lang) for lang in langs):
         return None
     return OTHER_PAIR if set(segments) - set(langs) else NO_SEGMENT

@@ -33,13 +33,21 @@ def words(text: str) -> tuple[str, ...]:
     return tuple(w.casefold() for w in _WORD.findall(text))
 
 
+def term_key(text: str) -> str:
+    """What terms of one source share: its words, casefolded, one space apart (`Hund` and
+    `HUND!` are one term; a store keeps the latest accepted target for each)."""
+    return " ".join(words(text))
+
+
 @dataclass(frozen=True)
 class Term:
-    """One entry: its source and target term, and where it was given (file:line, or an id)."""
+    """One entry: its source and target term, where it was given (file:line, or a store's term
+    id), and its id when it is a store's."""
 
     source: str
     target: str
     where: str
+    id: str = ""
 
     def used_in(self, translation: str) -> bool:
         """Whether `translation` holds the target term as whole words (any case)."""
@@ -78,6 +86,13 @@ class Glossary:
 
     def __len__(self) -> int:
         return len(self.terms)
+
+    def over(self, under: Glossary) -> Glossary:
+        """These terms, and those of `under` whose source words none of these has (a store's
+        terms over a file's: the store's word is the later one), `under`'s first: a term added
+        to the store comes last (the training part appends it alone: glossary_part.py)."""
+        mine = {words(t.source) for t in self.terms}
+        return Glossary([*(t for t in under.terms if words(t.source) not in mine), *self.terms])
 
     def matches(self, sentence: str) -> list[Term]:
         """The terms `sentence` holds, in the order they stand, none overlapping another (the

@@ -21,7 +21,7 @@ import gc
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -69,18 +69,19 @@ def collector_paused() -> Iterator[None]:
 class Fold:
     """The state of a store's records (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: Callable[[str], str] = normalised) -> None:
+        self.key = key  # a source -> what corrections of one source share (`normalised`; terms: glossary.term_key)
         self.known: dict[str, Correction] = {}  # every correction by id, in the order first seen
         self._place: dict[str, int] = {}  # id -> its place in that order: breaks ties of time
-        self._accepted: dict[str, dict[str, Correction]] = {}  # normalised source -> its accepted, by id
-        self._in_force: dict[str, Correction] = {}  # normalised source -> its latest accepted
+        self._accepted: dict[str, dict[str, Correction]] = {}  # a source's key -> its accepted, by id
+        self._in_force: dict[str, Correction] = {}  # a source's key -> its latest accepted
         self._per_day: Counter[tuple[str | None, int]] = Counter()  # accepted by (caller, day)
-        self.changed: list[str] = []  # normalised sources whose accepted corrections changed, in order
+        self.changed: list[str] = []  # keys of the sources whose accepted corrections changed, in order
 
     @classmethod
-    def of(cls, corrections: Iterable[Correction]) -> Fold:
+    def of(cls, corrections: Iterable[Correction], key: Callable[[str], str] = normalised) -> Fold:
         """The fold of `corrections` from nothing, in their order."""
-        fold = cls()
+        fold = cls(key)
         for c in corrections:
             fold.put(c)
         return fold
@@ -105,7 +106,7 @@ class Fold:
             self._enter(c)
 
     def in_force(self, source: str) -> Correction | None:
-        """The correction in force for a normalised source (None: no accepted one)."""
+        """The correction in force for a source's key (`key`; None: no accepted one)."""
         return self._in_force.get(source)
 
     def accepted_on(self, caller: str | None, day: int) -> int:
@@ -113,7 +114,7 @@ class Fold:
         return self._per_day.get((caller, day), 0)
 
     def current(self) -> dict[str, Correction]:
-        """The correction in force for each normalised source, in the order they were accepted
+        """The correction in force for each source's key, in the order they were accepted
         (by time; a source corrected again goes last)."""
         return dict(sorted(self._in_force.items(), key=lambda item: self._key(item[1])))
 
@@ -134,7 +135,7 @@ class Fold:
         if c.status != ACCEPTED:
             return
         self._per_day[caller_day(c)] += 1
-        source = normalised(c.source)
+        source = self.key(c.source)
         self.changed.append(source)
         self._accepted.setdefault(source, {})[c.id] = c
         now = self._in_force.get(source)
@@ -147,7 +148,7 @@ class Fold:
         self._per_day[caller_day(c)] -= 1
         if not self._per_day[caller_day(c)]:
             del self._per_day[caller_day(c)]
-        source = normalised(c.source)
+        source = self.key(c.source)
         self.changed.append(source)
         accepted = self._accepted[source]
         del accepted[c.id]
@@ -163,7 +164,8 @@ class Pending:
 
     def __init__(self, base: Fold):
         self.base = base
-        self._new = Fold()
+        self.key = base.key
+        self._new = Fold(base.key)
 
     def put(self, c: Correction) -> None:
         self._new.put(c)

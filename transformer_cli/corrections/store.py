@@ -51,9 +51,11 @@ from ..errors import TfmError
 from ..fsutil import append_whole_lines, atomic_write, close_lock, track_lock
 from ..records import RecordError, from_json
 from .correction import Correction as Correction  # re-exported: callers take it from the store
-from .state import Fold, Pending, collector_paused
+from .glossary import term_key
+from .state import Fold, Pending, collector_paused, normalised
 
 LOG = "corrections.jsonl"
+TERMS = "terms.jsonl"  # the store's terms (docs/terms.md): records of the same shape, a term a correction
 COMPACTED = "compacted.json"  # the last compaction: which log it replaced, and what it wrote
 PER_LOCK = 100  # corrections `add_batches` appends a hold of the store's lock: ~25 ms of guards
 BULK_BYTES = 1 << 20  # a read of more of the log than this runs with the collector paused (state.py)
@@ -180,11 +182,14 @@ class CorrectionStore:
     """The log of one `corrections.store` folder (see the module docstring), and what this
     process has read of it (`refresh`), folded (state.py's `Fold`)."""
 
-    def __init__(self, folder: Path | str):
+    def __init__(self, folder: Path | str, name: str = LOG):
         self.folder = Path(folder)
-        self.path = self.folder / LOG
+        self.path = self.folder / name
+        self.terms = name == TERMS  # source term, target term: keyed by the term's words
+        self._key = term_key if self.terms else normalised
+        self._note = self.folder / (COMPACTED if name == LOG else f"{self.path.stem}.{COMPACTED}")
         self._mutex = threading.Lock()  # reading the log into _state, between this process's threads
-        self._state = Fold()
+        self._state = Fold(self._key)
         self._start_over()
 
     def _start_over(self) -> None:
@@ -218,7 +223,7 @@ class CorrectionStore:
         grew = self._grew(f, stat.st_dev, stat.st_ino, stat.st_size) or self._adopt(f, stat.st_dev, stat.st_ino)
         if not grew:
             self._start_over()
-        state, old = (self._state, None) if grew else (Fold(), self._state)
+        state, old = (self._state, None) if grew else (Fold(self._key), self._state)
         with collector_paused() if stat.st_size - self._read > BULK_BYTES else contextlib.nullcontext():
             self._fold(f, state)
         self._state, self._file = state, (stat.st_dev, stat.st_ino)
@@ -239,7 +244,7 @@ class CorrectionStore:
         log and place this process read to, and its last line stands where the note says): then
         it is taken as read, the state kept, and only what came after the compaction is read."""
         try:
-            note = json.loads((self.folder / COMPACTED).read_bytes())
+            note = json.loads(self._note.read_bytes())
             replaced, size, lines, last = note["replaced"], note["size"], note["lines"], bytes.fromhex(note["last"])
         except (OSError, ValueError, KeyError, TypeError):
             return False
@@ -345,7 +350,7 @@ class CorrectionStore:
         Readers notice the new file (another inode) and read it from its start. Returns the
         log's lines before and after."""
         with self._locked():
-            for stale in self.folder.glob(f".{LOG}.*.tmp"):  # a compaction's, killed before its rename
+            for stale in self.folder.glob(f".{self.path.name}.*.tmp"):  # a compaction's, killed before its rename
                 stale.unlink(missing_ok=True)
             with self._mutex:
                 self._refresh()
@@ -360,7 +365,7 @@ class CorrectionStore:
         lines: list[dict[str, Any] | bytes] = [vars(c) for c in self._state.known.values()]
         lines += [d.line for d in self._damaged]
         replaced = [*(self._file or (0, 0)), self._read, self._lines]
-        atomic_write(self.path, functools.partial(_write_lines, lines, self.folder / COMPACTED, replaced))
+        atomic_write(self.path, functools.partial(_write_lines, lines, self._note, replaced))
         stat = os.stat(self.path)
         last = lines[-1] if lines else b""
         self._last = last if isinstance(last, bytes) else _lines_of([last])

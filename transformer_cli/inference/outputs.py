@@ -100,10 +100,11 @@ class TermUse:
     target: str
     how: Literal["model", "placed", "unplaced"]
     why: str = ""
+    id: str = ""  # a corrections store's term: its id (docs/terms.md)
 
     def as_json(self) -> dict[str, str]:
         out = {"source": self.source, "target": self.target, "used": self.how}
-        return out | ({"why": self.why} if self.why else {})
+        return out | ({"why": self.why} if self.why else {}) | ({"term": self.id} if self.id else {})
 
 
 @dataclass

@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 
 from ..corrections.glossary import Glossary, Term, read_glossary
+from ..corrections.store_terms import StoreTerms
 from ..errors import UsageError
 from ..tokenizers.base import Tokenizer
 from .outputs import Sources, TermUse, Translation
@@ -24,13 +25,32 @@ Constrained = Callable[[torch.Tensor, list[list[int]]], tuple[Translation, list[
 
 
 class Glossaries:
-    """Glossary files read once, and again when they change (size or modification time)."""
+    """Glossary files read once, and again when they change (size or modification time), and
+    corrections stores' terms kept up (corrections/store_terms.py), a store's over a file's."""
 
     def __init__(self) -> None:
         self._read: dict[str, tuple[tuple[int, int], Glossary]] = {}
+        self._stores: dict[str, StoreTerms] = {}
+        self._merged: tuple[Glossary | None, Glossary | None, Glossary | None] = (None, None, None)
         self._lock = threading.Lock()
 
-    def get(self, path: str | None) -> Glossary | None:
+    def get(self, path: str | None, store: str | None = None) -> Glossary | None:
+        """The terms of the glossary file `path` (decode.glossary) and of the corrections store
+        `store` (decode.glossary_store), the store's first (None: neither given)."""
+        file = self._file(path)
+        if store is None:
+            return file
+        with self._lock:
+            terms = self._stores.setdefault(store, StoreTerms(store))
+        stored = terms.glossary()
+        if file is None:
+            return stored
+        with self._lock:
+            if self._merged[:2] != (file, stored):
+                self._merged = (file, stored, stored.over(file))
+            return self._merged[2]
+
+    def _file(self, path: str | None) -> Glossary | None:
         if path is None:
             return None
         try:
@@ -71,7 +91,7 @@ def honour_terms(
         before = results[line][0]
         had = [t.used_in(before.text) for t in terms]
         if all(had):
-            uses[line] = [TermUse(t.source, t.target, "model") for t in terms]
+            uses[line] = [_use(t, "model") for t in terms]
             continue
         found = constrained(sources.ids[j], [target.encode_batch([t.target])[0] for t in terms])
         if found is None:
@@ -80,8 +100,7 @@ def honour_terms(
         translation, why = found
         results[line] = [translation]
         uses[line] = [
-            TermUse(t.source, t.target, "unplaced", reason) if reason else TermUse(t.source, t.target, _how(used))
-            for t, used, reason in zip(terms, had, why)
+            _use(t, "unplaced", reason) if reason else _use(t, _how(used)) for t, used, reason in zip(terms, had, why)
         ]
     return uses
 
@@ -91,4 +110,8 @@ def _how(used_before: bool) -> Literal["model", "placed"]:
 
 
 def _kept(term: Term, used: bool, why: str) -> TermUse:
-    return TermUse(term.source, term.target, "model") if used else TermUse(term.source, term.target, "unplaced", why)
+    return _use(term, "model") if used else _use(term, "unplaced", why)
+
+
+def _use(term: Term, how: Literal["model", "placed", "unplaced"], why: str = "") -> TermUse:
+    return TermUse(term.source, term.target, how, why, term.id)

@@ -109,7 +109,7 @@ class TranslationBackend(ABC):
         # Told each batch's tokens (source + output) and time when the threads are tuned
         # (api.open_backend with threads="auto"); None: they are left as they are.
         self.threads: Threads | None = None
-        self.glossaries = Glossaries()  # decode.glossary's files, read once each
+        self.glossaries = Glossaries()  # decode.glossary's files, read once each, and stores' terms
 
     @property
     def tunes_threads(self) -> bool:
@@ -134,12 +134,19 @@ class TranslationBackend(ABC):
             out.append(torch.tensor([*ids, eos]))
         return out, truncated
 
-    def encode(self, lines: list[str], recase: bool | None = None, glossary: str | None = None) -> Sources:
+    def encode(
+        self,
+        lines: list[str],
+        recase: bool | None = None,
+        glossary: str | None = None,
+        glossary_store: str | None = None,
+    ) -> Sources:
         """The lines as `translate_encoded` decodes them: the non-empty ones encoded (see
-        `encode_sources`), with the terms of the `glossary` file (decode.glossary) each holds."""
+        `encode_sources`), with the terms each holds of the `glossary` file (decode.glossary)
+        and the `glossary_store` (decode.glossary_store: a corrections store's terms)."""
         positions = [i for i, line in enumerate(lines) if line.strip()]
         ids, truncated = self.encode_sources([lines[i] for i in positions], recase)
-        terms = terms_of(self.glossaries.get(glossary), [lines[i] for i in positions])
+        terms = terms_of(self.glossaries.get(glossary, glossary_store), [lines[i] for i in positions])
         return Sources(len(lines), positions, ids, [(positions[j], n) for j, n in truncated], terms)
 
     def translate(
@@ -149,7 +156,7 @@ class TranslationBackend(ABC):
         `decode` (default: self.decode) for this call only. `check_stop` is called before each
         batch (it may raise to abandon the call)."""
         d = decode or self.decode
-        return self.translate_encoded(self.encode(lines, d.recase, d.glossary), d, check_stop)
+        return self.translate_encoded(self.encode(lines, d.recase, d.glossary, d.glossary_store), d, check_stop)
 
     def translate_encoded(
         self, sources: Sources, decode: DecodeConfig | None = None, check_stop: Callable[[], None] | None = None

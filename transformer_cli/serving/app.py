@@ -4,6 +4,8 @@
     POST /            the same (where Hugging Face's InferenceClient(base_url=...) posts)
     POST /attention   one sentence -> its translation and cross-attention weights (the page uses
                       it); queued as a translation is, admitted by its own bound
+    POST /terms       glossary terms (source term, target term), with a corrections.store:
+                      every translation uses them from the next request (docs/terms.md)
     POST /corrections a user's correction of a translation, with a corrections.store
                       (serving/corrections.py); /translate and /attention then answer its source
                       from memory, and /translate decodes lines close to it with its help
@@ -68,7 +70,7 @@ class Server:
     token: str | None
     tokenize_thread: ThreadPoolExecutor | None = None
     corrections: ServedCorrections | None = None  # corrections.store's route and memory
-    glossary: str | None = None  # decode.glossary: the terms translations use (docs/terms.md)
+    glossary: tuple[str | None, str | None] = (None, None)  # decode.glossary, decode.glossary_store (docs/terms.md)
     cut_off: int = 0  # requests answered 503 because serve.shutdown_grace_s ran out
 
     def count_cut_off(self) -> None:
@@ -118,7 +120,7 @@ async def _translations(
     translated: list[dict[str, Any]] = []
     if asked:
         options = model.options(**req.parameters)
-        options.glossary = server.glossary
+        options.glossary, options.glossary_store = server.glossary
         if near is not None:  # per line the model decodes: those not remembered, not empty
             kept = [e for line, r, e in zip(req.lines, remembered, near.examples) if r is None and line.strip()]
             near = NearMatches(kept, near.settings) if any(kept) else None
@@ -178,7 +180,7 @@ def _answer_errors(app: FastAPI, pace: ShedPace) -> None:
 
 
 def _take_corrections(app: FastAPI, server: Server, corrections: ServedCorrections) -> None:
-    """POST /corrections (serving/corrections.py)."""
+    """POST /corrections and POST /terms (serving/corrections.py)."""
 
     @app.post("/corrections")
     async def correct(request: Request) -> JSONResponse:
@@ -186,6 +188,13 @@ def _take_corrections(app: FastAPI, server: Server, corrections: ServedCorrectio
         timeout = server.limits.body_timeout_s
         answer = await corrections.post(request.headers, request.stream(), address, server.watcher.current, timeout)
         return JSONResponse(answer)
+
+    @app.post("/terms")
+    async def terms(request: Request) -> JSONResponse:
+        address = request.client.host if request.client else "-"
+        timeout = server.limits.body_timeout_s
+        current = server.watcher.current
+        return JSONResponse(await corrections.post_terms(request.headers, request.stream(), address, current, timeout))
 
 
 def _lifespan(server: Server) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:

@@ -1,11 +1,17 @@
 """`tfm serve`'s side of users' corrections (transformer_cli/corrections/), when the config has a
 `corrections.store`:
 
-    POST /corrections  {"source": ..., "corrected": ..., "output": ..., "client": ...} ->
-                       {"id", "status": "accepted" | "held", "reasons": [...]}, answered once the
-                       correction is on disk; 413 past corrections.max_bytes, 429 past
-                       corrections.per_minute for its caller, 507 when the store's disk is
-                       full (nothing stored)
+    POST /corrections  {"source": ..., "corrected": ..., "output": ..., "client": ...,
+                       "terms": [{"source": ..., "target": ...}, ...]} ->
+                       {"id", "status": "accepted" | "held", "reasons": [...], "terms": [...]},
+                       answered once the correction is on disk; 413 past corrections.max_bytes,
+                       429 past corrections.per_minute for its caller, 507 when the store's
+                       disk is full (nothing stored). Its terms (optional) go to the store's
+                       terms (store.py's TERMS) first, each with its own id, status, reasons.
+    POST /terms        {"terms": [{"source": ..., "target": ...}, ...], "client": ...} (or one
+                       term as {"source", "target", "client"}) -> {"terms": [{"id", "status",
+                       "reasons"}, ...]}: glossary terms (docs/terms.md), guarded and limited as
+                       corrections are, used by every translation from the next request on
 
 and the translation memory: a /translate input equal to an accepted correction's source is
 answered with the correction (`"from_memory": true`, `"correction"`: its id), by this and every
@@ -28,7 +34,6 @@ import collections
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
 from typing import Any
 
 from ..api import Attention, Translator
@@ -38,12 +43,13 @@ from ..corrections.guards import guarded
 from ..corrections.memory import Remembered, TranslationMemory
 from ..corrections.nearby import NearbySources
 from ..corrections.served import ServedText
-from ..corrections.store import Check, Correction, CorrectionStore, StoreFull
+from ..corrections.store import TERMS, Check, Correction, CorrectionStore, StoreFull
 from ..errors import TfmError
 from ..inference.outputs import Example, NearMatches, NearSettings, Translation
 from .requests import ClientError, parse_json, read_body
 
 MAX_CLIENT_ID = 100  # characters of a client id
+MAX_TERMS = 1000  # terms a post may carry
 
 
 def caller(address: str) -> str:
@@ -79,16 +85,16 @@ class Appends:
 
     def __init__(self, store: CorrectionStore):
         self.store = store
-        self._waiting: list[tuple[Correction, Check, asyncio.Future[None]]] = []
+        self._waiting: list[tuple[list[Correction], Check, asyncio.Future[None]]] = []
         self._taking = threading.Lock()  # _waiting, between the event loop and the append thread
-        self._thread = ThreadPoolExecutor(1, "corrections-append")
+        self._thread = ThreadPoolExecutor(1, f"{store.path.stem}-append")
 
-    async def add(self, correction: Correction, check: Check) -> None:
-        """Append `correction`, checked by `check`; returns once it is on disk (raises the
-        store's TfmError, as `CorrectionStore.add`, when its append failed)."""
+    async def add(self, corrections: list[Correction], check: Check) -> None:
+        """Append `corrections` (one post's), checked by `check`; returns once they are on disk
+        (raises the store's TfmError, as `CorrectionStore.add`, when their append failed)."""
         done = asyncio.get_running_loop().create_future()
         with self._taking:
-            self._waiting.append((correction, check, done))
+            self._waiting.append((corrections, check, done))
         await asyncio.get_running_loop().run_in_executor(self._thread, self._append)
         await done
 
@@ -98,10 +104,10 @@ class Appends:
             batch, self._waiting = self._waiting, []
         if not batch:
             return
-        checks = {id(c): check for c, check, _ in batch}
+        checks = {id(c): check for posted, check, _ in batch for c in posted}
         failed: Exception | None = None
         try:
-            self.store.add([c for c, _, _ in batch], lambda known, c: checks[id(c)](known, c))
+            self.store.add([c for posted, _, _ in batch for c in posted], lambda known, c: checks[id(c)](known, c))
         except Exception as e:  # each post answers for it (a TfmError: 507 or 503), none waits on
             failed = e
         for _, _, done in batch:
@@ -128,6 +134,7 @@ class ServedCorrections:
         self.rate = PerMinute(cfg.per_minute)
         self.served = ServedText(cfg.store, source_lang, cfg.served_per_day) if cfg.served_per_day else None
         self._appends = Appends(self.store)
+        self._term_appends = Appends(CorrectionStore(cfg.store, TERMS))
         self._reads = ThreadPoolExecutor(1, "corrections-read")
         self.near = cfg.near_matches
         near = self.near
@@ -178,20 +185,53 @@ class ServedCorrections:
         return remembered, NearMatches(examples, self.settings)
 
     async def post(self, headers: Any, body: Any, address: str, model: Translator, timeout_s: float) -> dict[str, Any]:
-        """Store one posted correction; its id, status and reasons."""
-        length = headers.get("content-length")
-        raw = parse_json(await read_body(length, body, self.cfg.max_bytes, timeout_s, "corrections.max_bytes"))
+        """Store one posted correction, and the terms it carries first; its id, status and
+        reasons (and its terms')."""
+        raw = await self._body(headers, body, timeout_s)
         who = caller(address)
         correction = _parse(raw, who)
+        terms = parse_terms(raw["terms"], who, "terms") if "terms" in raw else []
         self.rate.admit(who)
-        check = guarded(self.cfg, _unknown_share(model))
+        if terms:
+            await self._append(self._term_appends, terms, guarded(self.cfg, _unknown_share(model), terms=True))
+        await self._append(self._appends, [correction], guarded(self.cfg, _unknown_share(model)))
+        return _said(correction) | ({"terms": [_said(t) for t in terms]} if terms else {})
+
+    async def post_terms(
+        self, headers: Any, body: Any, address: str, model: Translator, timeout_s: float
+    ) -> dict[str, Any]:
+        """Store posted terms (a list, or one); the id, status and reasons of each."""
+        raw = await self._body(headers, body, timeout_s)
+        who = caller(address)
+        terms = (
+            parse_terms(raw["terms"], who, "terms", raw.get("client")) if "terms" in raw else parse_terms([raw], who)
+        )
+        self.rate.admit(who)
+        await self._append(self._term_appends, terms, guarded(self.cfg, _unknown_share(model), terms=True))
+        return {"terms": [_said(t) for t in terms]}
+
+    async def _body(self, headers: Any, body: Any, timeout_s: float) -> dict[str, Any]:
+        length = headers.get("content-length")
+        raw = parse_json(await read_body(length, body, self.cfg.max_bytes, timeout_s, "corrections.max_bytes"))
+        if not isinstance(raw, dict):
+            raise ClientError(
+                422, 'send a JSON object: {"source": ..., "corrected": ..., "output": ..., "client": ...}'
+            )
+        return raw
+
+    @staticmethod
+    async def _append(appends: Appends, corrections: list[Correction], check: Check) -> None:
         try:
-            await self._appends.add(correction, check)
+            await appends.add(corrections, check)
         except StoreFull as e:
             raise ClientError(507, str(e)) from None
         except TfmError as e:
             raise ClientError(503, str(e)) from None
-        return {k: v for k, v in asdict(correction).items() if k in ("id", "status", "reasons")}
+
+
+def _said(c: Correction) -> dict[str, Any]:
+    """What a post's answer says of a correction or term it stored."""
+    return {"id": c.id, "status": c.status, "reasons": c.reasons}
 
 
 def attention_to(model: Translator, line: str, translation: str, options: DecodeConfig) -> Attention:
@@ -206,19 +246,47 @@ def attention_to(model: Translator, line: str, translation: str, options: Decode
     return Attention(translation, source_tokens, target_tokens, weights)
 
 
-def _parse(raw: Any, who: str) -> Correction:
-    if not isinstance(raw, dict):
-        raise ClientError(422, 'send a JSON object: {"source": ..., "corrected": ..., "output": ..., "client": ...}')
+def _parse(raw: dict[str, Any], who: str) -> Correction:
     for key in ("source", "corrected"):
-        if not isinstance(raw.get(key), str) or not raw[key].strip():
-            raise ClientError(422, f"{key}: a non-empty string is required")
+        _text(raw, key, key)
     for key in ("output", "client"):
         if raw.get(key) is not None and not isinstance(raw[key], str):
             raise ClientError(422, f"{key}: a string, if given")
-    client = raw.get("client")
+    return Correction(raw["source"], raw["corrected"], raw.get("output"), _client(raw), origin="serve", caller=who)
+
+
+def parse_terms(raw: Any, who: str, where: str = "", client: Any = None) -> list[Correction]:
+    """Posted terms, `[{"source": ..., "target": ..., "client": ...}, ...]` (the request's
+    `where` field; a term without a client takes `client`), as the store's term records; a
+    ClientError (422) names the first field that is wrong."""
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_TERMS:
+        raise ClientError(422, f"{where or 'terms'}: a list of 1 to {MAX_TERMS} terms is required")
+    if client is not None and not isinstance(client, str):
+        raise ClientError(422, "client: a string, if given")
+    terms = []
+    for n, term in enumerate(raw):
+        at = f"{where}[{n}]." if where else ""
+        if not isinstance(term, dict):
+            raise ClientError(422, f'{where}[{n}]: a term is {{"source": ..., "target": ...}}')
+        source, target = _text(term, "source", f"{at}source"), _text(term, "target", f"{at}target")
+        terms.append(Correction(source, target, None, _client(term, client, at), origin="serve", caller=who))
+    return terms
+
+
+def _text(raw: dict[str, Any], key: str, name: str) -> str:
+    value = raw.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ClientError(422, f"{name}: a non-empty string is required")
+    return value
+
+
+def _client(raw: dict[str, Any], default: Any = None, at: str = "") -> str | None:
+    client = raw.get("client", default)
+    if client is not None and not isinstance(client, str):
+        raise ClientError(422, f"{at}client: a string, if given")
     if client is not None and len(client) > MAX_CLIENT_ID:
-        raise ClientError(422, f"client: at most {MAX_CLIENT_ID} characters")
-    return Correction(raw["source"], raw["corrected"], raw.get("output"), client, origin="serve", caller=who)
+        raise ClientError(422, f"{at}client: at most {MAX_CLIENT_ID} characters")
+    return client
 
 
 def _unknown_share(model: Translator) -> Any:

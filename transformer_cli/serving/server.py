@@ -114,11 +114,11 @@ def build_server(
     ensemble_weights: Sequence[float] | None = None,
     ensemble_combine: str | None = None,
     corrections: CorrectionsConfig | None = None,
-    glossary: str | None = None,
+    glossary: tuple[str | None, str | None] = (None, None),
 ) -> Server:
     """The shared state of the routes around a loaded model (one, or an ensemble's), the
-    corrections of `corrections.store` when it is set, and the `glossary` file (decode.glossary)
-    its translations use."""
+    corrections of `corrections.store` when it is set, and the `glossary` its translations use
+    (decode.glossary's file, decode.glossary_store's terms)."""
     metrics = Metrics()
     decode_thread = ThreadPoolExecutor(1, "tfm-decode", initializer=torch.set_num_threads, initargs=(threads,))
     reload_thread = ThreadPoolExecutor(1, "tfm-reload")
@@ -172,11 +172,11 @@ def serve(
     ensemble_weights: Sequence[float] | None = None,
     ensemble_combine: str | None = None,
     corrections: CorrectionsConfig | None = None,
-    glossary: str | None = None,
+    glossary: tuple[str | None, str | None] = (None, None),
 ) -> None:
     """Serve the model at `paths` (several: an ensemble) on sc.host:sc.port until SIGTERM/SIGINT,
     taking users' corrections into `corrections.store` when it is set, its translations using
-    the terms of `glossary` (docs/terms.md)."""
+    the terms of `glossary` (decode.glossary, decode.glossary_store: docs/terms.md)."""
     token = checked_token(sc, corrections)
     sockets = listen(sc.host, sc.port)  # bound, not listening: no client waits on the load
     threads = sc.threads or serve_threads()

@@ -7,7 +7,8 @@ times it stands in an epoch) and its transforms, in corpus order:
                         word noise (WordNoise) with search `noised_beam`
     forward_translation synthetic.forward_translation.weight; its tag when `tag`
     corrections         the store's accepted corrections, corrections.weight
-    glossary            decode.glossary's terms, a pair each, corrections.glossary_weight
+    glossary            the terms of decode.glossary and of the config's store, a pair each,
+                        corrections.glossary_weight
 
 `mix_plan(cfg)` builds it from the config alone (no model or data is opened), and everything
 that depends on the mix reads it: the batches (`MixPlan.split`, data/mixed.py), the run's
@@ -143,6 +144,6 @@ def mix_plan(cfg: Config) -> MixPlan:
         sources.append(PlannedSource("forward_translation", ft.weight, tag, _names(ft.transforms)))
     if cfg.corrections.store is not None:
         sources.append(PlannedSource(PART, cfg.corrections.weight, (), _names(cfg.corrections.transforms)))
-    if cfg.decode.glossary is not None and cfg.corrections.glossary_weight:
+    if (cfg.decode.glossary is not None or cfg.glossary_store is not None) and cfg.corrections.glossary_weight:
         sources.append(PlannedSource(GLOSSARY, cfg.corrections.glossary_weight))
     return MixPlan(tuple(sources))
