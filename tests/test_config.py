@@ -5,7 +5,6 @@ test_config_checks.py.)"""
 
 from pathlib import Path
 
-import pytest
 import yaml
 from helpers import config_from_dict
 
@@ -45,16 +44,3 @@ def test_defaults_are_a_valid_config():
 def test_the_data_and_run_folders_are_named_after_the_config():
     cfg = load_config("tiny.yaml", ["data.dir=/srv/data", "train.out_dir=runs"])
     assert cfg.data_dir == Path("/srv/data/tiny") and cfg.run_dir == Path("runs/tiny")
-
-
-def test_the_model_section_is_read_by_its_architectures_settings_class():
-    from transformer_cli.config import ModelConfig
-    from transformer_cli.config_values import ConfigError
-    from transformer_cli.model.transformer_config import TransformerConfig
-
-    assert ModelConfig.section_class({}) is TransformerConfig
-    assert type(Config().model) is TransformerConfig
-    with pytest.raises(ConfigError, match=r"model.architecture: unknown model architecture 'rnn' \(known: "):
-        ModelConfig.section_class({"architecture": "rnn"})
-    with pytest.raises(ConfigError, match=r"model.architecture must be a string \(got 3\)"):
-        ModelConfig.section_class({"architecture": 3})

@@ -8,7 +8,7 @@ from transformer_cli.config_checks import Checked
 
 
 def test_the_sections_are_config_s_and_a_config_is_what_the_checks_read():
-    assert config.DataConfig is config_sections.DataConfig and config.ModelConfig is config_sections.ModelConfig
+    assert config.DataConfig is config_sections.DataConfig and config.DecodeConfig is config_sections.DecodeConfig
     cfg: Checked = config.Config()  # the Protocol's attributes are Config's fields
     assert type(cfg.model).__name__ == "TransformerConfig" and cfg.decode.beam_size == 1
 

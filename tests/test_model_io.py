@@ -41,7 +41,7 @@ def test_a_missing_dir_slash_file_is_checkpoint_not_found(tmp_path, corpus_dir):
 def test_a_ctranslate2_folder_without_its_manifest_is_named(tmp_path):
     from helpers import ct2_export
 
-    from transformer_cli.export.manifest import MANIFEST
+    from transformer_cli.export_manifest import MANIFEST
 
     folder = tmp_path / "ct2"
     ct2_export(untrained_checkpoint(tmp_path / "tiny.pt"), folder)
@@ -62,9 +62,9 @@ def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path
 
     from transformer_cli.api import open_torch
     from transformer_cli.checkpoint import Checkpoint
-    from transformer_cli.engines import Engine
+    from transformer_cli.contracts.engine import Engine
     from transformer_cli.errors import UsageError
-    from transformer_cli.export.manifest import MANIFEST
+    from transformer_cli.export_manifest import MANIFEST
     from transformer_cli.model_io import read_model
     from transformer_cli.seams import ENGINES
 

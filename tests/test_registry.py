@@ -198,33 +198,33 @@ def test_an_entry_tfm_cannot_call_is_refused_where_the_config_is_loaded(tmp_path
     assert "train.optimizer: 'json:dumps' is not an optimizer: tfm calls one with 3 positional arguments" in r.stderr
 
 
-STRATEGY = "transformer_cli.inference.strategies:SearchStrategy"
+STRATEGY = "transformer_cli.contracts.strategy:SearchStrategy"
 OF_ANOTHER_KIND = [  # (section, key, value, what is wrong)
     (
         "tokenizer",
         "kind",
         "json:dumps",
-        "not a tokenizer kind: it is a function, not a subclass of transformer_cli.tokenizers.base:Tokenizer",
+        "not a tokenizer kind: it is a function, not a subclass of transformer_cli.contracts.tokenizer:Tokenizer",
     ),
     (
         "tokenizer",
         "kind",
         "json:JSONDecoder",
         "not a tokenizer kind: it is the class json.decoder:JSONDecoder, not a subclass of "
-        "transformer_cli.tokenizers.base:Tokenizer",
+        "transformer_cli.contracts.tokenizer:Tokenizer",
     ),
     (
         "data",
         "corpus",
         "json:dumps",
-        "not a parallel corpus: it is a function, not an instance of transformer_cli.data.sources:ParallelCorpus",
+        "not a parallel corpus: it is a function, not an instance of transformer_cli.contracts.corpus:ParallelCorpus",
     ),
     (
         "data",
         "corpus",
         "transformer_cli.data.sources:PublicCorpus",  # the class, where an instance is the entry
         "not a parallel corpus: it is the class transformer_cli.data.sources:PublicCorpus, not an instance of "
-        "transformer_cli.data.sources:ParallelCorpus",
+        "transformer_cli.contracts.corpus:ParallelCorpus",
     ),
     (
         "train",
@@ -243,7 +243,7 @@ OF_ANOTHER_KIND = [  # (section, key, value, what is wrong)
         "export",
         "format",
         "json:dumps",
-        "not an export format: it is a function, not an instance of transformer_cli.export.exporter:Exporter",
+        "not an export format: it is a function, not an instance of transformer_cli.contracts.exporter:Exporter",
     ),
     (
         "synthetic",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 from .config import DecodeConfig
 from .config_train import DEVICES, PRECISIONS
-from .engines import Engine
+from .contracts.engine import Engine
 from .errors import UsageError, check_choice
 from .host.cpu_load import free_cpus
 from .host.threads import AUTO, Setting, ThreadTuner, parse_setting
@@ -88,7 +88,7 @@ def open_backend(
     threads = parse_setting(threads, "threads")
     if threads == AUTO and "OMP_NUM_THREADS" in os.environ:
         threads = None  # fixed by the environment: torch's number, which OpenMP's variable set
-    from .export.manifest import export_engine
+    from .export_manifest import export_engine
     from .seams import ENGINES
 
     paths = model_paths(path)
@@ -163,7 +163,7 @@ def _open_ensemble(
 
     import torch
 
-    from .export.manifest import export_engine
+    from .export_manifest import export_engine
     from .host.device import autocast_dtype, resolve_device
     from .inference.ensemble import Ensemble, check_same_vocabularies
     from .inference.translate import EnsembleMember, TorchTranslator, config_languages, model_from_checkpoint

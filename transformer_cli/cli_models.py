@@ -354,7 +354,7 @@ def export(
     """
     from .config_loading import load_config
     from .errors import StoppedBySignal, UsageError
-    from .export.manifest import export_engine
+    from .export_manifest import export_engine
     from .extras import import_extra
     from .model_io import read_model
     from .seams import EXPORTERS

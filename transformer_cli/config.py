@@ -1,7 +1,7 @@
 """Typed configuration: the schema of a config, `Config`: its sections (each a dataclass, every
 field with its help, bounds and resumability) plus an optional `name`.
 
-The sections are config_sections.py's (data, tokenizer, model, decode, serve, export),
+The sections are config_sections.py's (data, tokenizer, decode, serve, export), config_model.py's,
 config_train.py's, config_synthetic.py's and config_corrections.py's. Reading
 YAML files (`extends:`, `--set`, where each value came from) is config_loading.py; the checks
 across keys are config_checks.py; turning values into typed fields is config_values.py.
@@ -18,15 +18,14 @@ import yaml
 
 from .config_checks import validate
 from .config_corrections import CorrectionsConfig
+from .config_model import ModelConfig, default_model
 from .config_sections import (
     DataConfig,
     DecodeConfig,
     ExportConfig,
-    ModelConfig,
     ServeConfig,
     SplitsConfig,
     TokenizerConfig,
-    _default_model,
 )
 from .config_synthetic import SyntheticConfig
 from .config_train import TrainConfig
@@ -62,7 +61,7 @@ class Config:
     )
     data: DataConfig = _section(DataConfig, "The corpus.")
     tokenizer: TokenizerConfig = _section(TokenizerConfig, "Tokenization.")
-    model: ModelConfig = _section(_default_model, "The model: its architecture and that architecture's settings.")
+    model: ModelConfig = _section(default_model, "The model: its architecture and that architecture's settings.")
     train: TrainConfig = _section(TrainConfig, "Training and publication.")
     decode: DecodeConfig = _section(DecodeConfig, "Translation.")
     synthetic: SyntheticConfig = _section(SyntheticConfig, "Pairs made from monolingual text.")

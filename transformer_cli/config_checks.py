@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .config_corrections import CorrectionsConfig
-from .config_sections import DataConfig, DecodeConfig, ModelConfig, TokenizerConfig
+from .config_model import ModelConfig
+from .config_sections import DataConfig, DecodeConfig, TokenizerConfig
 from .config_synthetic import SyntheticConfig
 from .config_train import TrainConfig
 from .config_values import ConfigError, lookup

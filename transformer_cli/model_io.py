@@ -23,7 +23,7 @@ from pathlib import Path
 from .checkpoint import Checkpoint, CheckpointError
 from .errors import UsageError
 from .export.engine import is_ct2_model_folder
-from .export.manifest import MANIFEST, export_engine
+from .export_manifest import MANIFEST, export_engine
 from .seams import ENGINES
 
 

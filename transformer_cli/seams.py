@@ -23,59 +23,64 @@ if TYPE_CHECKING:  # for type checkers only, and nothing of a layer: torch, and 
     from torch import Tensor, nn
 
     from .config_train import TrainConfig
-    from .engines import Engine
+    from .contracts.corpus import NamedText, ParallelCorpus
+    from .contracts.engine import Engine
+    from .contracts.exporter import Exporter
+    from .contracts.model import Architecture
+    from .contracts.strategy import SearchStrategy
+    from .contracts.tokenizer import Tokenizer
 
-# What a registry's entries are is its type (what `register` takes and a lookup gives) where
-# it can be said with what stands beside this module: the training seams' functions below, and
-# engines.Engine. The others' entries are classes of the layers above, which import this module:
-# they are `Registry[Any]`, each reader typing what it takes out where it reads it (e.g. `kind:
-# type[Tokenizer] = TOKENIZERS[name]`), so that no import, type-only ones included, runs back
-# up (farm-studio look: no arrow does). What an entry must be is also its `shape` (a base class
-# named by its dotted path, not imported: registry.py), which a dotted path given as a config's
+# What a registry's entries are is its type (what `register` takes and a lookup gives), said
+# with what stands below this module: the training seams' functions below, and for the others
+# their contracts (contracts/: a Tokenizer class, a SearchStrategy, an Exporter, ...), which
+# the layers above implement. So no import, type-only ones included, runs back up (farm-studio
+# look: no arrow does). What an entry must be is also its `shape` (its contract's class named
+# by its dotted path, not imported: registry.py), which a dotted path given as a config's
 # value is checked against where the config is loaded.
 TFM = "transformer_cli."  # tfm's own modules
 OPTIM_SETTINGS = TFM + "training.optim_settings:"  # the settings of tfm's own optimizers and schedules
 
-# model.architecture: an Architecture (model/builders.py): a builder and the dataclass of the
-# `model:` section (config.ModelConfig or a subclass), which is the entry's settings.
-ARCHITECTURES: Registry[Any] = Registry(
-    "architectures", "model architecture", "model.architecture", shape=InstanceOf(TFM + "model.builders:Architecture")
+# model.architecture: an Architecture (tfm's: model/builders.py): a builder and the dataclass
+# of the `model:` section it takes, which is the entry's settings: config_model.ModelConfig
+# or a subclass, each family its own (hence Any).
+ARCHITECTURES: Registry[Architecture[Any]] = Registry(
+    "architectures", "model architecture", "model.architecture", shape=InstanceOf(TFM + "contracts.model:Architecture")
 )
 ARCHITECTURES.register(
     "transformer", TFM + "model.builders:TRANSFORMER", settings=TFM + "model.transformer_config:TransformerConfig"
 )
 
-# tokenizer.kind: a Tokenizer subclass (tokenizers/base.py); its own keys: tokenizer.options
-TOKENIZERS: Registry[Any] = Registry(
+# tokenizer.kind: a Tokenizer subclass (tfm's: tokenizers/); its own keys: tokenizer.options
+TOKENIZERS: Registry[type[Tokenizer]] = Registry(
     "tokenizers",
     "tokenizer kind",
     "tokenizer.kind",
     "tokenizer.options",
-    shape=SubclassOf(TFM + "tokenizers.base:Tokenizer"),
+    shape=SubclassOf(TFM + "contracts.tokenizer:Tokenizer"),
 )
 TOKENIZERS.register("spacy", TFM + "tokenizers.word:WordTokenizer")
 TOKENIZERS.register("sentencepiece", TFM + "tokenizers.subword:SubwordTokenizer")
 TOKENIZERS.register("piece-vocab", TFM + "tokenizers.piece_vocab:PieceVocabTokenizer")
 
-# data.corpus: a ParallelCorpus (data/sources.py); its own keys: data.corpus_options
-CORPORA: Registry[Any] = Registry(
+# data.corpus: a ParallelCorpus (tfm's: data/sources.py); its own keys: data.corpus_options
+CORPORA: Registry[ParallelCorpus] = Registry(
     "corpora",
     "parallel corpus",
     "data.corpus",
     "data.corpus_options",
-    shape=InstanceOf(TFM + "data.sources:ParallelCorpus"),
+    shape=InstanceOf(TFM + "contracts.corpus:ParallelCorpus"),
 )
 CORPORA.register("multi30k", TFM + "data.sources:MULTI30K")
 CORPORA.register("files", TFM + "data.sources:FILES")
 
-# synthetic.*.text: a monolingual corpus known by name (synthetic/corpora.py); the other values
-# are `parallel` (the config's own training side) and files or folders
-TEXT_CORPORA: Registry[Any] = Registry(
+# synthetic.*.text: a monolingual corpus known by name, a NamedText (tfm's: synthetic/corpora.py);
+# the other values are `parallel` (the config's own training side) and files or folders
+TEXT_CORPORA: Registry[NamedText] = Registry(
     "text_corpora",
     "monolingual corpus",
     "synthetic.*.text",
     keywords=("parallel",),
-    shape=InstanceOf(TFM + "synthetic.corpora:NamedText"),
+    shape=InstanceOf(TFM + "contracts.corpus:NamedText"),
 )
 TEXT_CORPORA.register("multi30k-task2", TFM + "synthetic.corpora:MULTI30K_TASK2")
 
@@ -139,14 +144,14 @@ SCHEDULES: Registry[Schedule] = Registry(
 SCHEDULES.register("constant", TFM + "training.optim:constant", settings=False)
 SCHEDULES.register("inverse_sqrt", TFM + "training.optim:inverse_sqrt", settings=OPTIM_SETTINGS + "InverseSqrtOptions")
 
-# decode.strategy: a SearchStrategy (inference/strategies.py); its own keys: decode.strategy_options
-SEARCH_STRATEGIES: Registry[Any] = Registry(
+# decode.strategy: a SearchStrategy (tfm's: inference/strategies.py); its own keys: decode.strategy_options
+SEARCH_STRATEGIES: Registry[SearchStrategy] = Registry(
     "search_strategies",
     "search strategy",
     "decode.strategy",
     "decode.strategy_options",
     keywords=("auto",),
-    shape=InstanceOf(TFM + "inference.strategies:SearchStrategy"),
+    shape=InstanceOf(TFM + "contracts.strategy:SearchStrategy"),
 )
 SEARCH_STRATEGIES.register("greedy", TFM + "inference.strategies:GREEDY", settings=False)
 SEARCH_STRATEGIES.register("beam", TFM + "inference.strategies:BEAM", settings=False)
@@ -157,17 +162,22 @@ SEARCH_STRATEGIES.register(
 # synthetic.back_translation.search: a search strategy too (BACK_TRANSLATION_SEARCH, below); its
 # own keys: synthetic.back_translation.search_options
 
-# export.format (tfm export --format): an Exporter (export/exporter.py); its keys: export.options
-EXPORTERS: Registry[Any] = Registry(
-    "exporters", "export format", "export.format", "export.options", shape=InstanceOf(TFM + "export.exporter:Exporter")
+# export.format (tfm export --format): an Exporter (tfm's: export/bundle.py, hf/export.py); its
+# keys: export.options
+EXPORTERS: Registry[Exporter] = Registry(
+    "exporters",
+    "export format",
+    "export.format",
+    "export.options",
+    shape=InstanceOf(TFM + "contracts.exporter:Exporter"),
 )
 EXPORTERS.register("ctranslate2", TFM + "export.bundle:CT2_EXPORTER", settings=TFM + "export.options:Ct2Options")
 EXPORTERS.register("hf", TFM + "hf.export:HF_EXPORTER")
 
-# The engine an export's manifest names (a path without a manifest: torch) -> an engines.Engine:
+# The engine an export's manifest names (a path without a manifest: torch) -> an Engine:
 # how api.open_backend opens its folders and, for one whose exports keep trainable weights, how
 # model_io.read_model reads them back as a tfm Checkpoint.
-ENGINES: Registry[Engine] = Registry("engines", "export engine", shape=InstanceOf(TFM + "engines:Engine"))
+ENGINES: Registry[Engine] = Registry("engines", "export engine", shape=InstanceOf(TFM + "contracts.engine:Engine"))
 ENGINES.register("torch", TFM + "api:TORCH")
 ENGINES.register("transformers", TFM + "api:TRANSFORMERS")  # tfm export --format hf: a MarianMT folder
 ENGINES.register("ctranslate2", TFM + "export.ct2_translator:CT2")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from transformer_cli.contracts.tokenizer import SpecialIds
 from transformer_cli.data.batching import batch_seed, collate, plan_batches, within_budget
 from transformer_cli.data.shards import EncodedSplit
-from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, TFM_IDS, Framing, SpecialIds
+from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, TFM_IDS, Framing
 
 FRAMING = Framing(TFM_IDS, TFM_IDS)
 

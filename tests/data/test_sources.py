@@ -123,7 +123,7 @@ def test_local_folder_missing_file_and_mismatch(tmp_path):
 
 
 def test_a_split_in_a_local_folder_both_plain_and_gzipped_is_refused_naming_both(tmp_path):
-    """The rule of data/corpus_files.py: the two may differ, so neither is read over the other."""
+    """The rule of corpus_files.py: the two may differ, so neither is read over the other."""
     folder = write_corpus(tmp_path / "local")
     (folder / "val.de").write_text("Ein Hund.\n")
     with pytest.raises(UsageError) as refused:

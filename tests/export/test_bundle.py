@@ -14,7 +14,7 @@ from transformer_cli.checkpoint import Checkpoint, CheckpointError
 from transformer_cli.errors import UsageError
 from transformer_cli.export.bundle import CT2_EXPORTER, check_output, read_export
 from transformer_cli.export.ct2_translator import Ct2Translator
-from transformer_cli.export.manifest import MANIFEST
+from transformer_cli.export_manifest import MANIFEST
 from transformer_cli.fsutil import file_sha256
 from transformer_cli.seams import EXPORTERS
 from transformer_cli.tokenizers.pair import TokenizerPair

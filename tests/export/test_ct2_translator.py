@@ -15,7 +15,7 @@ from transformer_cli.config import DecodeConfig
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.errors import TfmError
 from transformer_cli.export.ct2_translator import Ct2Translator, open_ct2
-from transformer_cli.export.manifest import MANIFEST
+from transformer_cli.export_manifest import MANIFEST
 from transformer_cli.fsutil import file_sha256
 from transformer_cli.inference.translate import TorchTranslator
 

@@ -19,7 +19,7 @@ from transformer_cli.checkpoint import read_payload
 from transformer_cli.cli import app
 from transformer_cli.data.sources import read_lines
 from transformer_cli.evaluate import evaluate_texts
-from transformer_cli.export.manifest import MANIFEST, is_export
+from transformer_cli.export_manifest import MANIFEST, is_export
 from transformer_cli.fsutil import file_sha256
 
 LINES = ["Ein mann sieht einen ball.", "Eine frau malt eine blume am strand.", "Zwei hunde."]

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from zygote import Zygote
 
 from transformer_cli.cli import app
-from transformer_cli.export.manifest import MANIFEST
+from transformer_cli.export_manifest import MANIFEST
 
 # Big enough (16 MB) that its export takes a good fraction of a second after the work folder
 # appears, small enough to write in a fraction of one.
@@ -104,8 +104,8 @@ def test_a_stopped_export_leaves_nothing_and_a_killed_ones_work_folder_goes_next
 PLUGIN = """
 import weakref
 
-from transformer_cli.export.exporter import Exporter
-from transformer_cli.export.manifest import ExportManifest
+from transformer_cli.contracts.exporter import Exporter
+from transformer_cli.export_manifest import ExportManifest
 from transformer_cli.fsutil import atomic_write_folder
 from transformer_cli.seams import EXPORTERS
 

@@ -10,12 +10,13 @@ import torch
 from helpers import sentence_pairs
 
 from transformer_cli.config import DecodeConfig
+from transformer_cli.contracts.tokenizer import SpecialIds
 from transformer_cli.data.shards import EncodedSplit
 from transformer_cli.inference.translate import TorchTranslator
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
 from transformer_cli.tokenizers.pair import TokenizerPair
-from transformer_cli.tokenizers.vocab import SPECIALS, TFM_IDS, SpecialIds, Vocab
+from transformer_cli.tokenizers.vocab import SPECIALS, TFM_IDS, Vocab
 from transformer_cli.tokenizers.word import WordTokenizer
 
 CPU = torch.device("cpu")

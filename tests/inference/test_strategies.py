@@ -10,9 +10,9 @@ from helpers import sentence_pairs, untrained_checkpoint
 
 from transformer_cli.api import open_backend
 from transformer_cli.config import DecodeConfig
+from transformer_cli.contracts.strategy import Hypothesis, SearchStrategy
 from transformer_cli.errors import UsageError
-from transformer_cli.inference.search import Hypothesis
-from transformer_cli.inference.strategies import SearchStrategy, strategy_for
+from transformer_cli.inference.strategies import strategy_for
 from transformer_cli.seams import SEARCH_STRATEGIES
 
 LINES = [de for de, _ in sentence_pairs(30, seed=4)]

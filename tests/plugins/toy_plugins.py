@@ -26,14 +26,15 @@ from transformer_cli.api import open_torch
 from transformer_cli.checkpoint import Checkpoint
 from transformer_cli.config import ModelConfig
 from transformer_cli.config_values import ConfigError
-from transformer_cli.data.sources import ParallelCorpus
-from transformer_cli.engines import Engine
+from transformer_cli.contracts.corpus import ParallelCorpus
+from transformer_cli.contracts.engine import Engine
+from transformer_cli.contracts.exporter import Exporter
+from transformer_cli.contracts.strategy import SearchStrategy
+from transformer_cli.contracts.tokenizer import Tokenizer
 from transformer_cli.errors import UsageError
-from transformer_cli.export.exporter import Exporter
-from transformer_cli.export.manifest import ExportManifest
+from transformer_cli.export_manifest import ExportManifest
 from transformer_cli.fsutil import atomic_write_folder
 from transformer_cli.inference.search import greedy_search
-from transformer_cli.inference.strategies import SearchStrategy
 from transformer_cli.loss import sequence_loss
 from transformer_cli.model.builders import register_architecture
 from transformer_cli.model.transformer import Seq2SeqTransformer
@@ -48,7 +49,7 @@ from transformer_cli.seams import (
     SEARCH_STRATEGIES,
     TOKENIZERS,
 )
-from transformer_cli.tokenizers.base import Tokenizer, strip_specials
+from transformer_cli.tokenizers.base import strip_specials
 from transformer_cli.tokenizers.vocab import SPECIALS, Vocab
 
 

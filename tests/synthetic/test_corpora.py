@@ -1,6 +1,6 @@
 """synthetic/corpora.py: where monolingual text comes from: `parallel` (a side of the config's
 own training corpus), files and folders (every *.<lang> and *.<lang>.gz, in name order, one a
-stem: data/corpus_files.py), or
+stem: corpus_files.py), or
 a corpus known by name, read from $TFM_TEXT_SOURCES/<name>/ or beside $TFM_DATA_SOURCE before
 any download; anything else one line naming the key."""
 

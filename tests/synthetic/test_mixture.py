@@ -451,8 +451,7 @@ def test_a_plugin_strategy_back_translates_and_a_part_that_adds_no_pair_is_a_war
 
     from helpers import untrained_checkpoint
 
-    from transformer_cli.inference.search import Hypothesis
-    from transformer_cli.inference.strategies import SearchStrategy
+    from transformer_cli.contracts.strategy import Hypothesis, SearchStrategy
     from transformer_cli.seams import SEARCH_STRATEGIES
 
     class Shortest(SearchStrategy):
@@ -492,8 +491,8 @@ def test_a_plugin_strategy_back_translates_with_its_own_search_options(tmp_path,
 
     from helpers import untrained_checkpoint
 
+    from transformer_cli.contracts.strategy import SearchStrategy
     from transformer_cli.inference.search import greedy_search
-    from transformer_cli.inference.strategies import SearchStrategy
     from transformer_cli.seams import SEARCH_STRATEGIES
 
     @dataclass

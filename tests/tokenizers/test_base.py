@@ -1,8 +1,7 @@
-"""tokenizers/base.py: the Tokenizer interface and what it gives every kind (encode, one
-segmentation when it does not sample, a refusal to be fitted when it comes with a model), the
-seeded sample fitting reads, ids without their specials, a state rebuilt by its kind; and a
-tokenizer added from outside the package: one class and one registry entry, and
-preprocessing, training and translation use it (no type checks anywhere to extend)."""
+"""tokenizers/base.py: what every kind shares: the seeded sample fitting reads, ids without
+their specials, a state rebuilt by its kind; and a tokenizer added from outside the package:
+one class and one registry entry, and preprocessing, training and translation use it (no type
+checks anywhere to extend). (What the interface itself gives every kind: test_tokenizer.py.)"""
 
 from __future__ import annotations
 
@@ -13,11 +12,10 @@ from typing import Any
 import pytest
 from helpers import write_config
 
-from transformer_cli.config import TokenizerConfig
-from transformer_cli.errors import UsageError
+from transformer_cli.contracts.tokenizer import SpecialIds, Tokenizer
 from transformer_cli.seams import TOKENIZERS
-from transformer_cli.tokenizers.base import Tokenizer, sample_pairs, strip_specials, tokenizer_from_state
-from transformer_cli.tokenizers.vocab import SPECIALS, TFM_IDS, SpecialIds, Vocab
+from transformer_cli.tokenizers.base import sample_pairs, strip_specials, tokenizer_from_state
+from transformer_cli.tokenizers.vocab import SPECIALS, TFM_IDS, Vocab
 
 
 class Characters(Tokenizer):
@@ -90,17 +88,6 @@ def test_a_tokenizer_registered_from_outside_is_fitted_trained_on_and_translates
         assert isinstance(model.translate(["Ein Hund."])[0], str)
     finally:
         TOKENIZERS.unregister(Characters.kind)
-
-
-def test_what_every_kind_inherits():
-    tok = Characters([*SPECIALS, "a", "b"])
-    assert tok.encode("ab") == tok.encode_batch(["ab"])[0] == [4, 5]
-    assert not tok.samples and tok.encode_sampled(["ab", "ba"], alpha=0.5) == tok.encode_batch(["ab", "ba"])
-    assert not tok.grows  # a plugin's vocabulary is not grown unless it says it can be
-    tok.set_threads(4)  # no threads: nothing to set
-    assert Characters.settings is None
-    with pytest.raises(UsageError, match="a characters tokenizer is not fitted on a corpus"):
-        Tokenizer.fit.__func__(Characters, TokenizerConfig(), ("de", "en"), None)
 
 
 def test_ids_without_specials_stop_at_the_first_eos():

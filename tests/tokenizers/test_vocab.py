@@ -8,7 +8,8 @@ from collections import Counter
 
 import pytest
 
-from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, SPECIALS, TFM_IDS, UNK, Framing, SpecialIds, Vocab
+from transformer_cli.contracts.tokenizer import SpecialIds
+from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, SPECIALS, TFM_IDS, UNK, Framing, Vocab
 
 
 def test_vocab_specials_min_freq_order_and_cap():

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import Config
+from ..contracts.tokenizer import Tokenizer
 from ..seams import TRANSFORMS, Transform  # train.transforms name -> config -> a Transform or None
-from ..tokenizers.base import Tokenizer
 from ..tokenizers.pair import TokenizerPair
 from .augment_settings import SourceNoiseOptions
 from .shards import TrainingSplit

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..tokenizers.base import Chunk
+from ..contracts.tokenizer import Chunk
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.truecase import spelling_counts
 from .manifest import Lengths, Rates, SplitSummary

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..config import Config
+from ..contracts.tokenizer import Chunk
 from ..fsutil import file_record, file_sha256
 from ..host.machine import available_cpus
-from ..tokenizers.base import Chunk
 from ..tokenizers.growth_reach import Reach, reach
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.subword import SubwordTokenizer

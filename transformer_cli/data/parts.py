@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..config import Config
+from ..contracts.tokenizer import Chunk
 from ..errors import TfmError, UsageError
 from ..fsutil import (
     WriteError,
@@ -39,7 +40,6 @@ from ..fsutil import (
     recorded_sha256,
 )
 from ..host.machine import available_cpus
-from ..tokenizers.base import Chunk
 from ..tokenizers.pair import TokenizerPair
 from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, setup
 from .manifest import DataManifest, FileRecord, PartRecord

@@ -36,13 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
+from ..contracts.tokenizer import Chunk
 from ..errors import TfmError, UsageError
 from ..fsutil import file_record, remove_stale_work_folders
 from ..host.allocator import release_freed_memory
 from ..host.machine import available_cpus
 from ..provenance import package_versions
 from ..seams import TOKENIZERS
-from ..tokenizers.base import Chunk, sample_pairs
+from ..tokenizers.base import sample_pairs
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.truecase import Truecaser
 from .corpus_append import append_corpus, appended, corpus_record

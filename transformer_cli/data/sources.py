@@ -1,10 +1,10 @@
 """Where raw parallel corpora come from, and reading them strictly.
 
 A source is a URL (http, https, file) or a local folder holding one file per split and
-language, named `<stem>.<lang>` or `<stem>.<lang>.gz` (the rule: data/corpus_files.py).
+language, named `<stem>.<lang>` or `<stem>.<lang>.gz` (the rule: corpus_files.py).
 Downloads stream into a cache with their SHA-256 computed on the way, and are kept only when
 the size and checksum are right.
-data.corpus names a `ParallelCorpus` (seams.CORPORA): Multi30k (task 1, raw), a public corpus
+data.corpus names a `ParallelCorpus` (contracts/corpus.py; seams.CORPORA): Multi30k (task 1, raw), a public corpus
 with known checksums, or `files`, any other; a plugin adds more (its own keys:
 data.corpus_options).
 """
@@ -27,38 +27,17 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from ..config import DataConfig
+from ..contracts.corpus import ParallelCorpus
+from ..corpus_files import find_corpus_file
 from ..errors import TfmError, UsageError
 from ..fsutil import file_sha256, recorded_sha256
 from ..seams import CORPORA
-from .corpus_files import file_names, find_corpus_file
 
 SOURCE_ENV = "TFM_DATA_SOURCE"
 log = logging.getLogger("tfm")
-
-
-class ParallelCorpus:
-    """A parallel corpus by name (data.corpus): where its files are when no source is given,
-    the checksums they must have, the names they may have. Its own keys (data.corpus_options)
-    are read with its `settings` and given to each method as `options` (None: it has none)."""
-
-    settings: ClassVar[type | None] = None
-
-    def default_source(self, options: Any) -> str | None:
-        """The folder or URL read when data.source and $TFM_DATA_SOURCE are not set (None:
-        one of them is required)."""
-        return None
-
-    def checksums(self, options: Any) -> Mapping[str, str]:
-        """The sha256 each file must have, by file name (data.sha256 adds to them)."""
-        return {}
-
-    def file_names(self, stem: str, lang: str, options: Any) -> list[str]:
-        """The names the file of split `stem` in `lang` may have: from a URL, the first the
-        server has; in a folder, the one it holds (data/corpus_files.py)."""
-        return file_names(stem, lang)
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ from typing import Any
 from ..checkpoint import Checkpoint, CheckpointError
 from ..config import ModelConfig
 from ..config_values import build_section
+from ..contracts.exporter import Exporter
 from ..errors import UsageError
+from ..export_manifest import ExportManifest, is_export
 from ..fsutil import WriteError, atomic_write_folder, file_sha256, remove_dead_work_folders
 from ..tokenizers.pair import TokenizerPair
 from .engine import import_ctranslate2, weight_type
-from .exporter import Exporter
-from .manifest import ExportManifest, is_export
 
 
 def export_checkpoint(

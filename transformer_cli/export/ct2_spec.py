@@ -28,14 +28,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..contracts.model import TranslationModel
+from ..contracts.tokenizer import Tokenizer
 from ..errors import UsageError
 from ..model.attention import MultiHeadAttention
-from ..model.contract import TranslationModel
 from ..model.layers import PositionwiseFeedForward
 from ..model.transformer import Decoder, Encoder, Seq2SeqTransformer
 from ..model.transformer_config import TransformerConfig
 from ..records import field_default
-from ..tokenizers.base import Tokenizer
 from ..tokenizers.pair import TokenizerPair
 
 # CTranslate2's activation for each tfm one (tfm's gelu is the exact, erf-based GELU).

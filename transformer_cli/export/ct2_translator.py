@@ -24,18 +24,19 @@ import torch
 from ..checkpoint import CheckpointError
 from ..config import DecodeConfig
 from ..config_sections import saved_decode
+from ..contracts.engine import Engine
+from ..contracts.strategy import Hypothesis
 from ..data.shards import TokenPairs
-from ..engines import Engine
 from ..errors import TfmError, UsageError, first_line
+from ..export_manifest import MANIFEST
 from ..fsutil import file_sha256
 from ..host.threads import AUTO, Setting, start_count
 from ..inference.outputs import Translation
-from ..inference.search import Hypothesis, output_limits
+from ..inference.search import output_limits
 from ..inference.strategies import strategy_for
 from ..inference.translate import ModelMetadata, TranslationBackend
 from .bundle import read_export
 from .engine import import_ctranslate2
-from .manifest import MANIFEST
 
 DEVICES = ("auto", "cpu", "cuda")  # CTranslate2's
 

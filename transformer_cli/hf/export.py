@@ -36,14 +36,14 @@ from typing import Any
 from ..checkpoint import Checkpoint
 from ..config import ModelConfig
 from ..config_values import build_section
+from ..contracts.exporter import Exporter
+from ..contracts.tokenizer import Tokenizer
 from ..errors import UsageError
 from ..export.bundle import check_output
-from ..export.exporter import Exporter
-from ..export.manifest import ExportManifest
+from ..export_manifest import ExportManifest
 from ..extras import import_extra
 from ..fsutil import atomic_write_folder
 from ..model.transformer_config import TransformerConfig
-from ..tokenizers.base import Tokenizer
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.piece_vocab import PieceVocabTokenizer
 from ..tokenizers.subword import SubwordTokenizer

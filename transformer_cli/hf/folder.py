@@ -32,7 +32,7 @@ from ..checkpoint import FORMAT, Checkpoint, content_digest
 from ..config import Config, DecodeConfig, ModelConfig
 from ..config_values import build_section
 from ..errors import TfmError, UsageError, first_line
-from ..export.manifest import MANIFEST, ExportManifest
+from ..export_manifest import MANIFEST, ExportManifest
 from ..extras import import_extra
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.piece_vocab import MARIAN_SPECIALS, PieceVocabTokenizer

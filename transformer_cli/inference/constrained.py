@@ -35,9 +35,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..model.contract import IncrementalDecoder, State
-from ..tokenizers.vocab import SpecialIds
-from .search import Hypothesis, _force_eos, _never_start, finished
+from ..contracts.model import IncrementalDecoder, State
+from ..contracts.strategy import Hypothesis
+from ..contracts.tokenizer import SpecialIds
+from .search import _force_eos, _never_start, finished
 
 Progress = tuple[int, ...]  # per searched constraint: its tokens matched so far (its length: met)
 

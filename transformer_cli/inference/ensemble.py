@@ -25,8 +25,8 @@ from typing import Any, ClassVar, Literal, cast
 import torch
 from torch import Tensor, nn
 
+from ..contracts.model import IncrementalState, TranslationModel
 from ..errors import UsageError
-from ..model.contract import IncrementalState, TranslationModel
 from ..tokenizers.pair import TokenizerPair
 
 Combine = Literal["log", "prob"]

@@ -1,6 +1,6 @@
 """Greedy and beam search over an incremental decoder, batched over many sentences.
 
-The searches need only two calls of the model (the incremental part of model/contract.py):
+The searches need only two calls of the model (the incremental part of contracts/model.py):
 `start(src) -> state` and `step(tokens, state) -> (log_probs [rows, vocab], state)`, where
 `state.reorder(index)` selects or repeats rows. Sentences that have ended are dropped from the
 batch, so a batch costs as much as its longest output, and no more.
@@ -17,21 +17,14 @@ export.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..model.contract import IncrementalDecoder, State, TranslationModel
-from ..tokenizers.vocab import SpecialIds
-
-
-@dataclass
-class Hypothesis:
-    tokens: list[int]  # without <sos> and <eos>
-    log_prob: float  # sum over the output tokens, <eos> included
-    score: float  # log_prob / length**length_penalty: what the beam ranks by
+from ..contracts.model import IncrementalDecoder, State, TranslationModel
+from ..contracts.strategy import Hypothesis
+from ..contracts.tokenizer import SpecialIds
 
 
 def finished(tokens: list[int], log_prob: float, length_penalty: float) -> Hypothesis:

@@ -8,51 +8,25 @@ every place that names the decoding (validation records, evaluation reports).
              temperature; a seed repeats a draw (decode.strategy_options: SamplingOptions)
 
 `decode.strategy: auto` picks greedy or beam by the beam size. Another strategy is a subclass
-of `SearchStrategy` registered in `SEARCH_STRATEGIES` (seams.py; from a config's `plugins:` or
-the `tfm.search_strategies` entry point), with its own keys (decode.strategy_options) as its
-`settings`; tests/inference/test_strategies.py and tests/test_plugins.py add one from outside.
+of `SearchStrategy` (contracts/strategy.py) registered in `SEARCH_STRATEGIES` (seams.py; from a
+config's `plugins:` or the `tfm.search_strategies` entry point), with its own keys
+(decode.strategy_options) as its `settings`; tests/inference/test_strategies.py and
+tests/test_plugins.py add one from outside.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from ..config import DecodeConfig
-from ..errors import UsageError
-from ..model.contract import IncrementalDecoder, State
+from ..contracts.model import IncrementalDecoder, State
+from ..contracts.strategy import Hypothesis, SearchStrategy
 from ..seams import SEARCH_STRATEGIES
-from .search import Hypothesis, beam_search, greedy_search, sample_search
+from .search import beam_search, greedy_search, sample_search
 from .strategy_settings import SamplingOptions
-
-
-class SearchStrategy(ABC):
-    """One way of decoding."""
-
-    name: str
-    # Its own keys: the dataclass decode.strategy_options is read with (None: it takes none);
-    # `search` gets them as SEARCH_STRATEGIES.options(d.strategy, d.strategy_options).
-    settings: ClassVar[type | None] = None
-
-    def describe(self, d: DecodeConfig) -> str:
-        """How records and logs name the decoding, e.g. "greedy", "beam 5"."""
-        return self.name
-
-    @abstractmethod
-    def search(
-        self, model: IncrementalDecoder[State], src: Tensor, limits: Tensor, d: DecodeConfig
-    ) -> list[list[Hypothesis]]:
-        """Each source's hypotheses, best first (torch)."""
-
-    def ct2_options(self, d: DecodeConfig) -> dict[str, Any]:
-        """ctranslate2.Translator.translate_batch's keyword arguments for the same decoding."""
-        raise UsageError(
-            f"decode.strategy: the {self.name} search has no CTranslate2 equivalent "
-            "(translate with the torch checkpoint)"
-        )
 
 
 class Greedy(SearchStrategy):
@@ -118,7 +92,4 @@ GREEDY, BEAM, SAMPLING = Greedy(), Beam(), Sampling()  # seams.py names them
 
 def strategy_for(d: DecodeConfig) -> SearchStrategy:
     """decode.strategy, or (auto) greedy for a beam of one and beam search for more."""
-    chosen: SearchStrategy = SEARCH_STRATEGIES[
-        ("greedy" if d.beam_size == 1 else "beam") if d.strategy == "auto" else d.strategy
-    ]
-    return chosen
+    return SEARCH_STRATEGIES[("greedy" if d.beam_size == 1 else "beam") if d.strategy == "auto" else d.strategy]

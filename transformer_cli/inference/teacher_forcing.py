@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..contracts.model import TranslationModel
 from ..data.batching import collate, plan_batches
 from ..data.shards import TokenPairs
 from ..host.device import autocast
 from ..loss import sequence_loss
-from ..model.contract import TranslationModel
 from ..tokenizers.vocab import Framing
 
 # Tokens per scoring batch: memory depends on it, the sum (up to rounding) not. Each batch holds

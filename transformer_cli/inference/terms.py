@@ -13,10 +13,10 @@ from typing import Literal
 
 import torch
 
+from ..contracts.tokenizer import Tokenizer
 from ..corrections.glossary import Glossary, Term, read_glossary
 from ..corrections.store_terms import StoreTerms
 from ..errors import UsageError
-from ..tokenizers.base import Tokenizer
 from .outputs import Sources, TermUse, Translation
 
 # Decode one source (ids ending in <eos>) with these target-side constraints (token ids each):

@@ -17,18 +17,19 @@ from ..checkpoint import Checkpoint, CheckpointError, ModelDescription
 from ..config import DecodeConfig, ModelConfig
 from ..config_sections import saved_decode
 from ..config_values import build_section
+from ..contracts.model import FeatureDecoder, TranslationModel
+from ..contracts.strategy import Hypothesis
 from ..data.batching import pad_batch
 from ..data.shards import TokenPairs
 from ..errors import UsageError
 from ..host.device import autocast
 from ..host.threads import Threads
 from ..model.builders import build_model
-from ..model.contract import FeatureDecoder, TranslationModel
 from ..tokenizers.pair import TokenizerPair
 from .constrained import constrained_beam_search
 from .near import Datastore, ExampleKeys, NearMatchDecoder
 from .outputs import Example, NearSettings, Output, Sources, Translation
-from .search import Hypothesis, output_limits
+from .search import output_limits
 from .strategies import strategy_for
 from .teacher_forcing import corpus_nll, eval_mode
 from .terms import Glossaries, honour_terms, terms_of

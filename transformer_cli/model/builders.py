@@ -1,42 +1,34 @@
 """Model families by architecture name (`model.architecture`), each a builder and the
-dataclass of its `model:` settings. A checkpoint records the name its model was built under
-(`Checkpoint.architecture`) and `build_model` rebuilds it from the same name, so another
-family is one `register_architecture` call (in a user's module named by the config's
-`plugins:`, or a package's `tfm.architectures` entry point); tests/test_plugins.py adds one
-from outside the package.
+dataclass of its `model:` settings (a contracts.model.Architecture). A checkpoint records the
+name its model was built under (`Checkpoint.architecture`) and `build_model` rebuilds it from
+the same name, so another family is one `register_architecture` call (in a user's module
+named by the config's `plugins:`, or a package's `tfm.architectures` entry point);
+tests/test_plugins.py adds one from outside the package.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..config import ModelConfig
+from ..contracts.model import Architecture, TranslationModel
+from ..contracts.tokenizer import SpecialIds
 from ..seams import ARCHITECTURES
-from ..tokenizers.vocab import SpecialIds
-from .contract import TranslationModel
 from .transformer import Seq2SeqTransformer
 from .transformer_config import TransformerConfig
 
-# builder(its model settings, source and target vocabulary sizes, their special ids) -> model
-Builder = Callable[[Any, int, int, SpecialIds, SpecialIds], TranslationModel[Any]]
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """A registered model family."""
-
-    build: Builder
-    settings: type[ModelConfig]  # the dataclass a config's `model:` section becomes
-
+Settings = TypeVar("Settings", bound=ModelConfig)
 
 TRANSFORMER = Architecture(Seq2SeqTransformer, TransformerConfig)  # seams.py names it
 
 
 def register_architecture(
-    name: str, build: Builder, settings: type[ModelConfig], replace: bool = False
-) -> Architecture:
+    name: str,
+    build: Callable[[Settings, int, int, SpecialIds, SpecialIds], TranslationModel[Any]],
+    settings: type[Settings],
+    replace: bool = False,
+) -> Architecture[Settings]:
     """Make `name` a value of model.architecture: `build` makes its models from `settings`
     (config.ModelConfig extended with the family's own keys and checks, which configs then
     give in `model:`). A name already registered is refused unless `replace`."""
@@ -57,5 +49,4 @@ def build_model(
 ) -> TranslationModel[Any]:
     """A new model of `architecture` (its weights freshly initialised) for vocabularies of
     these sizes and special ids (the tokenizers')."""
-    family: Architecture = ARCHITECTURES[architecture]
-    return family.build(cfg, src_vocab_size, tgt_vocab_size, src_ids, tgt_ids)
+    return ARCHITECTURES[architecture].build(cfg, src_vocab_size, tgt_vocab_size, src_ids, tgt_ids)

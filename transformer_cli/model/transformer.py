@@ -9,7 +9,8 @@ from typing import Any, ClassVar, cast
 import torch
 from torch import Tensor, nn
 
-from ..tokenizers.vocab import TFM_IDS, SpecialIds
+from ..contracts.tokenizer import SpecialIds
+from ..tokenizers.vocab import TFM_IDS
 from .attention import padding_mask
 from .layers import (
     DecoderLayer,

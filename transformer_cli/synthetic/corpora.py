@@ -7,36 +7,24 @@ verified local files of one language.
                      downloaded from its public URL into data.cache_dir/<name>/, and verified
     parallel         the side of the config's own training corpus in that language
     PATH             a file, or a folder: its files named *.<lang> or *.<lang>.gz, in name order
-                     (one per stem: data/corpus_files.py)
+                     (one per stem: corpus_files.py)
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Config
 from ..config_synthetic import PARALLEL as PARALLEL  # (the entry `parallel`: named here too)
-from ..data.corpus_files import corpus_files
+from ..contracts.corpus import NamedText
+from ..corpus_files import corpus_files
 from ..data.sources import SOURCE_ENV, current_sha256, explicit_source, fetch_corpus, fetch_named, resolve_source
 from ..errors import UsageError
 from ..seams import TEXT_CORPORA
 
 TEXT_SOURCES_ENV = "TFM_TEXT_SOURCES"
-
-
-@dataclass(frozen=True)
-class NamedText:
-    """A monolingual corpus tfm knows by name: files `<stem>.<lang>.gz` at `url`."""
-
-    url: str
-    stems: tuple[str, ...]
-    sha256: Mapping[str, str]
-
-    def names(self, lang: str) -> list[str]:
-        return [f"{stem}.{lang}.gz" for stem in self.stems]
 
 
 @dataclass(frozen=True)
@@ -111,7 +99,7 @@ def _beside_data_source() -> str | None:
 
 
 def _local(path: Path, lang: str, key: str) -> list[TextFile]:
-    """A file, or a folder's corpus files of `lang` (data/corpus_files.py)."""
+    """A file, or a folder's corpus files of `lang` (corpus_files.py)."""
     if path.is_file():
         return [TextFile(path, current_sha256(path))]
     try:

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from .base import Tokenizer
+from ..contracts.tokenizer import Tokenizer
 from .subword import SubwordTokenizer
 
 BPE = 2  # sentencepiece_model.proto: TrainerSpec.ModelType (UNIGRAM = 1, the default)

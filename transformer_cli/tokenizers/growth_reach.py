@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .base import Tokenizer
+from ..contracts.tokenizer import Tokenizer
 from .growth import extends, is_bpe, normal_scores
 from .subword import SubwordTokenizer
 

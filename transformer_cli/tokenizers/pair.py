@@ -1,7 +1,8 @@
 """The tokenizers a model translates with: `TokenizerPair` (source and target sides, one
 shared SentencePiece model when the vocabulary is joint, and the source truecaser,
 tokenizers/truecase.py), serialized to a plain dict (for checkpoints) or a folder; fitting them on
-training text. The kinds of tokenizer are in their own modules (tokenizers/base.py).
+training text. The kinds of tokenizer are in their own modules (their interface:
+contracts/tokenizer.py).
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..contracts.tokenizer import Chunk, Tokenizer
 from ..errors import first_line
-from .base import Chunk, Tokenizer, sample_pairs, tokenizer_from_state
+from .base import sample_pairs, tokenizer_from_state
 from .text_marks import strip_marks
 from .truecase import Truecaser
 from .vocab import Framing

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .base import ProgressCallback, Tokenizer, strip_specials
-from .vocab import SpecialIds
+from ..contracts.tokenizer import ProgressCallback, SpecialIds, Tokenizer
+from .base import strip_specials
 
 # The special tokens of Marian's vocabularies, by role (tokenizer_config.json may rename them).
 MARIAN_SPECIALS = {"unk": "<unk>", "pad": "<pad>", "sos": "<pad>", "eos": "</s>"}

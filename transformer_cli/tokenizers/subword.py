@@ -9,9 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..config import TokenizerConfig
+from ..contracts.tokenizer import ProgressCallback, SpecialIds, Tokenizer, TrainingText
 from ..errors import UsageError, first_line
-from .base import ProgressCallback, Tokenizer, TrainingText, strip_specials
-from .vocab import EOS, PAD, SOS, SPECIALS, UNK, SpecialIds
+from .base import strip_specials
+from .vocab import EOS, PAD, SOS, SPECIALS, UNK
 
 WORD_START = "\u2581"  # SentencePiece's word boundary
 _SPM_TOO_BIG = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")

@@ -1,5 +1,6 @@
-"""Word vocabulary with the notebook's special tokens, for tokenizers that have no vocab;
-`SpecialIds`, where a vocabulary keeps its special tokens.
+"""Word vocabulary with the notebook's special tokens, for tokenizers that have no vocab; where
+the vocabularies tfm builds keep their special tokens (`TFM_IDS`, a SpecialIds:
+contracts/tokenizer.py).
 
 The vocabularies tfm builds put the specials at ids 0-3 (`TFM_IDS`; SentencePiece is trained
 to use the same ids), but nothing else relies on that: the model, the search, batching and
@@ -13,21 +14,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..contracts.tokenizer import SpecialIds
+
 # The layout of the vocabularies tfm builds (word vocabularies, SentencePiece models).
 UNK, PAD, SOS, EOS = 0, 1, 2, 3
 SPECIALS = ("<unk>", "<pad>", "<sos>", "<eos>")
-
-
-@dataclass(frozen=True)
-class SpecialIds:
-    """The ids of one vocabulary's special tokens."""
-
-    unk: int
-    pad: int
-    sos: int  # starts every target sequence (the decoder's first input)
-    eos: int  # ends every source and target sequence
-
-
 TFM_IDS = SpecialIds(unk=UNK, pad=PAD, sos=SOS, eos=EOS)
 
 

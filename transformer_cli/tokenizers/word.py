@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import TokenizerConfig
+from ..contracts.tokenizer import Chunk, ProgressCallback, Tokenizer, TrainingText
 from ..errors import UsageError
-from .base import Chunk, ProgressCallback, Tokenizer, TrainingText, strip_specials
+from .base import strip_specials
 from .vocab import SPECIALS, Vocab
 
 

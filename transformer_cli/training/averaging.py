@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from ..checkpoint import Checkpoint, CheckpointError
-from ..model.contract import TranslationModel
+from ..contracts.model import TranslationModel
 
 log = logging.getLogger("tfm")
 

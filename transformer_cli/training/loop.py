@@ -23,6 +23,7 @@ import torch
 
 from ..checkpoint import Checkpoint, TrainState
 from ..config import Config
+from ..contracts.model import TranslationModel
 from ..data.loader import WORKER_LOSS, TrainingData
 from ..data.prepared import Prepared
 from ..errors import StoppedBySignal
@@ -31,7 +32,6 @@ from ..host.allocator import release_freed_memory
 from ..host.device import rng_state, set_rng_state
 from ..host.threads import FixedThreads, Threads
 from ..inference.teacher_forcing import corpus_nll, scoring_batches
-from ..model.contract import TranslationModel
 from .averaging import Snapshots, trying_weights
 from .cadence import Cadence
 from .console import epoch_bar, show_loss

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ..config import Config, DecodeConfig
+from ..contracts.model import TranslationModel
 from ..data.prepared import Prepared
 from ..errors import TfmError
 from ..evaluate import LossResult, score_translations
 from ..inference.strategies import strategy_for
 from ..inference.translate import TorchTranslator
-from ..model.contract import TranslationModel
 from .cadence import Cadence
 from .distributed import DistContext
 from .metrics import ValidationRecord, word_perplexity

@@ -36,11 +36,12 @@ import torch
 from torch import Tensor
 
 from ..config import Config, TokenizerConfig
+from ..contracts.tokenizer import Chunk
 from ..data.prepared import Prepared
 from ..errors import UsageError
 from ..fsutil import atomic_write_text
 from ..host.machine import available_cpus
-from ..tokenizers.base import Chunk, sample_pairs
+from ..tokenizers.base import sample_pairs
 from ..tokenizers.growth import Growth, GrowthRule, appended, new_pieces, scored, tiling
 from ..tokenizers.pair import LinesText, TokenizerPair
 from ..tokenizers.subword import SubwordTokenizer

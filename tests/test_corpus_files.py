@@ -1,4 +1,4 @@
-"""data/corpus_files.py: the one rule for corpus files in a folder, for the parallel corpus
+"""corpus_files.py: the one rule for corpus files in a folder, for the parallel corpus
 (data.source) and the monolingual text's folders alike: `<stem>.<lang>` or `<stem>.<lang>.gz`,
 exactly one of them; both is refused naming both, none naming the folder, stem and names."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from transformer_cli.data.corpus_files import corpus_files, file_names, find_corpus_file
+from transformer_cli.corpus_files import corpus_files, file_names, find_corpus_file
 from transformer_cli.errors import UsageError
 
 

@@ -1,4 +1,4 @@
-"""export/manifest.py: ExportManifest, the typed tfm-export.json every export format writes:
+"""export_manifest.py: ExportManifest, the typed tfm-export.json every export format writes:
 made from the folder (every file's sha256, the format's own fields beside the common ones),
 read back only when every listed file matches, and what makes a folder an export and names
 the engine that runs it."""
@@ -11,7 +11,7 @@ import pytest
 from helpers import untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
-from transformer_cli.export.manifest import (
+from transformer_cli.export_manifest import (
     FORMAT,
     MANIFEST,
     ExportManifest,

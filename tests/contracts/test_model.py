@@ -1,7 +1,8 @@
-"""model/contract.py: what every translation model keeps (TranslationModel) and what search
+"""contracts/model.py: what every translation model keeps (TranslationModel) and what search
 needs of one or of several decoding together (IncrementalDecoder), checked in behaviour on
 the models tfm has (the Transformer in both norm placements, another vocabulary layout, an
-ensemble), and statically: mypy reads the annotated assignments below."""
+ensemble), and statically: mypy reads the annotated assignments below; and an Architecture,
+what ARCHITECTURES holds: a builder of such models and the settings class it reads."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any, Literal
 import pytest
 import torch
 
+from transformer_cli.contracts.model import Architecture, IncrementalDecoder, TranslationModel
+from transformer_cli.contracts.tokenizer import SpecialIds
 from transformer_cli.inference.ensemble import Ensemble
 from transformer_cli.model.builders import build_model
-from transformer_cli.model.contract import IncrementalDecoder, TranslationModel
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
 from transformer_cli.seams import ARCHITECTURES
-from transformer_cli.tokenizers.vocab import TFM_IDS, SpecialIds
+from transformer_cli.tokenizers.vocab import TFM_IDS
 
 SRC_VOCAB, TGT_VOCAB = 23, 31
 ELSEWHERE = SpecialIds(unk=5, pad=7, sos=0, eos=11)  # a pretrained vocabulary's layout
@@ -87,6 +89,14 @@ def test_the_transformer_keeps_the_contract_and_is_rebuilt_by_its_name(norm):
     again.load_state_dict(model.state_dict())
     src, tgt_in = batch(model.src_ids)
     assert torch.equal(again.eval()(src, tgt_in), model(src, tgt_in))
+
+
+def test_an_architecture_builds_models_from_its_settings_class():
+    family = ARCHITECTURES["transformer"]
+    assert isinstance(family, Architecture) and family.settings is TransformerConfig
+    cfg = TransformerConfig(d_model=8, n_heads=2, d_ff=16, n_encoder_layers=1, n_decoder_layers=1)
+    model: TranslationModel[Any] = family.build(cfg, SRC_VOCAB, TGT_VOCAB, TFM_IDS, ELSEWHERE)
+    assert isinstance(model, Seq2SeqTransformer) and (model.src_ids, model.tgt_ids) == (TFM_IDS, ELSEWHERE)
 
 
 def test_special_ids_are_the_vocabularys_wherever_it_keeps_them():

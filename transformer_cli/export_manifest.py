@@ -17,10 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint, CheckpointError, ModelDescription
-from ..fsutil import file_sha256
-from ..records import from_json, to_json
-from ..version import __version__
+from .checkpoint import Checkpoint, CheckpointError, ModelDescription
+from .fsutil import file_sha256
+from .records import from_json, to_json
+from .version import __version__
 
 MANIFEST = "tfm-export.json"
 FORMAT = "tfm-export/1"

@@ -1,9 +1,9 @@
-"""engines.py: an export format's engine, one seams.ENGINES entry: how its folders are opened
+"""contracts/engine.py: an export format's engine, one seams.ENGINES entry: how its folders are opened
 and, when its exports keep trainable weights, how they are read back as a checkpoint."""
 
 from __future__ import annotations
 
-from transformer_cli.engines import Engine
+from transformer_cli.contracts.engine import Engine
 from transformer_cli.seams import ENGINES
 
 

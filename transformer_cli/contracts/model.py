@@ -1,8 +1,9 @@
 """The model contract: what training, search, teacher forcing, export and checkpoints need of
-a translation model, whatever its architecture.
+a translation model, whatever its architecture; and what an architecture is (`Architecture`,
+one seams.ARCHITECTURES entry: a builder of such models and the settings class it reads).
 
 A model is a torch module that also has
-- `ARCHITECTURE`: the name it is registered under (model/builders.py; checkpoints record the
+- `ARCHITECTURE`: the name its family is registered under (model/builders.py; checkpoints record the
   name the config gave, model.architecture, which may also be a dotted path);
 - `config`: its settings (its architecture's `model:` class, a config.ModelConfig, or what its
   builder made of it: `config.max_len` is the positions backends truncate to);
@@ -26,12 +27,14 @@ inference/near.py reads it when it is there): `features(src, tgt_in)` -> the dec
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from torch import Tensor, nn
+from .tokenizer import SpecialIds
 
-from ..tokenizers.vocab import SpecialIds
+if TYPE_CHECKING:  # the contract names torch's types; importing it imports no torch
+    from torch import Tensor, nn
 
 State = TypeVar("State", bound="IncrementalState")  # a model's own (DecoderState, EnsembleState)
 
@@ -94,3 +97,17 @@ class FeatureDecoder(Protocol):
     def features(self, src: Tensor, tgt_in: Tensor) -> Tensor: ...
 
     def step_features(self, tokens: Tensor, state: Any) -> tuple[Tensor, Tensor, Any]: ...
+
+
+Settings = TypeVar("Settings")  # an architecture's settings class (a config.ModelConfig)
+
+
+@dataclass(frozen=True)
+class Architecture(Generic[Settings]):
+    """A model family (model.architecture): `build(its settings, source and target vocabulary
+    sizes, their special ids)` makes a model with fresh weights; `settings`, the dataclass a
+    config's `model:` section becomes (config.ModelConfig extended: model/builders.py's
+    register_architecture checks that; the class names the registries, so it is not named here)."""
+
+    build: Callable[[Settings, int, int, SpecialIds, SpecialIds], TranslationModel[Any]]
+    settings: type[Settings]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import UsageError
+from .errors import UsageError
 
 GZ = ".gz"
 

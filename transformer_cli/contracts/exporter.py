@@ -2,7 +2,7 @@
 seams.EXPORTERS. tfm's are CTranslate2's (export/bundle.py) and Hugging Face's (hf/export.py);
 a plugin registers another, with its own settings (export.options) as the entry's `settings`.
 
-Whatever the format, the folder holds a `tfm-export.json` (export/manifest.py) naming the
+Whatever the format, the folder holds a `tfm-export.json` (export_manifest.py) naming the
 engine that runs it: `api.open_backend` opens it with that seams.ENGINES entry.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..checkpoint import Checkpoint
-from .manifest import ExportManifest
+if TYPE_CHECKING:  # importing the contract imports no torch (checkpoint.py's)
+    from ..checkpoint import Checkpoint
+    from ..export_manifest import ExportManifest
 
 
 class Exporter(ABC):

@@ -1,4 +1,4 @@
-"""export/exporter.py: Exporter, an export format: what a format must implement, what it
+"""contracts/exporter.py: Exporter, an export format: what a format must implement, what it
 inherits (no refusals, its engine as description, no warnings), and tfm's own formats as
 seams.EXPORTERS gives them, each naming the engine that runs its folders."""
 
@@ -11,8 +11,8 @@ import pytest
 from helpers import untrained_checkpoint
 
 from transformer_cli.checkpoint import Checkpoint
-from transformer_cli.export.exporter import Exporter
-from transformer_cli.export.manifest import ExportManifest
+from transformer_cli.contracts.exporter import Exporter
+from transformer_cli.export_manifest import ExportManifest
 from transformer_cli.seams import ENGINES, EXPORTERS
 
 
