@@ -51,6 +51,14 @@ class NearMatchesConfig(Section):
         ge=0.0,
     )
     temperature: float = _f(100.0, "Of the softmax over the neighbours' negative squared distances.", ge=1e-3)
+    ahead: bool = _f(
+        True,
+        "tfm serve computes each accepted correction's decoder states for the served model ahead, in a "
+        "process of its own at the lowest CPU priority, into <store>/near-keys/ (float16; about 15 KB a "
+        "correction for base.yaml's model): a line's near-matches are then looked up, not read by the "
+        "model while it waits (false: read when first needed, and kept for the 8,192 last used).",
+        added=True,
+    )
 
 
 @dataclass

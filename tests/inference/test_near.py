@@ -9,7 +9,8 @@ import pytest
 import torch
 from inference.test_constrained import tiny_transformer
 
-from transformer_cli.inference.near import Datastore, Keys, NearMatchDecoder
+from transformer_cli.inference.near import Datastore, NearMatchDecoder
+from transformer_cli.inference.near_keys import Keys
 from transformer_cli.inference.outputs import NearSettings
 from transformer_cli.inference.search import beam_search, greedy_search
 from transformer_cli.tokenizers.vocab import EOS, PAD, SOS

@@ -83,3 +83,13 @@ def trained_on(cfg: Config) -> dict[str, Any] | None:
         return None
     ok = isinstance(record, dict) and isinstance(record.get("store"), str) and isinstance(record.get("until"), float)
     return record if ok else None
+
+
+def trained_until(training: dict[str, Any], store: Path) -> float | None:
+    """The time of the newest of `store`'s corrections a model's run trained on, from its
+    checkpoint's `training` record (`trained_on`; None: none of this store's)."""
+    record = training.get("corrections")
+    if not isinstance(record, dict) or record.get("store") != str(store.resolve()):
+        return None
+    until = record.get("until")
+    return float(until) if isinstance(until, (int, float)) else None

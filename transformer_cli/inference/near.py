@@ -33,17 +33,10 @@ from torch import Tensor
 
 from ..data.batching import pad_batch
 from ..tokenizers.pair import TokenizerPair
+from .near_keys import Keys, KeysFile, rounded
 from .outputs import Example, NearSettings
 
 CACHED_EXAMPLES = 8192  # example pairs whose keys a backend keeps (LRU): ~15 tokens x d_model each
-
-
-@dataclass
-class Keys:
-    """One example pair read by the model: its decoder outputs and the tokens that follow them."""
-
-    keys: Tensor  # [tokens, d_model], float32
-    values: Tensor  # [tokens], target ids (the last is <eos>)
 
 
 @dataclass
@@ -172,12 +165,15 @@ class ExampleKeys:
         self.model, self.tokenizers, self.device, self.encode = model, tokenizers, device, encode
         self._kept: OrderedDict[tuple[str, str], Keys] = OrderedDict()
 
-    def of(self, examples: Sequence[Example]) -> list[Keys]:
-        """Each example's keys, those not kept read in one batch (the model must be a
-        `FeatureDecoder`)."""
+    def of(self, examples: Sequence[Example], ahead: KeysFile | None = None) -> list[Keys]:
+        """Each example's keys: kept, else computed ahead (`ahead`: near_keys.py), else read in
+        one batch (the model must be a `FeatureDecoder`)."""
         missing = list(dict.fromkeys((e.source, e.target) for e in examples if (e.source, e.target) not in self._kept))
+        if missing and ahead is not None:
+            self._kept.update(ahead.get(missing))
+            missing = [pair for pair in missing if pair not in self._kept]
         if missing:
-            for pair, keys in zip(missing, self._read(missing)):
+            for pair, keys in zip(missing, self.read(missing)):
                 self._kept[pair] = keys
         out = []
         for e in examples:
@@ -188,10 +184,11 @@ class ExampleKeys:
         return out
 
     @torch.inference_mode()
-    def _read(self, pairs: list[tuple[str, str]]) -> list[Keys]:
+    def read(self, pairs: list[tuple[str, str]]) -> list[Keys]:
+        """The pairs' keys as the model reads them now (rounded as the files keep them)."""
         ids, max_len = self.tokenizers.tgt.ids, self.model.config.max_len
         src = pad_batch(self.encode([s for s, _ in pairs]), self.tokenizers.src.ids.pad).to(self.device)
         targets = [t[: max_len - 1] for t in self.tokenizers.tgt.encode_batch([t for _, t in pairs])]
         tgt_in = pad_batch([torch.tensor([ids.sos, *t]) for t in targets], ids.pad).to(self.device)
-        hidden = self.model.features(src, tgt_in).float()  # [pairs, tgt_len, d_model]
-        return [Keys(hidden[i, : len(t) + 1].cpu(), torch.tensor([*t, ids.eos])) for i, t in enumerate(targets)]
+        hidden = rounded(self.model.features(src, tgt_in).cpu())  # [pairs, tgt_len, d_model], float32
+        return [Keys(hidden[i, : len(t) + 1], torch.tensor([*t, ids.eos])) for i, t in enumerate(targets)]

@@ -40,6 +40,7 @@ class NearSettings:
     weight: float = 0.6  # the most the neighbours' distribution is given
     reach: float = 1000.0  # squared distance at which their share falls to 0
     doubt: float = 0.5  # their share times (1 - the model's top probability) ** doubt
+    ahead: str | None = None  # a corrections store whose examples' keys are computed ahead (near_keys.py)
 
 
 @dataclass(frozen=True)

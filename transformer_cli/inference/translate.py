@@ -28,6 +28,7 @@ from ..model.builders import build_model
 from ..tokenizers.pair import TokenizerPair
 from .constrained import constrained_beam_search
 from .near import Datastore, ExampleKeys, NearMatchDecoder
+from .near_keys import Keys, KeysFile, keys_folder
 from .outputs import Example, NearSettings, Output, Sources, Translation
 from .search import output_limits
 from .strategies import strategy_for
@@ -249,6 +250,7 @@ class TorchTranslator(TranslationBackend):
         self.dtype = dtype
         # Example pairs' sources are encoded as the lines translated are (decode.recase).
         self._example_keys = ExampleKeys(model, tokenizers, device, lambda texts: self.encode_sources(texts)[0])
+        self._ahead: KeysFile | None = None  # the keys computed ahead last read (near_keys.py)
 
     @property
     def tunes_threads(self) -> bool:
@@ -297,16 +299,36 @@ class TorchTranslator(TranslationBackend):
     def _search_near(
         self, sources: list[torch.Tensor], d: DecodeConfig, examples: list[list[Example]], near: NearSettings
     ) -> tuple[list[list[Hypothesis]], list[set[int]]]:
-        reads_features = isinstance(self.model, FeatureDecoder)  # not narrowed: the model stays typed
-        if not reads_features:  # e.g. an ensemble: without them
+        if not self.reads_examples:  # e.g. an ensemble: without them
             return super()._search_near(sources, d, examples, near)
         src = pad_batch(sources, self.tokenizers.src.ids.pad).to(self.device)
         lengths = torch.tensor([len(s) for s in sources])
         limits = output_limits(lengths, d.max_len_a, d.max_len_b, cap=self.model.config.max_len)
         with autocast(self.device, self.dtype), eval_mode(self.model):
-            keys = [self._example_keys.of(line) for line in examples]
+            ahead = self._keys_ahead(near.ahead)
+            keys = [self._example_keys.of(line, ahead) for line in examples]
             decoder = NearMatchDecoder(self.model, Datastore.of(keys, self.device), near)
             return strategy_for(d).search(decoder, src, limits, d), decoder.consulted
+
+    @property
+    def reads_examples(self) -> bool:
+        """Whether its model reads example pairs (a `FeatureDecoder`: near-matches)."""
+        return isinstance(self.model, FeatureDecoder)
+
+    def example_keys(self, pairs: list[tuple[str, str]]) -> list[Keys]:
+        """Example pairs' keys as this model reads them (near.py; computed ahead by
+        serving/near_keys_worker.py)."""
+        with autocast(self.device, self.dtype), eval_mode(self.model):
+            return self._example_keys.read(pairs)
+
+    def _keys_ahead(self, store: str | None) -> KeysFile | None:
+        """The keys computed ahead for this model in `store` (None: no store named)."""
+        if store is None:
+            return None
+        folder = keys_folder(store, self.metadata.sha256)
+        if self._ahead is None or self._ahead.folder != folder:
+            self._ahead = KeysFile(folder)
+        return self._ahead
 
     def _constrained(
         self, source: torch.Tensor, constraints: list[list[int]], d: DecodeConfig

@@ -215,6 +215,8 @@ def _lifespan(server: Server) -> Callable[[FastAPI], contextlib.AbstractAsyncCon
         server.reload_thread.shutdown(wait=False, cancel_futures=True)
         if server.tokenize_thread is not None:
             server.tokenize_thread.shutdown(wait=False, cancel_futures=True)
+        if server.corrections is not None:
+            server.corrections.close()
 
     return lifespan
 

@@ -34,6 +34,7 @@ import collections
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from ..api import Attention, Translator
@@ -44,8 +45,10 @@ from ..corrections.memory import Remembered, TranslationMemory
 from ..corrections.nearby import NearbySources
 from ..corrections.served import ServedText
 from ..corrections.store import TERMS, Check, Correction, CorrectionStore, StoreFull
+from ..corrections.training import trained_until
 from ..errors import TfmError
 from ..inference.outputs import Example, NearMatches, NearSettings, Translation
+from .near_keys_worker import KeysAhead
 from .requests import ClientError, parse_json, read_body
 
 MAX_CLIENT_ID = 100  # characters of a client id
@@ -126,7 +129,9 @@ def _settle(done: asyncio.Future[None], failed: Exception | None) -> None:
 class ServedCorrections:
     """The store, its memory and the limits of one server (see the module docstring)."""
 
-    def __init__(self, cfg: CorrectionsConfig, source_lang: str):
+    def __init__(self, cfg: CorrectionsConfig, source_lang: str, model_path: Path | None = None):
+        """`model_path`: the served model's file (None: an ensemble's), whose keys of the
+        corrections are computed ahead (corrections.near_matches.ahead)."""
         assert cfg.store is not None
         self.cfg = cfg
         self.store = CorrectionStore(cfg.store)
@@ -138,7 +143,11 @@ class ServedCorrections:
         self._reads = ThreadPoolExecutor(1, "corrections-read")
         self.near = cfg.near_matches
         near = self.near
-        self.settings = NearSettings(near.neighbours, near.temperature, near.weight, near.reach, near.doubt)
+        ahead = near.corrections and near.ahead and model_path is not None
+        self.ahead = KeysAhead(self.store.folder, model_path) if ahead and model_path is not None else None
+        self.settings = NearSettings(
+            near.neighbours, near.temperature, near.weight, near.reach, near.doubt, cfg.store if ahead else None
+        )
         self.nearby = NearbySources()  # the store's sources by their words: read and updated on _reads
         if self.near.corrections:
             self._reads.submit(self.nearby.follow, self.store.fold)  # what was read at start, indexed meanwhile
@@ -168,11 +177,7 @@ class ServedCorrections:
     def _trained_until(self, model: Translator) -> float | None:
         """The time of the newest of this store's corrections `model`'s run trained on (its
         checkpoint's training.corrections; None: none of them)."""
-        record = model.backend.metadata.training.get("corrections")
-        if not isinstance(record, dict) or record.get("store") != str(self.store.folder.resolve()):
-            return None
-        until = record.get("until")
-        return float(until) if isinstance(until, (int, float)) else None
+        return trained_until(model.backend.metadata.training, self.store.folder)
 
     def _match(self, lines: list[str], after: float | None) -> tuple[list[Remembered | None], NearMatches]:
         """Runs on the reading thread: the one that updates the memory and the index."""
@@ -182,7 +187,14 @@ class ServedCorrections:
         k, least = self.near.corrections, self.near.similarity
         found = [[] if r is not None else self.nearby.near(line, k, least, after) for line, r in zip(lines, remembered)]
         examples = [[Example.of(m.correction) for m in near] for near in found]
+        if self.ahead is not None and any(examples):
+            self.ahead.start()
         return remembered, NearMatches(examples, self.settings)
+
+    def close(self) -> None:
+        """End the process computing keys ahead, if one was started."""
+        if self.ahead is not None:
+            self.ahead.close()
 
     async def post(self, headers: Any, body: Any, address: str, model: Translator, timeout_s: float) -> dict[str, Any]:
         """Store one posted correction, and the terms it carries first; its id, status and

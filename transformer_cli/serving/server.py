@@ -141,7 +141,10 @@ def build_server(
         sc.attention_slots,
     )
     source_lang = model.languages[0] if model.languages else "src"
-    served = ServedCorrections(corrections, source_lang) if corrections is not None and corrections.store else None
+    one_file = model.paths[0] if len(model.paths) == 1 else None  # an ensemble reads no examples
+    served = (
+        ServedCorrections(corrections, source_lang, one_file) if corrections is not None and corrections.store else None
+    )
     return Server(sc, watcher, batcher, decode_thread, reload_thread, metrics, token, tokenize_thread, served, glossary)
 
 

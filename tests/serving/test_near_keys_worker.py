@@ -1,0 +1,71 @@
+"""near_keys_worker.py: the process computing keys ahead, real: it covers the store's accepted
+corrections (but those the model trained on), then each new one, with the keys the model
+reads; a second worker of the same model waits for the first; it ends when its server's pipe
+closes; a store keeps the folders of the models last served, a folder in use kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import transformer_cli as tfm
+from transformer_cli.corrections.store import Correction, CorrectionStore
+from transformer_cli.fsutil import exclusive_lock
+from transformer_cli.inference.near_keys import KeysFile, keys_folder
+from transformer_cli.serving.near_keys_worker import KeysAhead, prune
+
+PAIRS = [("Ein mann sieht einen ball.", "A man sees a ball."), ("Ein hut.", "A hat."), ("Ein buch.", "A book.")]
+
+
+def _until(condition, seconds: float = 90.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.2)
+
+
+def test_a_worker_covers_the_store_then_each_new_correction_and_ends_with_its_server(trained, tmp_path) -> None:
+    store = tmp_path / "store"
+    CorrectionStore(store).add([Correction(s, t) for s, t in PAIRS[:2]])
+    path = trained["run"] / "best.pt"
+    model = tfm.load(path, device="cpu")
+    keys = KeysFile(keys_folder(store, model.sha256))
+    one, two = KeysAhead(store, path), KeysAhead(store, path)
+    one.start()
+    try:
+        _until(lambda: len(keys) == 2)
+        two.start()  # waits for the first's lock
+        CorrectionStore(store).add([Correction(*PAIRS[2])])
+        _until(lambda: len(keys) == 3)
+        expected = model.backend.example_keys(PAIRS)
+        got = keys.get(PAIRS)
+        for pair, k in zip(PAIRS, expected):
+            assert torch.equal(got[pair].keys, k.keys) and torch.equal(got[pair].values, k.values)
+    finally:
+        one.close()
+        two.close()
+    assert one._process is not None and one._process.returncode == 0
+
+
+def test_a_store_keeps_the_folders_of_the_models_last_served_and_one_in_use(tmp_path) -> None:
+    root = tmp_path / "store" / "near-keys"
+    folders = [root / name for name in ("a" * 16, "b" * 16, "c" * 16, "d" * 16)]
+    for age, folder in enumerate(folders):
+        folder.mkdir(parents=True)
+        (folder / "index.bin").write_bytes(b"")
+        os.utime(folder / "index.bin", (1000 + age, 1000 + age))
+    (root / ".pruned-x").mkdir()  # a removal a crash cut short
+    with exclusive_lock(folders[0] / ".writer.lock"):  # another process writes it
+        code = "import sys; from pathlib import Path; from transformer_cli.serving.near_keys_worker import prune; "
+        code += "prune(Path(sys.argv[1]), Path(sys.argv[2]))"
+        pruning = [sys.executable, "-c", code, str(tmp_path / "store"), str(folders[1])]
+        assert subprocess.run(pruning, timeout=60).returncode == 0
+    assert sorted(p.name for p in root.iterdir()) == ["a" * 16, "b" * 16, "d" * 16]  # in use, served, newest
+    prune(tmp_path / "store", folders[1])
+    assert sorted(p.name for p in root.iterdir()) == ["b" * 16, "d" * 16]
+    assert not Path(folders[0]).exists()
