@@ -72,17 +72,28 @@ def follow(store: CorrectionStore, model_path: Path, current: Callable[[], bool]
         prune(store.folder, folder)
         until = trained_until(backend.metadata.training, store.folder)
         writer = KeysWriter(folder, backend.metadata.sha256)
+        todo: list[tuple[str, str]] = []  # the pairs still without keys, as of `read`
+        read: tuple[object, int] | None = None  # the fold and its changes `todo` was made from
         while current():
             store.refresh()
-            todo = [
-                (c.source, c.corrected)
-                for c in reversed(list(store.fold.current().values()))
-                if (until is None or c.time > until) and pair_key(c.source, c.corrected) not in writer.known
-            ][:BATCH]
-            if todo:
-                writer.append(todo, backend.example_keys(todo))
+            if read != (store.fold, len(store.fold.changed)):
+                read = (store.fold, len(store.fold.changed))
+                todo = _without_keys(store, until, writer)
+            batch, todo = todo[:BATCH], todo[BATCH:]
+            if batch:
+                writer.append(batch, backend.example_keys(batch))
             else:
                 time.sleep(IDLE_S)
+
+
+def _without_keys(store: CorrectionStore, until: float | None, writer: KeysWriter) -> list[tuple[str, str]]:
+    """The store's corrections in force accepted after `until` whose keys the folder lacks,
+    the newest first."""
+    return [
+        (c.source, c.corrected)
+        for c in reversed(list(store.fold.current().values()))
+        if (until is None or c.time > until) and pair_key(c.source, c.corrected) not in writer.known
+    ]
 
 
 def prune(store: Path, serving: Path) -> None:
