@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from transformer_cli.data.shards import EncodedChunk
     from transformer_cli.tokenizers.pair import TokenizerPair
+    from transformer_cli.tokenizers.subword import SubwordTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,6 +65,22 @@ def poodle_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     """Pairs of a topic `sentence_pairs` lacks, in letters it has: a poodle does things."""
     pairs = sentence_pairs(n, seed)
     return [(f"Ein pudel {de.split(' ', 2)[2]}", f"A poodle {en.split(' ', 2)[2]}") for de, en in pairs]
+
+
+def grown_tokenizers(model_type: Any) -> tuple[SubwordTokenizer, SubwordTokenizer]:
+    """A joint SentencePiece tokenizer fitted without the poodle topic (a parent's), and its
+    growth (tokenizers/growth.py) by a tokenizer fitted with it."""
+    from transformer_cli.config import TokenizerConfig
+    from transformer_cli.tokenizers.growth import GrowthRule, appended, new_pieces, scored
+    from transformer_cli.tokenizers.subword import SubwordTokenizer
+
+    old_lines = [side for pair in sentence_pairs(300, seed=1) for side in pair]
+    new_lines = old_lines + [side for pair in poodle_pairs(80, seed=2) for side in pair]
+    size = 120 if model_type == "bpe" else 70
+    settings = TokenizerConfig(kind="sentencepiece", model_type=model_type, vocab_size=size)
+    parent, fitted = SubwordTokenizer.train(old_lines, settings, 1), SubwordTokenizer.train(new_lines, settings, 1)
+    growth = new_pieces(parent, fitted, new_lines, GrowthRule(2, 40))
+    return parent, appended(parent, scored(parent, fitted, growth.added))
 
 
 def write_corpus(folder: Path, sizes: dict[str, int] | None = None, gz: bool = True) -> Path:

@@ -1,15 +1,19 @@
 """data/encoding.py: what preprocessing's workers do to a chunk of pairs: encode both sides
 with the tokenizers set up once per worker, drop training pairs with a side past
-data.train_max_len, count <unk> ids and the kept sources' spellings, and keep the lines."""
+data.train_max_len, count <unk> ids and the kept sources' spellings, and keep the lines; too
+few training pairs left is an error that says what was left out."""
 
 from __future__ import annotations
 
 import numpy as np
-from helpers import untrained_checkpoint
+import pytest
+from helpers import untrained_checkpoint, write_config
 
 from transformer_cli.checkpoint import Checkpoint
+from transformer_cli.config_loading import load_config
 from transformer_cli.data import encoding
-from transformer_cli.data.encoding import EncodeSettings, encode_chunk
+from transformer_cli.data.encoding import EncodeSettings, SplitStats, check_enough, encode_chunk
+from transformer_cli.errors import UsageError
 from transformer_cli.tokenizers.pair import TokenizerPair
 
 
@@ -37,3 +41,14 @@ def test_without_a_length_limit_every_pair_is_kept_and_spellings_are_not_counted
     assert result.chunk.src_ids.dtype == np.int32
     assert result.chunk.src_ids.tolist() == pair.src.encode_batch(sources)[0]  # the empty line: no ids
     assert result.chunk.src_lengths.tolist() == [len(pair.src.encode(sources[0])), 0]
+
+
+def test_too_few_training_pairs_is_an_error_that_says_what_was_left_out(tmp_path):
+    cfg = load_config(str(write_config(tmp_path / "c.yaml", tmp_path, tmp_path, data={"min_train_pairs": 10})))
+    check_enough(cfg, SplitStats(pairs=7, too_long=2), empty=1, beside=3)  # 7 + 3 made
+    with pytest.raises(UsageError) as e:
+        check_enough(cfg, SplitStats(pairs=6, too_long=2), empty=1, beside=3)
+    assert str(e.value) == (
+        "only 6 training pairs are left of 9 (1 empty, 2 longer than data.train_max_len=40 tokens), and 3 made "
+        "by translating text; at least data.min_train_pairs=10 are needed"
+    )

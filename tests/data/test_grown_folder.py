@@ -1,25 +1,26 @@
 """data/grown_folder.py: a folder encoded with the parent's tokenizers, asked for with their
 growth, encodes again only the pairs that hold an added piece and then holds, id for id, what
-a folder built whole with the grown tokenizers holds; a crash on the way leaves it as it was."""
+a folder built whole with the grown tokenizers holds; a crash on the way leaves it as it was.
+A growth that most pairs hold builds the folder whole, saying why, and too few training pairs
+left is the same error as for a whole build."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import re
-from typing import Any
 
 import pytest
-from helpers import poodle_pairs, sentence_pairs, write_config, write_corpus
+from helpers import grown_tokenizers, poodle_pairs, write_config, write_corpus
 
-from transformer_cli.config import TokenizerConfig
 from transformer_cli.config_loading import load_config
 from transformer_cli.data import grown_folder
 from transformer_cli.data.freshness import GivenTokenizers
 from transformer_cli.data.manifest import DataManifest
 from transformer_cli.data.parts import write_part
 from transformer_cli.data.preprocess import prepare
-from transformer_cli.tokenizers.growth import GrowthRule, appended, new_pieces, scored
+from transformer_cli.data.shards import ShardWriter
+from transformer_cli.errors import UsageError
 from transformer_cli.tokenizers.pair import TokenizerPair
 from transformer_cli.tokenizers.subword import SubwordTokenizer
 
@@ -30,17 +31,6 @@ def _add(corpus, split: str, pairs) -> None:
     for lang, side in (("de", 0), ("en", 1)):
         with open(corpus / f"{split}.{lang}", "a", encoding="utf-8") as f:
             f.write("".join(f"{p[side]}\n" for p in pairs))
-
-
-def _tokenizers(model_type: Any) -> tuple[SubwordTokenizer, SubwordTokenizer]:
-    """The parent's tokenizer, fitted without the poodle topic, and its growth with it."""
-    old_lines = [side for pair in sentence_pairs(300, seed=1) for side in pair]
-    new_lines = old_lines + [side for pair in poodle_pairs(80, seed=2) for side in pair]
-    size = 120 if model_type == "bpe" else 70
-    settings = TokenizerConfig(kind="sentencepiece", model_type=model_type, vocab_size=size)
-    parent, fitted = SubwordTokenizer.train(old_lines, settings, 1), SubwordTokenizer.train(new_lines, settings, 1)
-    growth = new_pieces(parent, fitted, new_lines, GrowthRule(2, 40))
-    return parent, appended(parent, scored(parent, fitted, growth.added))
 
 
 def _given(tokenizer: SubwordTokenizer) -> GivenTokenizers:
@@ -57,7 +47,7 @@ def _everything(prepared):
 
 
 def _setup(tmp_path, model_type: str):
-    parent, grown = _tokenizers(model_type)
+    parent, grown = grown_tokenizers(model_type)
     corpus = write_corpus(tmp_path / "corpus", {"train": 200, "val": 20, "test_2016_flickr": 10}, gz=False)
     topic = poodle_pairs(40, seed=3)
     _add(corpus, "train", [*topic[:30], LONG, ("", "an empty source")])
@@ -76,9 +66,10 @@ def _setup(tmp_path, model_type: str):
 
 @pytest.mark.parametrize("model_type", ["bpe", "unigram"])
 def test_a_grown_vocabulary_encodes_the_pairs_that_hold_its_pieces_and_matches_a_whole_build(
-    tmp_path, caplog, model_type
+    tmp_path, caplog, monkeypatch, model_type
 ):
     (cfg, whole), parent, grown, part = _setup(tmp_path, model_type)
+    monkeypatch.setattr(grown_folder, "WHOLE_BUILD_SHARE", 1.0)  # pair by pair, however many hold a piece
     before, _ = prepare(cfg, given=_given(parent), parts=[part])
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="tfm"):
@@ -124,18 +115,19 @@ def _read(path):
 
 def test_a_crash_while_encoding_again_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     (cfg, _), parent, grown, part = _setup(tmp_path, "bpe")
+    monkeypatch.setattr(grown_folder, "WHOLE_BUILD_SHARE", 1.0)
     prepare(cfg, given=_given(parent), parts=[part])
     manifest = DataManifest.read(cfg.data_dir)
     calls = []
 
-    def crash(lines):
-        calls.append(1)
-        if len(calls) > 2:
-            raise KeyboardInterrupt  # a stop mid-way, its first chunks written
-        return real(lines)
+    class Crashing(ShardWriter):
+        def add(self, chunk):
+            calls.append(1)
+            if len(calls) > 2:
+                raise KeyboardInterrupt  # a stop mid-way, its first chunks written
+            super().add(chunk)
 
-    real = grown_folder.lines_bytes
-    monkeypatch.setattr(grown_folder, "lines_bytes", crash)
+    monkeypatch.setattr(grown_folder, "ShardWriter", Crashing)
     with pytest.raises(KeyboardInterrupt):
         prepare(cfg, given=_given(grown), parts=[part])
     assert DataManifest.read(cfg.data_dir) == manifest
@@ -151,3 +143,35 @@ def test_a_tokenizer_that_is_no_growth_of_the_folders_builds_it_whole(tmp_path, 
         prepare(cfg, given=_given(parent), parts=[part])  # fewer pieces: not a growth
     assert "rebuilding" in caplog.text and "vocabulary grew" not in caplog.text
     assert dataclasses.asdict(DataManifest.read(cfg.data_dir))["tokenizer_sha256"] == _given(parent).digest
+
+
+def test_a_growth_most_pairs_hold_builds_the_folder_whole_and_says_why(tmp_path, caplog, monkeypatch):
+    (cfg, whole), parent, grown, part = _setup(tmp_path, "bpe")
+    monkeypatch.setattr(grown_folder, "WHOLE_BUILD_SHARE", 0.5)  # (most of these pairs hold a piece)
+    before, _ = prepare(cfg, given=_given(parent), parts=[part])
+    pairs = sum(len(before.split(name)) for name in before.manifest.shards)
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        night, rebuilt = prepare(cfg, given=_given(grown), parts=[part])
+    said = re.search(
+        r"held by about (\d+)% of the pairs \(a sample of (\d+)\): more than 50%, so the folder is built whole",
+        caplog.text,
+    )
+    assert said and int(said[1]) > 50 and int(said[2]) == pairs < grown_folder.SAMPLE_PAIRS  # (every pair)
+    assert rebuilt and "rebuilding" in caplog.text and "re-encoded" not in caplog.text
+    reference, _ = prepare(whole, given=_given(grown), parts=[part])
+    assert _everything(night) == _everything(reference)
+
+
+def test_too_few_training_pairs_left_is_the_error_of_a_whole_build(tmp_path, monkeypatch):
+    (cfg, whole), parent, grown, part = _setup(tmp_path, "bpe")
+    monkeypatch.setattr(grown_folder, "WHOLE_BUILD_SHARE", 1.0)
+    prepare(cfg, given=_given(parent), parts=[part])
+    manifest = DataManifest.read(cfg.data_dir)
+    errors = []
+    for config in (cfg, whole):  # the night's folder encoded again pair by pair, the other built whole
+        config.data.min_train_pairs = 10_000  # (not part of the folder's fingerprint)
+        with pytest.raises(UsageError) as e:
+            prepare(config, given=_given(grown), parts=[part])
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "at least data.min_train_pairs=10000 are needed" in errors[0]
+    assert DataManifest.read(cfg.data_dir) == manifest  # left as it was

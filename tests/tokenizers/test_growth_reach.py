@@ -1,10 +1,12 @@
 """tokenizers/growth_reach.py: a grown SentencePiece vocabulary encodes otherwise only lines
 whose normalized text holds an added piece (held to SentencePiece itself, line by line, for BPE
 and unigram, lowercased or not, over odd spacing, other Unicode forms, unknown characters and
-marks), and a unigram growth it cannot vouch for says why."""
+marks), and a unigram growth it cannot vouch for says why; the one pattern that finds the
+lines finds exactly those that hold a piece, whatever the pieces spell."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
@@ -13,7 +15,7 @@ from helpers import poodle_pairs, sentence_pairs
 
 from transformer_cli.config import TokenizerConfig
 from transformer_cli.tokenizers.growth import GrowthRule, appended, new_pieces, scored
-from transformer_cli.tokenizers.growth_reach import Reach, reach
+from transformer_cli.tokenizers.growth_reach import Reach, any_of, reach
 from transformer_cli.tokenizers.subword import SubwordTokenizer
 from transformer_cli.tokenizers.vocab import Vocab
 from transformer_cli.tokenizers.word import WordTokenizer
@@ -70,3 +72,23 @@ def test_a_tokenizer_that_did_not_grow_changes_no_line_and_another_is_no_growth(
     assert reach(grown, old) is None  # fewer pieces
     word = WordTokenizer("de", Vocab(["<unk>", "<pad>", "<sos>", "<eos>", "pudel"]), False, (), ())
     assert reach(word, word) is None
+
+
+def test_the_pattern_finds_exactly_the_lines_that_hold_a_piece_once_each():
+    rng = random.Random(0)
+    alphabet = "ab▁.*(|\\?[]é"
+    for _ in range(300):
+        pieces = ["".join(rng.choices(alphabet, k=rng.randint(1, 4))) for _ in range(rng.randint(1, 6))]
+        lines = ["".join(rng.choices(alphabet, k=rng.randint(0, 12))) for _ in range(20)]
+        pattern = any_of(pieces)
+        assert pattern is not None
+        found = [m.start() for m in pattern.finditer("\n".join(lines))]
+        starts = [sum(len(x) + 1 for x in lines[:k]) for k in range(len(lines))]
+        holds = [k for k, line in enumerate(lines) if any(p in line for p in pieces)]
+        assert [max(k for k, s in enumerate(starts) if s <= at) for at in found] == holds, (pieces, lines)
+
+
+def test_pieces_that_hold_another_are_left_to_it_and_no_pieces_find_nothing():
+    pattern = any_of(["▁pudel", "▁pu", "▁pude", "del"])
+    assert pattern is not None and "pudel" not in pattern.pattern and "del" in pattern.pattern
+    assert any_of([]) is None

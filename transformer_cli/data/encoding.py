@@ -5,7 +5,8 @@ and what the main process adds up of their results.
 `encode_chunk` turns a chunk into ids ready for a `ShardWriter`, dropping training pairs that
 are too long and counting the source spellings the truecaser learns from. (What fitting
 counts, each tokenizer kind counts itself: Tokenizer.fit.) `encode_split` runs the chunks
-through a pool and writes them out in order, adding up `SplitStats`.
+through a pool and writes them out in order, adding up `SplitStats`; `check_enough` holds the
+sum to data.min_train_pairs.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..config import Config
 from ..contracts.tokenizer import Chunk
+from ..errors import UsageError
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.truecase import spelling_counts
 from .manifest import Lengths, Rates, SplitSummary
@@ -144,6 +147,18 @@ def encode_split(
         bar.update(len(result.chunk) + result.too_long)
     stats.shards = writer.close()
     return stats
+
+
+def check_enough(cfg: Config, train: SplitStats, empty: int, beside: int) -> None:
+    """At least data.min_train_pairs training pairs, the corpus's and the parts' (`beside`)."""
+    if train.pairs + beside < cfg.data.min_train_pairs:
+        made = f", and {beside} made by translating text" if beside else ""
+        raise UsageError(
+            f"only {train.pairs} training pairs are left of "
+            f"{train.pairs + train.too_long + empty} ({empty} empty, {train.too_long} "
+            f"longer than data.train_max_len={cfg.data.train_max_len} tokens){made}; at least "
+            f"data.min_train_pairs={cfg.data.min_train_pairs} are needed"
+        )
 
 
 def progress_bar(desc: str) -> Any:  # a tqdm bar

@@ -12,7 +12,15 @@ so a pair left out as longer than data.train_max_len can come back when the grow
 it; the folder's kept lines tell which pairs it holds. The result is what a folder built
 whole with the grown tokenizers holds, id for id, summary for summary, and truecaser for
 truecaser (counted from the kept sources again), written as a whole like any build
-(`rewrite_folder`); train.log says how many pairs were encoded again.
+(`rewrite_folder`), with the same data.min_train_pairs check; train.log says how many pairs
+were encoded again.
+
+Finding the pairs costs a normalization of every line and a search of it (a fifth to a quarter
+of encoding it), so when most pairs hold an added piece, encoding them all is cheaper. The
+rule, decided before any work from a seeded sample of SAMPLE_PAIRS of the folder's pairs
+(every split's, by their lines): when more than WHOLE_BUILD_SHARE of them hold an added piece,
+the folder is built whole; train.log says which was chosen and why. (Measured with
+benchmarks/grown_folder.py: see WHOLE_BUILD_SHARE.)
 """
 
 from __future__ import annotations
@@ -20,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,26 +41,33 @@ from ..fsutil import file_record, file_sha256
 from ..host.machine import available_cpus
 from ..tokenizers.growth_reach import Reach, reach
 from ..tokenizers.pair import TokenizerPair
-from ..tokenizers.subword import SubwordTokenizer
-from ..tokenizers.truecase import Truecaser, spelling_counts
+from ..tokenizers.truecase import Truecaser
 from .corpus_append import corpus_record
-from .encoding import EncodedResult, SplitStats, lines_bytes, progress_bar
+from .encoding import SplitStats, check_enough, progress_bar
 from .freshness import GivenTokenizers, encoded_with
+from .grown_chunk import Job, encode_grown, setup
 from .manifest import DataManifest, Dropped, VocabSizes, unknown_line
 from .parallel import ChunkPool
 from .parts import CHUNK_PAIRS, PartInput, part_chunks, parts_current, record_of, rewrite_folder
 from .prepared import Prepared, verify_folder
-from .shards import EncodedChunk, ShardedSplit, ShardWriter, id_dtype
+from .shards import ShardWriter, id_dtype
 from .sources import SPLITS, CorpusFile, iter_parallel, with_text
 
 log = logging.getLogger("tfm")
+# The share of pairs holding an added piece above which the folder is built whole: where the two
+# cost the same (benchmarks/grown_folder.py, 2 busy cores; pair by pair / whole): on Multi30k's
+# 29,000 pairs 0.83 at 30% of the pairs, 1.04 at 62%, 1.12 at 81% (there the fixed costs, the
+# sample and the check of the growth, weigh most); on two joined pairs a line 0.83 at 51% (200,000
+# and 1,000,000 pairs), 1.11 at 99% (200,000): even at about 80%.
+WHOLE_BUILD_SHARE = 0.75
+SAMPLE_PAIRS = 2_000  # the folder's pairs the share is estimated from
 
 
 def regrowable(
     cfg: Config, old: DataManifest, fingerprint: str, given: GivenTokenizers, parts: tuple[PartInput, ...]
 ) -> tuple[list[str], list[str]] | None:
     """The pieces `given` adds to the folder's tokenizers (source side, target side) when the
-    folder can be encoded again pair by pair for them (see the module docstring); else None."""
+    folder is encoded again pair by pair for them (see the module docstring); else None."""
     folder = cfg.data_dir
     if old.fingerprint != fingerprint or old.tokenizer_sha256 == given.digest or not parts_current(old, parts):
         return None
@@ -69,60 +83,37 @@ def regrowable(
     for side in sides:
         if isinstance(side, str):
             log.info("vocabulary grew, but %s: every pair is encoded again", side)
-    if not all(isinstance(side, Reach) for side in sides):
+    if not (isinstance(sides[0], Reach) and isinstance(sides[1], Reach)):
         return None
-    src, tgt = (list(s.added) if isinstance(s, Reach) else [] for s in sides)  # (both are: above)
-    return src, tgt
+    added = list(sides[0].added), list(sides[1].added)
+    share, sample = _share(Prepared(folder, old), (sides[0], sides[1]))
+    held = f"vocabulary grew by {_grew(added)} pieces, held by about {share:.0%} of the pairs (a sample of {sample:,})"
+    if share > WHOLE_BUILD_SHARE:
+        why = "finding them costs more than it saves"
+        log.info("%s: more than %.0f%%, so the folder is built whole (%s)", held, 100 * WHOLE_BUILD_SHARE, why)
+        return None
+    log.info("%s: only the pairs that hold one are encoded again", held)
+    return added
 
 
-@dataclass
-class _Work:
-    """A worker's: the grown tokenizers, what they added, and how a split is encoded."""
-
-    pair: TokenizerPair
-    reaches: tuple[Reach, Reach]
-    max_len: int | None  # pairs with a longer side are left out (training splits)
-    spellings: bool  # count the kept sources' spellings (the corpus's training split)
-
-
-_work: _Work | None = None
-
-
-def _setup(state: dict[str, Any], added: tuple[list[str], list[str]], max_len: int | None, spellings: bool) -> None:
-    global _work
-    pair = TokenizerPair.from_state(state)
-    for tok in (pair.src, pair.tgt):
-        tok.set_threads(1)  # the pool is the parallelism
-    src, tgt = pair.src, pair.tgt
-    assert isinstance(src, SubwordTokenizer) and isinstance(tgt, SubwordTokenizer)  # (regrowable said so)
-    _work = _Work(pair, (Reach(src, added[0]), Reach(tgt, added[1])), max_len, spellings)
+def _share(before: Prepared, reaches: tuple[Reach, Reach]) -> tuple[float, int]:
+    """The share of a seeded sample of the folder's pairs (every split's) with a side that holds
+    an added piece, and the sample's size."""
+    sizes = {name: sum(shards) for name, shards in before.manifest.shards.items()}
+    starts = np.cumsum([0, *sizes.values()])
+    picked = np.sort(np.random.default_rng(0).choice(int(starts[-1]), min(SAMPLE_PAIRS, int(starts[-1])), False))
+    lines = []
+    for k, name in enumerate(sizes):
+        split = before.split(name)
+        lines += [split.lines(int(i)) for i in picked[(picked >= starts[k]) & (picked < starts[k + 1])] - starts[k]]
+    if not lines:
+        return 0.0, 0
+    held = reaches[0].touched([s for s, _ in lines]) | reaches[1].touched([t for _, t in lines])
+    return float(held.mean()), len(lines)
 
 
-@dataclass
-class _Touched:
-    """A chunk's pairs that hold an added piece, encoded with the grown tokenizers."""
-
-    index: np.ndarray  # [m] int64: positions in the chunk
-    src: list[list[int]]  # [m] ids
-    tgt: list[list[int]]
-    spellings: Counter[str]  # of the chunk's sources, but those encoded here too long to keep
-
-
-def _encode_touched(chunk: Chunk) -> _Touched:
-    assert _work is not None, "_setup() first"
-    sources, targets = chunk
-    index = np.flatnonzero(_work.reaches[0].touched(sources) | _work.reaches[1].touched(targets))
-    src = _work.pair.src.encode_batch([sources[i] for i in index])
-    tgt = _work.pair.tgt.encode_batch([targets[i] for i in index])
-    spellings = Counter[str]()
-    if _work.spellings:
-        dropped = {int(i) for i, a, b in zip(index, src, tgt) if not _fits(a, b, _work.max_len)}
-        spellings = spelling_counts(s for i, s in enumerate(sources) if i not in dropped)
-    return _Touched(index, src, tgt, spellings)
-
-
-def _fits(src: list[int], tgt: list[int], max_len: int | None) -> bool:
-    return max_len is None or (len(src) <= max_len and len(tgt) <= max_len)
+def _grew(added: tuple[list[str], list[str]]) -> int:
+    return len(added[0]) if added[0] == added[1] else len(added[0]) + len(added[1])
 
 
 @dataclass
@@ -145,15 +136,16 @@ def regrow_folder(
 ) -> DataManifest:
     """The folder encoded with `given` (the folder's tokenizers with `added` pieces), replaced
     as a whole: each split and part read from its files, its pairs that hold an added piece
-    encoded again, the others' ids copied."""
+    encoded again, the others' ids copied (one pool of worker processes: data/grown_chunk.py)."""
     started, folder, langs = time.monotonic(), cfg.data_dir, old.langs
     pair = TokenizerPair(given.pair.src, given.pair.tgt, given.pair.joint)
     dtype = id_dtype(max(pair.src.vocab_size, pair.tgt.vocab_size))
     before = Prepared(folder, old)
     where = {(f.split, f.lang): f.path for f in files}
     path = {s: (where[s, langs[0]], where[s, langs[1]]) for s in SPLITS}
-    kinds = {"train": (cfg.data.train_max_len, not pair.src.lowercase), "eval": (None, False)}
-    kinds["parts"] = (cfg.data.train_max_len, False)
+    max_len = cfg.data.train_max_len
+    how = {"train": (max_len, not pair.src.lowercase), "val": (None, False), "test": (None, False)}
+    how |= {p.name: (max_len, False) for p in parts}  # (pairs too long; spellings counted)
     counts: dict[str, _Count] = {}
 
     def build(work: Path) -> DataManifest:
@@ -164,20 +156,19 @@ def regrow_folder(
             "test": iter_parallel(*path["test"], CHUNK_PAIRS),
             **{p.name: part_chunks(p.paths, (0, 0), empty[p.name]) for p in parts},
         }
-        kind = {"train": "train", "val": "eval", "test": "eval", **{p.name: "parts" for p in parts}}
         dropped = {"train": old.dropped.too_long_train_pairs, **{n: r.too_long for n, r in old.parts.items()}}
         stats: dict[str, SplitStats] = {}
-        with progress_bar(f"encoding the pairs that hold the {pair.src.kind} growth's pieces") as bar:
-            for group, (max_len, spellings) in kinds.items():
-                names = [name for name in chunks if kind[name] == group]
-                if not names:
-                    continue
-                with ChunkPool(available_cpus(), _setup, (pair.state(), added, max_len, spellings)) as pool:
-                    for name in names:
-                        writer = ShardWriter(work, name, langs, dtype, cfg.data.shard_tokens)
-                        counts[name] = _Count()
-                        split = _Split(before.split(name), dropped.get(name, 0) > 0, pair, max_len)
-                        stats[name] = split.encode(writer, chunks[name], pool, check_stop, bar, counts[name])
+        with (
+            progress_bar(f"encoding the pairs that hold the {pair.src.kind} growth's pieces") as bar,
+            ChunkPool(available_cpus(), setup, (pair.state(), added, before, dtype)) as pool,
+        ):
+            for name, split in chunks.items():
+                held = _Held(before if dropped.get(name, 0) else None, name)
+                jobs = (Job(chunk, name, held(*chunk), *how[name]) for chunk in split)
+                writer = ShardWriter(work, name, langs, dtype, cfg.data.shard_tokens)
+                counts[name] = _Count()
+                stats[name] = _encode(writer, jobs, pool, check_stop, bar, counts[name])
+        check_enough(cfg, stats["train"], empty["train"][0], sum(stats[p.name].pairs for p in parts))
         if not pair.src.lowercase:  # the truecaser a whole build learns from the kept sources
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
         pair.save(work)
@@ -205,124 +196,61 @@ def regrow_folder(
     return rewrite_folder(folder, build)
 
 
+def _encode(
+    writer: ShardWriter,
+    jobs: Iterator[Job],
+    pool: ChunkPool,
+    check_stop: Callable[[], None] | None,
+    bar: Any,
+    count: _Count,
+) -> SplitStats:
+    """A split's chunks through the workers, their kept pairs appended in order to `writer`."""
+    stats = SplitStats()
+    for result, touched in pool.map(encode_grown, jobs, check_stop):
+        writer.add(result.chunk)
+        stats.add(result)
+        pairs = len(result.chunk) + result.too_long
+        bar.update(pairs)
+        count.touched, count.pairs = count.touched + touched, count.pairs + pairs
+    stats.shards = writer.close()
+    return stats
+
+
 def _line(added: tuple[list[str], list[str]], counts: dict[str, _Count]) -> str:
     """train.log's line: what grew, and how many pairs were encoded again, split by split."""
-    grew = len(added[0]) if added[0] == added[1] else len(added[0]) + len(added[1])
     total = _Count(sum(c.touched for c in counts.values()), sum(c.pairs for c in counts.values()))
     each = ", ".join(f"{name} {count}" for name, count in counts.items())
-    return f"vocabulary grew by {grew} pieces: {total} pairs hold them, re-encoded ({each}); the others keep their ids"
+    grew = f"vocabulary grew by {_grew(added)} pieces: {total} pairs hold them"
+    return f"{grew}, re-encoded ({each}); the others keep their ids"
 
 
-class _Split:
-    """A split encoded with the grown tokenizers from its input files: a pair the workers found
-    no added piece in takes its ids from `old`, the folder's split. `aligned`: `old` left out
-    pairs as too long, so which input pair each of its lines is must be found (by their text:
-    equal pairs encode alike, so share their fate); else its lines are the input's, in order."""
+class _Held:
+    """Which of a split's pairs in the folder each input pair is, chunk by chunk: the folder's
+    pairs in order when it left none out (`before` None), else found by their text in the
+    folder's lines (equal pairs encode alike, so share their fate)."""
 
-    def __init__(self, old: ShardedSplit, aligned: bool, pair: TokenizerPair, max_len: int | None):
-        self.old, self.pair, self.max_len = old, pair, max_len
-        self.lines = old.iter_lines() if aligned else None
-        self.next: tuple[bytes, bytes] | None = None
-        self.at = 0  # the old split's next pair
-        self.starts = np.cumsum([0, *(len(s) for s in old.shards)])  # [shards + 1] first pair of each
+    def __init__(self, before: Prepared | None, split: str):
+        self.at = 0  # the folder's next pair
+        self.lines = _lines(before, split) if before is not None else None
+        self.next: tuple[str, str] | None = None
 
-    def encode(
-        self,
-        writer: ShardWriter,
-        chunks: Iterator[Chunk],
-        pool: ChunkPool,
-        check_stop: Callable[[], None] | None,
-        bar: Any,
-        count: _Count,
-    ) -> SplitStats:
-        stats, sent = SplitStats(), deque[Chunk]()
-
-        def fed() -> Iterator[Chunk]:
-            for chunk in chunks:
-                sent.append(chunk)
-                yield chunk
-
-        for touched in pool.map(_encode_touched, fed(), check_stop):
-            sources, targets = sent.popleft()
-            result = self._chunk(sources, targets, touched)
-            writer.add(result.chunk)
-            stats.add(result)
-            bar.update(len(sources))
-            count.touched, count.pairs = count.touched + len(touched.index), count.pairs + len(sources)
-        stats.shards = writer.close()
-        return stats
-
-    def _held(self, sources: list[str], targets: list[str]) -> np.ndarray:
-        """[n] int64: the old split's pair each input pair is (-1: one it left out)."""
+    def __call__(self, sources: list[str], targets: list[str]) -> np.ndarray:
+        """[n] int64: the folder's pair each input pair is (-1: one it left out)."""
         if self.lines is None:
             self.at += len(sources)
             return np.arange(self.at - len(sources), self.at)
         out = np.full(len(sources), -1, dtype=np.int64)
-        for i, (s, t) in enumerate(zip(sources, targets)):
+        for i, line in enumerate(zip(sources, targets)):
             if self.next is None:
                 self.next = next(self.lines, None)
-            if self.next is not None and self.next == (s.encode(), t.encode()):
+            if line == self.next:
                 out[i], self.at, self.next = self.at, self.at + 1, None
         return out
 
-    def _chunk(self, sources: list[str], targets: list[str], touched: _Touched) -> EncodedResult:
-        """The chunk's kept pairs, in order: encoded again where touched, else as they were."""
-        held = self._held(sources, targets)
-        fits = np.array([_fits(a, b, self.max_len) for a, b in zip(touched.src, touched.tgt)], dtype=bool)
-        was = np.zeros(len(sources), dtype=bool)
-        was[touched.index] = True
-        new = np.zeros(len(sources), dtype=bool)
-        new[touched.index[fits]] = True
-        is_old = (held >= 0) & ~was
-        kept = np.flatnonzero(new | is_old)
-        spellings = touched.spellings
-        still_out = np.flatnonzero((held < 0) & ~was)  # left out as too long, and still so
-        if spellings and len(still_out):  # (the workers counted them)
-            spellings = +(spellings - spelling_counts(sources[i] for i in still_out))
-        (old_src, old_src_len), (old_tgt, old_tgt_len) = self._ids(held[kept[is_old[kept]]])
-        src_new = [ids for ids, f in zip(touched.src, fits) if f]
-        tgt_new = [ids for ids, f in zip(touched.tgt, fits) if f]
-        order = np.where(is_old[kept], np.cumsum(is_old[kept]) - 1, len(old_src_len) + np.cumsum(new[kept]) - 1)
-        src, src_len = _take(*_joined(old_src, old_src_len, src_new), order)
-        tgt, tgt_len = _take(*_joined(old_tgt, old_tgt_len, tgt_new), order)
-        (src_text, src_bytes), (tgt_text, tgt_bytes) = (
-            lines_bytes([side[i] for i in kept]) for side in (sources, targets)
-        )
-        chunk = EncodedChunk(src, src_len, tgt, tgt_len, src_text, src_bytes, tgt_text, tgt_bytes)
-        unknown = (int((src == self.pair.src.ids.unk).sum()), int((tgt == self.pair.tgt.ids.unk).sum()))
-        return EncodedResult(chunk, len(sources) - len(kept), unknown, spellings)
 
-    def _ids(self, index: np.ndarray) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """The old split's pairs `index` (ascending): (ids, [n] lengths), source and target."""
-        shard_of = np.searchsorted(self.starts, index, side="right") - 1
-        src: list[tuple[np.ndarray, np.ndarray]] = []
-        tgt: list[tuple[np.ndarray, np.ndarray]] = []
-        for k in np.unique(shard_of):
-            local, shard = index[shard_of == k] - self.starts[k], self.old.shards[k]
-            src.append(_take(np.asarray(shard.src), np.asarray(shard.src_offsets), local))
-            tgt.append(_take(np.asarray(shard.tgt), np.asarray(shard.tgt_offsets), local))
-        return _concatenated(src), _concatenated(tgt)
-
-
-def _concatenated(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    if not pieces:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
-
-
-def _joined(ids: np.ndarray, lengths: np.ndarray, more: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs' ids (one side) with `more` after them: (flat ids, [n + 1] offsets)."""
-    extra = np.fromiter((len(x) for x in more), dtype=np.int64, count=len(more))
-    flat = np.concatenate([ids.astype(np.int64), np.fromiter((i for x in more for i in x), np.int64, int(extra.sum()))])
-    offsets = np.zeros(len(lengths) + len(extra) + 1, dtype=np.int64)
-    np.cumsum(np.concatenate([lengths, extra]), out=offsets[1:])
-    return flat, offsets
-
-
-def _take(flat: np.ndarray, offsets: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sequences `index` of (`flat`, [n + 1] `offsets`), in that order: (their ids, [len(index)] lengths)."""
-    begin = offsets[index].astype(np.int64)
-    lengths = offsets[index + 1].astype(np.int64) - begin
-    ends = np.cumsum(lengths)
-    position = np.repeat(begin - (ends - lengths), lengths) + np.arange(int(ends[-1]) if len(ends) else 0)
-    return np.asarray(flat[position], dtype=np.int64), lengths
+def _lines(before: Prepared, split: str) -> Iterator[tuple[str, str]]:
+    """The folder's lines of `split`, pair by pair (as written: split at line feeds alone)."""
+    paths = [before.folder / f"{split}.{lang}.txt" for lang in before.langs]
+    with open(paths[0], encoding="utf-8", newline="\n") as src, open(paths[1], encoding="utf-8", newline="\n") as tgt:
+        for s, t in zip(src, tgt):
+            yield s[:-1], t[:-1]

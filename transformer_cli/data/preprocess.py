@@ -47,7 +47,7 @@ from ..tokenizers.base import sample_pairs
 from ..tokenizers.pair import TokenizerPair
 from ..tokenizers.truecase import Truecaser
 from .corpus_append import append_corpus, appended, corpus_record
-from .encoding import EncodeSettings, SplitStats, encode_split, progress_bar, setup
+from .encoding import EncodeSettings, SplitStats, check_enough, encode_split, progress_bar, setup
 from .folder_lock import hold_shared, rebuilding, release
 from .freshness import (
     LEGACY_MARKS,
@@ -309,7 +309,7 @@ def _build(
             if given is not None:
                 log.info("%s", unknown_line(stats["train"].oov_rate(), langs))
             encoded = encode_parts(cfg, folder, parts, pair, dtype, None, check_stop, bar)
-        _check_enough(cfg, stats["train"], train.empty, sum(e.record.pairs for e in encoded.values()))
+        check_enough(cfg, stats["train"], train.empty, sum(e.record.pairs for e in encoded.values()))
         if not pair.src.lowercase:  # learned once, here; stored in tokenizer.json
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
         pair.save(folder)
@@ -358,15 +358,3 @@ def _encode_corpus(
             writer = ShardWriter(folder, s, langs, dtype, cfg.data.shard_tokens)
             stats[s] = encode_split(writer, _chunked(evaluation[s]), pool, check_stop, bar)
     return stats
-
-
-def _check_enough(cfg: Config, train: SplitStats, empty: int, beside: int) -> None:
-    """At least data.min_train_pairs training pairs, the corpus's and the parts' (`beside`)."""
-    if train.pairs + beside < cfg.data.min_train_pairs:
-        made = f", and {beside} made by translating text" if beside else ""
-        raise UsageError(
-            f"only {train.pairs} training pairs are left of "
-            f"{train.pairs + train.too_long + empty} ({empty} empty, {train.too_long} "
-            f"longer than data.train_max_len={cfg.data.train_max_len} tokens){made}; at least "
-            f"data.min_train_pairs={cfg.data.min_train_pairs} are needed"
-        )

@@ -19,6 +19,7 @@ Tests encode every line of a corpus with both vocabularies to hold this to Sente
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,28 +28,52 @@ from ..contracts.tokenizer import Tokenizer
 from .growth import extends, is_bpe, normal_scores
 from .subword import SubwordTokenizer
 
+Trie = dict[str, "Trie"]  # a character: what follows it ("": a piece ends)
+
 
 class Reach:
     """The added pieces of one side's grown vocabulary, to find the lines they can change."""
 
     def __init__(self, grown: SubwordTokenizer, added: Sequence[str]):
         self.grown, self.added = grown, tuple(added)
+        self.pattern = any_of(self.added)
 
     def touched(self, lines: Sequence[str]) -> np.ndarray:
         """[len(lines)] bool: whether each line's normalized text holds an added piece."""
-        if not self.added:
-            return np.zeros(len(lines), dtype=bool)
-        text = self.grown.sp.normalize([line.lower() if self.grown.lowercase else line for line in lines])
-        ends = np.cumsum([len(t) + 1 for t in text])  # where each line's "\n" stands in `joined`
-        joined = "\n".join(text)  # (no piece holds a line break)
         hit = np.zeros(len(lines), dtype=bool)
-        for piece in self.added:
-            at = joined.find(piece)
-            while at >= 0:
-                k = int(np.searchsorted(ends, at, side="right"))
-                hit[k] = True
-                at = joined.find(piece, int(ends[k]))  # the next line
+        if self.pattern is None:
+            return hit
+        text = self.grown.sp.normalize([line.lower() if self.grown.lowercase else line for line in lines])
+        ends = np.cumsum(np.fromiter(map(len, text), dtype=np.int64, count=len(text)) + 1)  # each line's "\n"
+        joined = "\n".join(text)  # searched at once (no piece holds a line break)
+        at = np.fromiter((m.start() for m in self.pattern.finditer(joined)), dtype=np.int64)
+        hit[np.searchsorted(ends, at, side="right")] = True
         return hit
+
+
+def any_of(pieces: Sequence[str]) -> re.Pattern[str] | None:
+    """One pattern that finds the first of `pieces` in a line and takes the rest of the line
+    (one match a line that holds any); None for no pieces. A piece that holds another is left
+    out (the other finds its lines: a BPE growth's joins `▁pu`, `▁pude`, `▁pudel` need only
+    `▁pu`), and the rest are one trie, so that a position is tried once per next character,
+    not once per piece."""
+    kept = sorted({p for p in pieces if not any(q != p and q in p for q in pieces)})
+    if not kept:
+        return None
+    trie: Trie = {}
+    for piece in kept:
+        node = trie
+        for char in piece:
+            node = node.setdefault(char, {})
+        node[""] = {}  # a piece ends here (no kept piece goes on from it: it would hold this one)
+    return re.compile(_alternatives(trie) + "[^\n]*")
+
+
+def _alternatives(node: Trie) -> str:
+    options = [re.escape(char) + _alternatives(child) for char, child in node.items() if char]
+    if len(options) == 1:
+        return options[0]
+    return f"(?:{'|'.join(options)})" if options else ""
 
 
 def reach(old: Tokenizer, grown: Tokenizer) -> Reach | str | None:
