@@ -25,6 +25,7 @@ from transformer_cli.tokenizers.pair import TokenizerPair
 from transformer_cli.tokenizers.subword import SubwordTokenizer
 
 LONG = (" ".join(["Ein mann"] * 40) + " .", " ".join(["A man"] * 40) + " .")  # too long for both
+CARRIAGE_RETURN = ("Ein Mann\rläuft .", "A man\rruns .")  # one line each (split at line feeds alone)
 
 
 def _add(corpus, split: str, pairs) -> None:
@@ -50,7 +51,7 @@ def _setup(tmp_path, model_type: str):
     parent, grown = grown_tokenizers(model_type)
     corpus = write_corpus(tmp_path / "corpus", {"train": 200, "val": 20, "test_2016_flickr": 10}, gz=False)
     topic = poodle_pairs(40, seed=3)
-    _add(corpus, "train", [*topic[:30], LONG, ("", "an empty source")])
+    _add(corpus, "train", [CARRIAGE_RETURN, *topic[:30], LONG, ("", "an empty source")])
     _add(corpus, "val", topic[30:])
     lengths = [max(len(grown.encode_batch([s])[0]), len(grown.encode_batch([t])[0])) for s, t in topic[:30]]
     parent_lengths = [max(len(parent.encode_batch([s])[0]), len(parent.encode_batch([t])[0])) for s, t in topic[:30]]
@@ -110,7 +111,8 @@ def _paths(tmp_path, name):
 
 
 def _read(path):
-    return path.read_text(encoding="utf-8").splitlines()
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return f.read().split("\n")[:-1]
 
 
 def test_a_crash_while_encoding_again_leaves_the_folder_as_it_was(tmp_path, monkeypatch):

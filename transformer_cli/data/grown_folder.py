@@ -26,6 +26,7 @@ benchmarks/grown_folder.py: see WHOLE_BUILD_SHARE.)
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -227,30 +228,36 @@ def _line(added: tuple[list[str], list[str]], counts: dict[str, _Count]) -> str:
 class _Held:
     """Which of a split's pairs in the folder each input pair is, chunk by chunk: the folder's
     pairs in order when it left none out (`before` None), else found by their text in the
-    folder's lines (equal pairs encode alike, so share their fate)."""
+    folder's lines, read ahead a chunk at a time (equal pairs encode alike, so share their fate:
+    the first input pair equal to the folder's next is that pair)."""
 
     def __init__(self, before: Prepared | None, split: str):
         self.at = 0  # the folder's next pair
-        self.lines = _lines(before, split) if before is not None else None
-        self.next: tuple[str, str] | None = None
+        self.blocks = _lines(before, split) if before is not None else None
+        self.src: list[str] = []  # the folder's lines from `at` on, read ahead
+        self.tgt: list[str] = []
 
     def __call__(self, sources: list[str], targets: list[str]) -> np.ndarray:
         """[n] int64: the folder's pair each input pair is (-1: one it left out)."""
-        if self.lines is None:
+        if self.blocks is None:
             self.at += len(sources)
             return np.arange(self.at - len(sources), self.at)
+        while len(self.src) < len(sources) and (block := next(self.blocks, None)) is not None:
+            self.src += block[0]
+            self.tgt += block[1]
         out = np.full(len(sources), -1, dtype=np.int64)
-        for i, line in enumerate(zip(sources, targets)):
-            if self.next is None:
-                self.next = next(self.lines, None)
-            if line == self.next:
-                out[i], self.at, self.next = self.at, self.at + 1, None
+        src, tgt, j = self.src, self.tgt, 0
+        for i, (s, t) in enumerate(zip(sources, targets)):
+            if j < len(src) and s == src[j] and t == tgt[j]:
+                out[i], j = self.at + j, j + 1
+        del src[:j], tgt[:j]
+        self.at += j
         return out
 
 
-def _lines(before: Prepared, split: str) -> Iterator[tuple[str, str]]:
-    """The folder's lines of `split`, pair by pair (as written: split at line feeds alone)."""
+def _lines(before: Prepared, split: str) -> Iterator[tuple[list[str], list[str]]]:
+    """The folder's lines of `split`, in blocks (as written: split at line feeds alone)."""
     paths = [before.folder / f"{split}.{lang}.txt" for lang in before.langs]
     with open(paths[0], encoding="utf-8", newline="\n") as src, open(paths[1], encoding="utf-8", newline="\n") as tgt:
-        for s, t in zip(src, tgt):
-            yield s[:-1], t[:-1]
+        while block := [line[:-1] for line in itertools.islice(src, CHUNK_PAIRS)]:
+            yield block, [line[:-1] for line in itertools.islice(tgt, CHUNK_PAIRS)]
