@@ -6,6 +6,7 @@ shared state around a loaded model. (SIGTERM and the whole process: test_serve_*
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 
 import pytest
@@ -16,8 +17,17 @@ from reliability.cron_helpers import error_lines, run_all
 import transformer_cli as tfm
 from transformer_cli.config import ServeConfig
 from transformer_cli.errors import UsageError
+from transformer_cli.host import allocator
 from transformer_cli.host.machine import available_cpus
-from transformer_cli.serving.server import build_server, is_loopback, listen, read_token, serve_threads
+from transformer_cli.serving.server import (
+    build_server,
+    is_loopback,
+    listen,
+    log_serving,
+    read_token,
+    serve_threads,
+    stopped,
+)
 
 
 def test_the_token_comes_from_its_file_else_its_variable_and_is_never_blank(tmp_path, monkeypatch, caplog):
@@ -74,6 +84,43 @@ def test_the_servers_state_is_built_around_the_loaded_model(tmp_path):
         server.count_cut_off()
         assert server.cut_off == 1
     finally:
+        for pool in (server.decode_thread, server.reload_thread, server.tokenize_thread):
+            if pool is not None:
+                pool.shutdown()
+
+
+def test_serving_says_what_it_serves_where_and_how_it_stopped(tmp_path, caplog):
+    """`tfm serve`'s lines: uvicorn's sent to tfm's handlers, the model, its threads and each
+    address; on the stop signal, a plain line, or a warning counting the requests cut off."""
+    path = untrained_checkpoint(tmp_path / "m.pt")
+    model = tfm.load(path, device="cpu")
+    sc = ServeConfig(shutdown_grace_s=2.5)
+    server = build_server(model, sc, "cpu", "fp32", 1, None)
+    sockets = listen("127.0.0.1", 0)
+    uvicorn_log = logging.getLogger("uvicorn")
+    before = uvicorn_log.handlers[:], uvicorn_log.propagate, uvicorn_log.level
+    try:
+        with caplog.at_level(logging.INFO, logger="tfm"):
+            log_serving(sc, [path], model, 3, sockets)
+            assert uvicorn_log.handlers == logging.getLogger("tfm").handlers and not uvicorn_log.propagate
+            assert uvicorn_log.level == logging.getLogger("tfm").level
+            stopped(server, signal.SIGTERM, None)
+            server.count_cut_off()
+            stopped(server, signal.SIGINT, None)
+        port = sockets[0].getsockname()[1]
+        assert [r.getMessage() for r in caplog.records] == [
+            f"serving {path} ({model.config_name}, sha256 {model.sha256[:12]}) with 3 threads, "
+            f"{allocator.describe()}; watching it for new versions every {sc.reload_poll_s:g} s",
+            f"listening on http://127.0.0.1:{port}",
+            "SIGTERM: stopped after answering the requests in flight",
+            "warning: SIGINT: stopped; serve.shutdown_grace_s (2.5 s) ran out: 1 request(s) cut off with 503",
+        ]
+        assert caplog.records[-1].levelno == logging.WARNING
+    finally:
+        uvicorn_log.handlers[:], uvicorn_log.propagate = before[0], before[1]
+        uvicorn_log.setLevel(before[2])
+        for sock in sockets:
+            sock.close()
         for pool in (server.decode_thread, server.reload_thread, server.tokenize_thread):
             if pool is not None:
                 pool.shutdown()

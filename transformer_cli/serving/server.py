@@ -190,6 +190,26 @@ def serve(
     state = build_server(
         model, sc, device, precision, threads, token, ensemble_weights, ensemble_combine, corrections, glossary
     )
+    log_serving(sc, paths, model, threads, sockets)
+    config = uvicorn.Config(
+        create_app(state),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        # uvicorn annotates an int but waits with it as a timeout: a float works
+        timeout_graceful_shutdown=sc.shutdown_grace_s,  # type: ignore[arg-type]
+    )
+    # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found:
+    # `stopped`, which reports and lets `tfm serve` exit 0.
+    with on_stop_signals(functools.partial(stopped, state)):
+        uvicorn.Server(config).run(sockets=sockets)
+
+
+def log_serving(
+    sc: ServeConfig, paths: Sequence[Path], model: Translator, threads: int, sockets: Sequence[socket.socket]
+) -> None:
+    """uvicorn's log lines sent to tfm's handlers at its level, and the lines that say what is
+    served, how, and at which addresses."""
     uvicorn_log = logging.getLogger("uvicorn")
     uvicorn_log.handlers[:], uvicorn_log.propagate = log.handlers, False
     uvicorn_log.setLevel(log.level)
@@ -205,28 +225,18 @@ def serve(
     for sock in sockets:
         host, port = sock.getsockname()[:2]
         log.info("listening on http://%s", _address(host, port))
-    config = uvicorn.Config(
-        create_app(state),
-        log_config=None,
-        access_log=False,
-        lifespan="on",
-        # uvicorn annotates an int but waits with it as a timeout: a float works
-        timeout_graceful_shutdown=sc.shutdown_grace_s,  # type: ignore[arg-type]
-    )
 
-    def stopped(signum: int, frame: FrameType | None) -> None:
-        name = signal.Signals(signum).name
-        if state.cut_off:
-            log.warning(
-                "warning: %s: stopped; serve.shutdown_grace_s (%g s) ran out: %d request(s) cut off with 503",
-                name,
-                sc.shutdown_grace_s,
-                state.cut_off,
-            )
-        else:
-            log.info("%s: stopped after answering the requests in flight", name)
 
-    # uvicorn drains on SIGTERM/SIGINT, then re-raises the signal to the handler it found:
-    # `stopped`, which reports and lets `tfm serve` exit 0.
-    with on_stop_signals(stopped):
-        uvicorn.Server(config).run(sockets=sockets)
+def stopped(state: Server, signum: int, frame: FrameType | None) -> None:
+    """The line `tfm serve` ends with once uvicorn has drained on the stop signal `signum`:
+    a warning when serve.shutdown_grace_s ran out and requests were cut off."""
+    name = signal.Signals(signum).name
+    if state.cut_off:
+        log.warning(
+            "warning: %s: stopped; serve.shutdown_grace_s (%g s) ran out: %d request(s) cut off with 503",
+            name,
+            state.limits.shutdown_grace_s,
+            state.cut_off,
+        )
+    else:
+        log.info("%s: stopped after answering the requests in flight", name)
