@@ -15,7 +15,12 @@ from helpers import untrained_checkpoint
 from transformer_cli.checkpoint import Checkpoint, CheckpointError
 from transformer_cli.config import DecodeConfig
 from transformer_cli.data.shards import EncodedSplit
-from transformer_cli.inference.translate import ModelMetadata, TorchTranslator, model_from_checkpoint
+from transformer_cli.inference.translate import (
+    ModelMetadata,
+    TorchTranslator,
+    TranslationBackend,
+    model_from_checkpoint,
+)
 
 CPU = torch.device("cpu")
 LINES = ["Ein Mann sieht einen Ball.", "", "Zwei Hunde.", "Eine Frau trägt einen Hut im Park.", "   "]
@@ -43,6 +48,30 @@ def test_a_checkpoint_is_its_model_its_decoding_defaults_and_what_it_says_of_its
     broken = dataclasses.replace(read, weights={})
     with pytest.raises(CheckpointError, match="m.pt: checkpoint does not fit this version of tfm"):
         model_from_checkpoint(broken, checkpoint)
+
+
+class _NoExamples(TranslationBackend):
+    """A backend whose model reads no examples (CTranslate2's, a plugin's): the interface's own."""
+
+    def _search(self, sources, d):
+        return [[] for _ in sources]
+
+    def corpus_nll(self, split, check_stop=None):
+        return 0.0, 0
+
+    def cross_attention(self, line, translation, recase=None):
+        return [], [], []
+
+
+def test_only_a_backend_whose_model_reads_examples_gives_their_keys(backend):
+    """`reads_examples` says whether `example_keys` answers: the interface's does not (a
+    TypeError naming the backend), the torch backend's model does (near-matches)."""
+    plain = _NoExamples(backend.tokenizers, backend.decode, backend.max_src_len + 1, backend.metadata)
+    assert not plain.reads_examples
+    with pytest.raises(TypeError, match="^_NoExamples reads no examples"):
+        plain.example_keys([("Ein hut.", "A hat.")])
+    assert backend.reads_examples
+    assert len(backend.example_keys([("Ein hut.", "A hat."), ("Ein buch.", "A book.")])) == 2
 
 
 def test_answers_come_in_the_lines_order_empty_lines_empty(backend):

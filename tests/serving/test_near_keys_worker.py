@@ -1,7 +1,8 @@
 """near_keys_worker.py: the process computing keys ahead, real: it covers the store's accepted
 corrections (but those the model trained on), then each new one, with the keys the model
 reads; a second worker of the same model waits for the first; it ends when its server's pipe
-closes; a store keeps the folders of the models last served, a folder in use kept."""
+closes; a model that reads no examples (its backend says so, whatever its type) gets no keys;
+a store keeps the folders of the models last served, a folder in use kept."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
 import transformer_cli as tfm
 from transformer_cli.corrections.store import Correction, CorrectionStore
-from transformer_cli.fsutil import exclusive_lock
 from transformer_cli.inference.near_keys import KeysFile, keys_folder
-from transformer_cli.serving.near_keys_worker import KeysAhead, prune
+from transformer_cli.serving import near_keys_worker
+from transformer_cli.serving.near_keys_worker import KeysAhead, follow, prune
 
 PAIRS = [("Ein mann sieht einen ball.", "A man sees a ball."), ("Ein hut.", "A hat."), ("Ein buch.", "A book.")]
 
@@ -60,12 +62,36 @@ def test_a_store_keeps_the_folders_of_the_models_last_served_and_one_in_use(tmp_
         (folder / "index.bin").write_bytes(b"")
         os.utime(folder / "index.bin", (1000 + age, 1000 + age))
     (root / ".pruned-x").mkdir()  # a removal a crash cut short
-    with exclusive_lock(folders[0] / ".writer.lock"):  # another process writes it
-        code = "import sys; from pathlib import Path; from transformer_cli.serving.near_keys_worker import prune; "
-        code += "prune(Path(sys.argv[1]), Path(sys.argv[2]))"
-        pruning = [sys.executable, "-c", code, str(tmp_path / "store"), str(folders[1])]
-        assert subprocess.run(pruning, timeout=60).returncode == 0
+    hold = "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print(1, flush=True)"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold + "; time.sleep(60)", str(folders[0] / ".writer.lock")],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline()  # another process writes it
+        prune(tmp_path / "store", folders[1])
+    finally:
+        holder.kill()
+        holder.wait()
     assert sorted(p.name for p in root.iterdir()) == ["a" * 16, "b" * 16, "d" * 16]  # in use, served, newest
     prune(tmp_path / "store", folders[1])
     assert sorted(p.name for p in root.iterdir()) == ["b" * 16, "d" * 16]
     assert not Path(folders[0]).exists()
+
+
+def test_a_model_whose_backend_reads_no_examples_gets_no_keys_until_it_changes(tmp_path, monkeypatch) -> None:
+    """The worker asks the backend `reads_examples`, not its type: one that says no is waited
+    past, its `example_keys` never called, no folder made."""
+
+    def no_keys(pairs):
+        raise AssertionError("asked for keys")
+
+    backend = SimpleNamespace(reads_examples=False, example_keys=no_keys)
+    monkeypatch.setattr("transformer_cli.api.load", lambda *args, **kwargs: SimpleNamespace(backend=backend))
+    monkeypatch.setattr(near_keys_worker, "IDLE_S", 0.0)
+    store = CorrectionStore(tmp_path / "store")
+    store.add([Correction(*PAIRS[0])])
+    answers = iter([True, True, False])
+    follow(store, tmp_path / "model.pt", lambda: next(answers))
+    assert next(answers, None) is None  # asked until the model changed
+    assert not (tmp_path / "store" / "near-keys").exists()

@@ -119,6 +119,15 @@ class TranslationBackend(ABC):
         (api.open_backend with threads="auto")."""
         return False
 
+    @property
+    def reads_examples(self) -> bool:
+        """Whether its model reads example pairs (near-matches: `example_keys`)."""
+        return False
+
+    def example_keys(self, pairs: list[tuple[str, str]]) -> list[Keys]:
+        """Example pairs' keys as its model reads them (see `reads_examples`)."""
+        raise TypeError(f"{type(self).__name__} reads no examples: it has no keys for example pairs")
+
     def encode_sources(
         self, lines: list[str], recase: bool | None = None
     ) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:

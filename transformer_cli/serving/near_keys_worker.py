@@ -33,7 +33,6 @@ from ..corrections.store import CorrectionStore
 from ..corrections.training import trained_until
 from ..fsutil import exclusive_lock
 from ..inference.near_keys import FOLDER, KeysWriter, keys_folder, pair_key
-from ..inference.translate import TorchTranslator
 from .reloader import FileIdentity, file_identity
 
 BATCH = 32  # corrections read by the model at a time
@@ -62,7 +61,7 @@ def follow(store: CorrectionStore, model_path: Path, current: Callable[[], bool]
     from ..api import load
 
     backend = load(model_path, device="cpu", threads=1).backend
-    if not isinstance(backend, TorchTranslator) or not backend.reads_examples:
+    if not backend.reads_examples:
         while current():
             time.sleep(IDLE_S)  # nothing to compute for it: wait for the next model
         return
