@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 from helpers import untrained_checkpoint
@@ -155,6 +156,38 @@ def test_a_model_twice_decodes_as_itself_and_is_named_by_its_members(model, chec
     members = pair.backend.metadata.members
     assert [m.sha256 for m in members] == [model.sha256, model.sha256] and pair.paths == [checkpoint, checkpoint]
     assert pair.sha256 not in (model.sha256, None) and len(pair.sha256) == 64
+
+
+def test_an_ensemble_takes_exports_by_what_their_engine_reads_back_and_names_it(model, checkpoint, tmp_path):
+    """Only models read as checkpoints decode together: an export whose engine reads none back
+    (no `read_checkpoint`: CTranslate2's) is refused naming that engine; a plugin engine that
+    reads its exports back decodes in an ensemble."""
+    import json
+
+    from helpers import ct2_export
+
+    from transformer_cli.api import open_torch
+    from transformer_cli.checkpoint import Checkpoint
+    from transformer_cli.contracts.engine import Engine
+    from transformer_cli.export_manifest import MANIFEST
+    from transformer_cli.seams import ENGINES
+
+    export = tmp_path / "ct2"
+    ct2_export(checkpoint, export)
+    refused = (
+        f"ensembles decode checkpoints only: give the checkpoints of {export} (an export for the ctranslate2 engine)"
+    )
+    with pytest.raises(UsageError, match=f"^{re.escape(refused)} instead$"):
+        tfm.load([checkpoint, export], device="cpu")
+    manifest = json.loads((export / MANIFEST).read_text())
+    (export / MANIFEST).write_text(json.dumps({**manifest, "engine": "onnx"}))
+    ENGINES.register("onnx", Engine(open_torch, lambda folder: Checkpoint.read(checkpoint)))  # keeps weights
+    try:
+        pair = tfm.load([checkpoint, export], device="cpu")
+        lines = ["Zwei Hunde."]
+        assert pair.translate(lines, max_output_len=6) == model.translate(lines, max_output_len=6)
+    finally:
+        ENGINES.unregister("onnx")
 
 
 def test_open_backend_checks_its_arguments_and_sets_the_threads_it_is_given(checkpoint):

@@ -88,3 +88,25 @@ def test_a_checkpoint_is_read_and_exports_and_other_folders_are_refused(tmp_path
     (tmp_path / "notes").mkdir()
     with pytest.raises(UsageError, match="is a folder but not a model: no tfm export manifest, no transformers"):
         read_model(tmp_path / "notes")
+
+
+def test_an_export_is_read_back_by_its_engines_reader_or_named_as_unread(tmp_path):
+    """`checkpoint_reader`: the ENGINES entry's `read_checkpoint` (None: the engine keeps no
+    trainable weights, or is unknown); `unread_exports`: the exports among paths without one."""
+    import json
+
+    from helpers import ct2_export
+
+    from transformer_cli.api import TRANSFORMERS
+    from transformer_cli.export_manifest import MANIFEST
+    from transformer_cli.model_io import checkpoint_reader, unread_exports
+
+    assert checkpoint_reader("transformers") is TRANSFORMERS.read_checkpoint is not None
+    assert checkpoint_reader("ctranslate2") is None and checkpoint_reader("no-such-engine") is None
+    tiny = untrained_checkpoint(tmp_path / "tiny.pt")
+    ct2_export(tiny, tmp_path / "ct2")
+    ct2_export(tiny, tmp_path / "other")
+    manifest = json.loads((tmp_path / "other" / MANIFEST).read_text())
+    (tmp_path / "other" / MANIFEST).write_text(json.dumps({**manifest, "engine": "onnx"}))
+    paths = [tiny, tmp_path / "ct2", tmp_path / "other"]
+    assert unread_exports(paths) == {str(tmp_path / "ct2"): "ctranslate2", str(tmp_path / "other"): "onnx"}

@@ -163,15 +163,14 @@ def _open_ensemble(
 
     import torch
 
-    from .export_manifest import export_engine
     from .host.device import autocast_dtype, resolve_device
     from .inference.ensemble import Ensemble, check_same_vocabularies
     from .inference.translate import EnsembleMember, TorchTranslator, config_languages, model_from_checkpoint
-    from .model_io import read_model
+    from .model_io import read_model, unread_exports
 
-    exports = [str(p) for p in paths if export_engine(p) not in (None, "transformers")]
+    exports = [f"{p} (an export for the {e} engine)" for p, e in unread_exports(paths).items()]
     if exports:  # only models that read as checkpoints (model_io) decode together
-        raise UsageError(f"CTranslate2 does not decode ensembles: give the checkpoints of {', '.join(exports)} instead")
+        raise UsageError(f"ensembles decode checkpoints only: give the checkpoints of {', '.join(exports)} instead")
     if threads is not None:
         torch.set_num_threads(threads)
     dev = resolve_device(device)

@@ -18,6 +18,7 @@ Translation (api.open_backend), `train.init_from` (training/parent.py) and both 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .checkpoint import Checkpoint, CheckpointError
@@ -25,6 +26,20 @@ from .errors import UsageError
 from .export.engine import is_ct2_model_folder
 from .export_manifest import MANIFEST, export_engine
 from .seams import ENGINES
+
+
+def checkpoint_reader(engine: str) -> Callable[[Path], Checkpoint] | None:
+    """How the ENGINES entry `engine` reads its exports back as checkpoints (its
+    `read_checkpoint`); None: it does not (converted weights, or no such engine)."""
+    found = ENGINES.find(engine) if engine in ENGINES else None
+    return found.read_checkpoint if found is not None else None
+
+
+def unread_exports(paths: Sequence[Path]) -> dict[str, str]:
+    """The paths among `paths` that are exports of an engine tfm does not read back as
+    checkpoints (`checkpoint_reader`), each with that engine's name."""
+    engines = {str(p): export_engine(p) for p in paths}
+    return {p: e for p, e in engines.items() if e is not None and checkpoint_reader(e) is None}
 
 
 def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
@@ -35,8 +50,7 @@ def read_model(spec: str | Path) -> tuple[Checkpoint, Path]:
     if path.is_dir():
         engine = export_engine(path)
         if engine is not None:  # an export: read back only by an engine that keeps weights
-            found = ENGINES.find(engine) if engine in ENGINES else None
-            reader = found.read_checkpoint if found is not None else None
+            reader = checkpoint_reader(engine)
             if reader is None:
                 raise UsageError(
                     f"{path} is an export for the {engine} engine, which tfm does not read back "
