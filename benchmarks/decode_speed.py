@@ -32,8 +32,11 @@ from transformer_cli.config_train import PRECISIONS
 from transformer_cli.data.batching import pad_batch
 from transformer_cli.data.prepared import load_prepared
 from transformer_cli.host.device import autocast, autocast_dtype, resolve_device
-from transformer_cli.inference.search import greedy_search, greedy_search_uncached, output_limits
+from transformer_cli.inference.search import greedy_search, output_limits
 from transformer_cli.inference.translate import TorchTranslator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the reference loop
+from reference_search import greedy_search_uncached  # noqa: E402
 
 
 def timed(fn):

@@ -4,8 +4,10 @@ import math
 
 import pytest
 import torch
+from reference_search import greedy_search_uncached
 
-from transformer_cli.inference.search import beam_search, greedy_search, greedy_search_uncached, output_limits
+from transformer_cli.inference import search
+from transformer_cli.inference.search import beam_search, greedy_search, output_limits
 from transformer_cli.model.transformer import Seq2SeqTransformer
 from transformer_cli.model.transformer_config import TransformerConfig
 from transformer_cli.tokenizers.vocab import EOS, PAD, SOS, TFM_IDS
@@ -98,6 +100,7 @@ def test_cached_batched_greedy_equals_uncached(transformer):
     assert any(len(h.tokens) > 3 for h in cached)
     for a, b in zip(cached, naive):
         assert math.isclose(a.log_prob, b.log_prob, rel_tol=1e-4, abs_tol=1e-4)
+    assert not hasattr(search, "greedy_search_uncached")  # the reference loop is the tests' (reference_search.py)
 
 
 def test_beam_size_one_equals_greedy(transformer):

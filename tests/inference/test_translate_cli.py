@@ -10,8 +10,9 @@ from pathlib import Path
 import sacrebleu
 import torch
 from helpers import run_tfm
+from reference_search import greedy_search_uncached
 
-from transformer_cli.inference.search import greedy_search, greedy_search_uncached, output_limits
+from transformer_cli.inference.search import greedy_search, output_limits
 from transformer_cli.inference.translate import TorchTranslator
 
 

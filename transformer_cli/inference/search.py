@@ -17,12 +17,11 @@ export.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..contracts.model import IncrementalDecoder, State, TranslationModel
+from ..contracts.model import IncrementalDecoder, State
 from ..contracts.strategy import Hypothesis
 from ..contracts.tokenizer import SpecialIds
 
@@ -110,31 +109,6 @@ def _one_path(model: IncrementalDecoder[State], src: Tensor, limits: Tensor, cho
             alive, tokens, state = alive[keep], tokens[keep], state.reorder(keep)
         t += 1
     return [Hypothesis(o, lp, lp / (len(o) + 1)) for o, lp in zip(out, log_prob)]
-
-
-@torch.inference_mode()
-def greedy_search_uncached(model: TranslationModel[Any], src: Tensor, limits: Tensor) -> list[Hypothesis]:
-    """Reference greedy search: one sentence at a time, the whole prefix re-run each step.
-
-    The slow textbook loop; tests and the decode benchmark compare `greedy_search` with it.
-    """
-    results, (sos, eos) = [], (model.tgt_ids.sos, model.tgt_ids.eos)
-    for i in range(src.size(0)):
-        prefix = torch.tensor([[sos]], device=src.device)
-        log_prob = 0.0
-        for t in range(int(limits[i])):
-            log_probs = torch.log_softmax(model(src[i : i + 1], prefix)[0, -1].float(), dim=-1)
-            log_probs = _force_eos(
-                _never_start(log_probs[None], model.tgt_ids), torch.tensor([t + 1 >= int(limits[i])]), eos
-            )[0]
-            lp, tok = log_probs.max(dim=-1)
-            log_prob += float(lp)
-            if int(tok) == eos:
-                break
-            prefix = torch.cat([prefix, tok.view(1, 1)], dim=1)
-        tokens = prefix[0, 1:].tolist()
-        results.append(Hypothesis(tokens, log_prob, log_prob / (len(tokens) + 1)))
-    return results
 
 
 @torch.inference_mode()
