@@ -83,12 +83,29 @@ def test_its_commands_are_the_apps():
 
 def test_distill_takes_every_option_of_synthesize():
     """`tfm distill` is `tfm synthesize` of a config with teachers: the same options (its
-    processes too)."""
+    processes too), each with the same help, default and bounds (--config's help says which
+    config each wants), as --help lists them."""
     import typer.main
 
     command = typer.main.get_command(app)
     options = {name: {p.name for p in command.commands[name].params} for name in ("distill", "synthesize")}
     assert options["distill"] == options["synthesize"] and "nproc_per_node" in options["distill"]
+
+    def declared(name: str) -> list[tuple[object, ...]]:
+        params = [p for p in command.commands[name].params if p.name != "config"]
+        fields = ("opts", "secondary_opts", "help", "default", "hidden", "min", "max", "multiple")
+        return [tuple(getattr(p, field, None) for field in fields) for p in params]
+
+    assert declared("distill") == declared("synthesize") and len(declared("distill")) == 4
+
+    def listed(name: str) -> list[str]:
+        lines = CliRunner().invoke(app, [name, "--help"], terminal_width=100).output.splitlines()
+        options = lines[lines.index("Options:") :]
+        return options[next(i for i, line in enumerate(options) if "--set" in line) :]  # after --config
+
+    assert listed("distill") == listed("synthesize")
+    assert any("--nproc-per-node" in line for line in listed("distill"))
+    assert any("Only warnings and errors on stderr." in line for line in listed("synthesize"))
 
 
 def test_distill_wants_a_config_that_forward_translates_its_training_sources(toy):

@@ -220,6 +220,12 @@ NPROC_HELP = (
     "caches: the same corpus as one process at that many threads."
 )
 HELPER_HELP = "Translate only, beside the main process."
+# The options `tfm distill` and `tfm synthesize` share (all but --config's help), declared once
+# (typer copies an option where a command takes it).
+PAIRS_SET = typer.Option([], "--set", "-s", help=SET_HELP)
+PAIRS_NPROC = typer.Option(1, "--nproc-per-node", min=1, max=1024, help=NPROC_HELP)
+PAIRS_HELPER = typer.Option(False, "--helper", hidden=True, help=HELPER_HELP)
+PAIRS_QUIET = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr.")
 
 
 @app.command("distill")
@@ -228,10 +234,10 @@ def distill_corpus(
     config: str = typer.Option(
         ..., "--config", "-c", help="A config that forward-translates its training sources. " + CONFIG_HELP
     ),
-    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
-    nproc_per_node: int = typer.Option(1, "--nproc-per-node", min=1, max=1024, help=NPROC_HELP),
-    helper: bool = typer.Option(False, "--helper", hidden=True, help=HELPER_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+    overrides: list[str] = PAIRS_SET,
+    nproc_per_node: int = PAIRS_NPROC,
+    helper: bool = PAIRS_HELPER,
+    quiet: bool = PAIRS_QUIET,
 ) -> None:
     """Translate a config's training sources with its teachers (beam search): the corpus its
     student trains on (`tfm train -c CFG` then uses it; it makes it itself when it is missing).
@@ -252,10 +258,10 @@ def distill_corpus(
 @guarded
 def synthesize(
     config: str = typer.Option(..., "--config", "-c", help="A config with a synthetic: section. " + CONFIG_HELP),
-    overrides: list[str] = typer.Option([], "--set", "-s", help=SET_HELP),
-    nproc_per_node: int = typer.Option(1, "--nproc-per-node", min=1, max=1024, help=NPROC_HELP),
-    helper: bool = typer.Option(False, "--helper", hidden=True, help=HELPER_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors on stderr."),
+    overrides: list[str] = PAIRS_SET,
+    nproc_per_node: int = PAIRS_NPROC,
+    helper: bool = PAIRS_HELPER,
+    quiet: bool = PAIRS_QUIET,
 ) -> None:
     """Make the training pairs of a config's monolingual text: back-translation of target-language
     text by the reverse model, forward translation of source-language text by its teachers (of
