@@ -56,6 +56,7 @@ def _tokenizer_refusals(tokenizers: TokenizerPair) -> list[str]:
     lowercasing word vocabulary gives two)."""
     out = []
     for side, tokenizer in (("source", tokenizers.src), ("target", tokenizers.tgt)):
+        # a type, not a capability: the export copies their SentencePiece model's bytes (`_spm`)
         if not isinstance(tokenizer, (SubwordTokenizer, PieceVocabTokenizer)):
             out.append(
                 f"the {side} tokenizer is a {tokenizer.kind} word vocabulary (MarianTokenizer "

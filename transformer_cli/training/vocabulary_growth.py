@@ -116,6 +116,7 @@ def _grown(parent: TokenizerPair, added: dict[str, Scored]) -> TokenizerPair:
 
 
 def _subword(tokenizer: Any) -> SubwordTokenizer:
+    # a type, not a capability (`grows` is asked above): growth edits the SentencePiece model's bytes
     if not isinstance(tokenizer, SubwordTokenizer):
         raise TypeError(f"a {tokenizer.kind} tokenizer does not grow")
     return tokenizer
