@@ -1,6 +1,6 @@
 """training/mix_plan.py: the training mix declared once from the config (sources, weights,
-transforms): the batches, the run's identity and the log line read it, and the vocabulary
-reserves exactly the marks its transforms write."""
+marks: SourceMark, no seams.Transform): the batches, the run's identity and the log line read
+it, and the vocabulary reserves exactly the tokens its marks write."""
 
 from __future__ import annotations
 
@@ -11,17 +11,19 @@ from types import SimpleNamespace
 import pytest
 from helpers import sentence_pairs, write_config
 
+from transformer_cli import seams
 from transformer_cli.config_loading import load_config
 from transformer_cli.corrections.store import Correction, CorrectionStore
 from transformer_cli.data.parts import PartInput
 from transformer_cli.data.preprocess import prepare
 from transformer_cli.errors import UsageError
 from transformer_cli.tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER, FORWARD_TRANSLATION_TAG
-from transformer_cli.training.mix_plan import PlannedSource, Prefix, WordNoise, mix_plan
+from transformer_cli.training import mix_plan as mix_plan_module
+from transformer_cli.training.mix_plan import PlannedSource, Prefix, SourceMark, WordNoise, mix_plan
 from transformer_cli.training.run_data import data_identity, prepare_run_data, training_split
 
 
-def test_the_plan_declares_each_source_with_its_weight_and_transforms(tmp_path, corpus_dir):
+def test_the_plan_declares_each_source_with_its_weight_and_marks(tmp_path, corpus_dir):
     synthetic = {
         "back_translation": {"text": ["parallel"], "search": "noised_beam", "weight": 3},
         "forward_translation": {"text": ["parallel"], "teachers": ["t.pt"], "tag": True},
@@ -39,7 +41,10 @@ def test_the_plan_declares_each_source_with_its_weight_and_transforms(tmp_path, 
     assert plan.specials() == (BACK_TRANSLATION_TAG, FILLER, FORWARD_TRANSLATION_TAG)
     only = load_config(str(write_config(tmp_path / "o.yaml", tmp_path, corpus_dir, corrections=corrections)))
     assert mix_plan(only).sources == (PlannedSource("train", 1), PlannedSource("corrections", 5))
-    assert mix_plan(only).specials() == ()  # no transform writes a mark: nothing reserved
+    assert mix_plan(only).specials() == ()  # no mark in use: nothing reserved
+    marks: tuple[SourceMark, ...] = plan.sources[1].marks  # a source's marks: SourceMark, not seams.Transform
+    assert [m.specials() for m in marks] == [(BACK_TRANSLATION_TAG,), (FILLER,)] and plan.sources[1].tag
+    assert not hasattr(mix_plan_module, "Transform") and hasattr(seams, "Transform")  # one protocol by that name
 
 
 def test_real_upsample_is_the_real_pairs_weight_by_its_old_name(tmp_path, corpus_dir, caplog):

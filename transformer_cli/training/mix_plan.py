@@ -1,5 +1,5 @@
 """What a run trains on, declared once: the config's sources of pairs, each with its weight (the
-times it stands in an epoch) and its transforms, in corpus order:
+times it stands in an epoch) and its source marks, in corpus order:
 
     train               the corpus's real pairs: synthetic.real_weight times when the config
                         makes pairs by translating text, else once
@@ -13,7 +13,7 @@ times it stands in an epoch) and its transforms, in corpus order:
 `mix_plan(cfg)` builds it from the config alone (no model or data is opened), and everything
 that depends on the mix reads it: the batches (`MixPlan.split`, data/mixed.py), the run's
 identity (`MixPlan.identity`), the log line (`MixPlan.describe`) and the marks the vocabulary
-reserves (`MixPlan.specials`: exactly those of the transforms in use, so a config whose only
+reserves (`MixPlan.specials`: exactly those of the marks in use, so a config whose only
 part is its corrections reserves none, and its first correction changes no fingerprint).
 A source whose part the prepared folder lacks (no accepted correction yet) stands for nothing.
 """
@@ -36,8 +36,9 @@ from ..tokenizers.text_marks import BACK_TRANSLATION_TAG, FILLER, FORWARD_TRANSL
 REAL = "train"
 
 
-class Transform(Protocol):
-    """Something done to a source's pairs that may need tokens of its own."""
+class SourceMark(Protocol):
+    """Something done to a source's pairs that may need tokens of its own (not a train.transforms
+    entry, seams.Transform: those are applied to batches)."""
 
     def specials(self) -> tuple[str, ...]:
         """The marks it writes into the text: the vocabulary reserves each as one token."""
@@ -66,16 +67,16 @@ class WordNoise:
 
 @dataclass(frozen=True)
 class PlannedSource:
-    """One source of the mix: its part's name, its weight and its transforms."""
+    """One source of the mix: its part's name, its weight and its marks."""
 
     name: str
     weight: int
-    transforms: tuple[Transform, ...] = ()
+    marks: tuple[SourceMark, ...] = ()
     batch: tuple[str, ...] | None = None  # the train.transforms its pairs get (None: all of them)
 
     @property
     def tag(self) -> str | None:
-        return next((t.mark for t in self.transforms if isinstance(t, Prefix)), None)
+        return next((t.mark for t in self.marks if isinstance(t, Prefix)), None)
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ class MixPlan:
     sources: tuple[PlannedSource, ...]
 
     def specials(self) -> tuple[str, ...]:
-        """The marks the transforms in use write, each once, in the order they are declared."""
-        return tuple(dict.fromkeys(m for s in self.sources for t in s.transforms for m in t.specials()))
+        """The tokens the marks in use write, each once, in the order they are declared."""
+        return tuple(dict.fromkeys(m for s in self.sources for t in s.marks for m in t.specials()))
 
     def batch_transforms(self) -> dict[str, tuple[str, ...]]:
         """The sources that get only some of train.transforms, and those they get."""
@@ -136,8 +137,8 @@ def mix_plan(cfg: Config) -> MixPlan:
     sources = [PlannedSource(REAL, cfg.synthetic.real_weight if cfg.synthetic.enabled else 1)]
     bt, ft = cfg.synthetic.back_translation, cfg.synthetic.forward_translation
     if bt.text:
-        noise: tuple[Transform, ...] = (WordNoise(),) if bt.search == NOISED_BEAM else ()
-        tag: tuple[Transform, ...] = (Prefix(BACK_TRANSLATION_TAG),) if bt.tag else ()
+        noise: tuple[SourceMark, ...] = (WordNoise(),) if bt.search == NOISED_BEAM else ()
+        tag: tuple[SourceMark, ...] = (Prefix(BACK_TRANSLATION_TAG),) if bt.tag else ()
         sources.append(PlannedSource("back_translation", bt.weight, tag + noise, _names(bt.transforms)))
     if ft.text:
         tag = (Prefix(FORWARD_TRANSLATION_TAG),) if ft.tag else ()
