@@ -11,8 +11,9 @@ prepared with the parent's tokenizers and kept; then, --repeats times, alternati
 first, the kept folder is put back and `prepare` asked for the grown tokenizers, once pair by
 pair (the rule that would choose a whole build switched off) and once whole (`force`: what the
 night does without data/grown_folder.py). Reported per size: the medians of both, their ratio
-(pair by pair / whole), the pairs encoded again (and the share the rule's sample found), what
-the rule chooses (grown_folder.WHOLE_BUILD_SHARE), and train.log's two lines.
+(pair by pair / whole; and each repetition's, side by side), the pairs encoded again (and the
+share the rule's sample found), what the rule chooses (grown_folder.WHOLE_BUILD_SHARE), and
+train.log's two lines.
 
     python benchmarks/grown_folder.py --pairs 29000 1000000 --repeats 3 --work /tmp/grown-folder
     python benchmarks/grown_folder.py --pairs 29000 --repeats 3 --topic "Frau|Frauen|woman|women"
@@ -129,6 +130,7 @@ def measure(config: Path, parent: SubwordTokenizer, grown: SubwordTokenizer, rep
         "pair_by_pair_s": round(pair_by_pair, 2),
         "whole_s": round(whole, 2),
         "ratio": round(pair_by_pair / whole, 2),
+        "ratio_of_each_repetition": [round(a / b, 2) for a, b in zip(times["pair_by_pair"], times["whole"])],
         "rule_chooses": "whole" if sampled[-1] > share else "pair_by_pair",
         "runs_s": {w: [round(t, 2) for t in ts] for w, ts in times.items()},
         "log": [line for line in log.lines if "vocabulary grew" in line][-2:],
