@@ -281,14 +281,13 @@ def test_a_saved_decode_section_of_an_earlier_version_reads_silently(caplog):
 
 def test_a_childs_old_key_overrides_its_parents_new_one_and_null_drops_options(tmp_path, caplog):
     """In an extends chain each file's old keys move before the files merge: a child's
-    train.warmup_steps overrides base's schedule_options; a child choosing another entry drops
-    the parent's options with null."""
+    train.warmup_steps overrides base's schedule_options; a child choosing another entry may
+    drop the parent's options with null (they are left out anyway where the new entry lacks
+    them: the next test)."""
     child = write(tmp_path, "extends: base.yaml\ntrain:\n  warmup_steps: 300\n")
     assert load_config(child).train.schedule_options == {"warmup_steps": 300}
     constant = write(tmp_path, "extends: base.yaml\ntrain:\n  schedule: constant\n", "constant.yaml")
-    assert _error(constant).endswith(
-        "train.schedule_options: the learning-rate schedule 'constant' takes no options (got warmup_steps)"
-    )
+    assert load_config(constant).train.schedule_options == {}
     dropped = write(
         tmp_path,
         "extends: base.yaml\ntrain:\n  schedule: constant\n  schedule_options: null\n"
@@ -296,3 +295,35 @@ def test_a_childs_old_key_overrides_its_parents_new_one_and_null_drops_options(t
         "d.yaml",
     )
     assert load_config(dropped).train.schedule_options == {}
+
+
+def test_a_parents_options_for_an_entry_a_child_replaces_are_left_out_where_the_new_entry_lacks_them(tmp_path, caplog):
+    """base.yaml's criterion_options.label_smoothing is cross_entropy's: a child choosing another
+    criterion (or a --set doing so) leaves it out with a warning naming its line, keeps the
+    options the new entry has (adam's betas under adamw), and its own misspelt option is still
+    an error, as is one given by --set."""
+    import logging
+
+    from transformer_cli.config_loading import load_config
+
+    (tmp_path / "rdrop.yaml").write_text(
+        "extends: base.yaml\ntrain:\n  optimizer: adamw\n  schedule: constant\n", encoding="utf-8"
+    )
+    with caplog.at_level(logging.WARNING, logger="tfm"):
+        cfg = load_config(str(tmp_path / "rdrop.yaml"))
+    assert cfg.train.optimizer_options["betas"] == [0.9, 0.98]  # adamw takes adam's betas
+    assert (
+        "schedule_options.warmup_steps is left out: the learning-rate schedule 'constant' has no setting" in caplog.text
+    )
+    assert "warmup_steps" not in (cfg.train.schedule_options or {})
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tfm"):
+        same = load_config("base.yaml", ["train.schedule=constant"])
+    assert "base.yaml:" in caplog.text and "is left out" in caplog.text and not same.train.schedule_options
+    (tmp_path / "typo.yaml").write_text(
+        "extends: base.yaml\ntrain:\n  schedule: constant\n  schedule_options: {warmup_step: 3}\n", encoding="utf-8"
+    )
+    with pytest.raises(UsageError, match=r"typo.yaml:4: .*warmup_step"):
+        load_config(str(tmp_path / "typo.yaml"))
+    with pytest.raises(UsageError, match=r"constant.* takes no options \(got factor\)"):
+        load_config(str(tmp_path / "rdrop.yaml"), ["train.schedule_options.factor=2"])

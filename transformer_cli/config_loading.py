@@ -140,10 +140,13 @@ class OldKey(NamedTuple):
     where: str
 
 
-def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Origins, list[OldKey]]:
+def _resolved_mapping(
+    path: Path, chain: tuple[Path, ...] = ()
+) -> tuple[dict[str, Any], Origins, list[OldKey], set[str]]:
     """The file's mapping with its `extends:` parents merged in (the parent is found beside the
     file first, then like any config name), where each key was set: the file and line that
-    gave its value, a child's over its parent's; and the old keys each file gave, parents' first."""
+    gave its value, a child's over its parent's; the old keys each file gave, parents' first;
+    and the parents' option keys of the entries a child chose anew (`_crossed`)."""
     raw, origins = _read_mapping(path)
     try:
         with moved_keys_noted() as moved:  # (this file's old keys, before a child's override them)
@@ -155,7 +158,7 @@ def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[st
     _plugins_beside(raw, path.parent)
     parent = raw.pop("extends", None)
     if parent is None:
-        return raw, origins, old_keys
+        return raw, origins, old_keys, set()
     where = origins["extends"]
     if not isinstance(parent, str):
         raise UsageError(f"{where}: extends must be a config file name (got {parent!r})")
@@ -165,10 +168,11 @@ def _resolved_mapping(path: Path, chain: tuple[Path, ...] = ()) -> tuple[dict[st
         raise UsageError(f"{where}: extends: {e}") from None
     if parent_path.resolve() in {p.resolve() for p in (*chain, path)}:
         raise UsageError(f"{where}: extends {parent} makes a cycle")
-    inherited, inherited_origins, inherited_old_keys = _resolved_mapping(parent_path, (*chain, path))
+    inherited, inherited_origins, inherited_old_keys, crossed = _resolved_mapping(parent_path, (*chain, path))
     inherited.pop("name", None)  # a name is never inherited
     inherited_origins.pop("name", None)
-    return _merge(inherited, raw), {**inherited_origins, **origins}, inherited_old_keys + old_keys
+    crossed = (crossed | _crossed(inherited, raw, inherited_origins)) - set(origins)  # (a child's own: its own)
+    return _merge(inherited, raw), {**inherited_origins, **origins}, inherited_old_keys + old_keys, crossed
 
 
 def load_config(spec: str, overrides: list[str] | None = None) -> Config:
@@ -177,7 +181,7 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
     An error names where the value at fault came from: `file:line` (of the file in the extends
     chain that set it), or the `--set` (both when a check involves both)."""
     path = resolve_config_path(spec)
-    raw, origins, old_keys = _resolved_mapping(path)
+    raw, origins, old_keys, crossed = _resolved_mapping(path)
     raw.setdefault("name", Path(path).stem)
     try:
         _import_plugins_of(raw)  # first: they may add the keys read below
@@ -187,9 +191,14 @@ def load_config(spec: str, overrides: list[str] | None = None) -> Config:
                 cfg: Config = build_section(Config, raw, "")
         old_keys += [OldKey(old, new, origins.get(old, str(path))) for old, new in read]
         for assignment in others:
+            chosen = {c.key: lookup(cfg, c.key) for c in choices()}
             old_keys += _override(cfg, assignment, origins)
+            for c in choices():
+                if lookup(cfg, c.key) != chosen[c.key]:  # a --set chose anew
+                    crossed |= {k for k, w in origins.items() if _under(k, c.option_keys) and not w.startswith("--set")}
         import_plugins(cfg.plugins)  # (those a --set adds)
         _settle_moved(cfg, old_keys, origins)
+        _leave_out_inherited(cfg, origins, {k for k in crossed if not origins.get(k, "").startswith("--set")})
         validate(cfg)
     except ConfigError as e:
         raise UsageError(f"{_blame(e.keys, origins) or path}: {e}") from None
@@ -272,9 +281,10 @@ def _not_taken(cfg: Config, key: str) -> str:
     """Why the entry whose options hold `key` has no such setting ("" when it has, or when the
     entry is not known: the config's checks say so)."""
     for choice in choices():
-        if not choice.options_key or not key.startswith(choice.options_key + "."):
+        options = next((o for o in choice.option_keys if key.startswith(o + ".")), None)
+        if options is None:
             continue
-        registry, rest = choice.registry, key[len(choice.options_key) + 1 :].split(".")
+        registry, rest = choice.registry, key[len(options) + 1 :].split(".")
         chosen = lookup(cfg, choice.key)
         if isinstance(chosen, list):  # options by entry name (train.transform_options.source_noise)
             if rest[0] not in chosen:
@@ -288,6 +298,45 @@ def _not_taken(cfg: Config, key: str) -> str:
         if settings is None or rest[0] not in {f.name for f in dataclasses.fields(settings)}:
             return f"the {registry.what} {chosen!r} has no setting {rest[0]!r}"
     return ""
+
+
+def _leave_out_inherited(cfg: Config, origins: Origins, crossed: set[str]) -> None:
+    """Leave out, with a warning each, the options of an entry that a child config (or a --set)
+    replaced by another (`crossed`: base.yaml's label_smoothing under a child's `criterion:
+    focal`) which the chosen entry has no setting for; those it has (adam's betas under adamw)
+    are kept, and options given beside the choice are the new entry's, checked as such."""
+    for key in sorted(crossed):
+        unused = _not_taken(cfg, key)
+        if unused:
+            _drop(cfg, key)
+            log.warning("warning: %s: %s is left out: %s", origins.get(key, key), key, unused)
+
+
+def _crossed(parent: dict[str, Any], child: dict[str, Any], parent_origins: Origins) -> set[str]:
+    """The parent's option keys (dotted) of each entry `child` chooses anew (another value of
+    the key that chooses it)."""
+    out: set[str] = set()
+    for choice in choices():
+        given, before = _at(child, choice.key), _at(parent, choice.key)
+        if given is not _ABSENT and before is not _ABSENT and given != before:
+            out.update(k for k in parent_origins if _under(k, choice.option_keys))
+    return out
+
+
+def _under(key: str, option_keys: tuple[str, ...]) -> bool:
+    return any(key.startswith(options + ".") for options in option_keys)
+
+
+_ABSENT = object()
+
+
+def _at(mapping: dict[str, Any], key: str) -> Any:
+    node: Any = mapping
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _ABSENT
+        node = node[part]
+    return node
 
 
 def _drop(cfg: Config, key: str) -> None:

@@ -201,12 +201,19 @@ class Choice:
     """A config key that names an entry of `registry`, with the key of that entry's own settings
     (`options_key`): each registry's own (`choices`), and the keys below that choose from one
     too. `aliases`: (value, entry) for other values of the key, each standing for an entry (its
-    settings are that entry's; what it adds on top, whoever reads the key does)."""
+    settings are that entry's; what it adds on top, whoever reads the key does). `also`: other
+    keys that hold settings of the same entry (a continued run's schedule_options)."""
 
     registry: AnyRegistry
     key: str
     options_key: str = ""
     aliases: tuple[tuple[str, str], ...] = ()
+    also: tuple[str, ...] = ()
+
+    @property
+    def option_keys(self) -> tuple[str, ...]:
+        """Every key holding the chosen entry's settings."""
+        return (self.options_key, *self.also) if self.options_key else ()
 
     def entry(self, value: str) -> str:
         """The entry a value of the key stands for: the value itself, or an alias's entry."""
@@ -234,4 +241,8 @@ BACK_TRANSLATION_SEARCH = Choice(
 def choices() -> list[Choice]:
     """Every config key that names a registry's entry, checked when a config is loaded: each
     registry's own (CHOSEN_BY_CONFIG), then the others that choose from one."""
-    return [*(Choice(r, r.key, r.options_key) for r in CHOSEN_BY_CONFIG), BACK_TRANSLATION_SEARCH]
+    also = {"schedules": ("train.continued.schedule_options",)}
+    return [
+        *(Choice(r, r.key, r.options_key, also=also.get(r.kind, ())) for r in CHOSEN_BY_CONFIG),
+        BACK_TRANSLATION_SEARCH,
+    ]
