@@ -130,6 +130,15 @@ class CorrectionsConfig(Section):
         ge=0.0,
         le=1.0,
     )
+    compact_over: float | None = _f(
+        2.0,
+        "A run preparing the config's data (the nightly tfm train) compacts the store's logs (as tfm "
+        "feedback compact does) when one holds this many times more lines than it would compacted "
+        "(records written again, decisions) and 1,000 lines or more, so servers and nights starting on "
+        "it read less (null: only tfm feedback compact).",
+        ge=1.0,
+        added=True,
+    )
     served_per_day: int = _f(
         0,
         "Opt-in self-training: tfm serve keeps up to this many distinct sources it translated a day "

@@ -94,3 +94,25 @@ def test_the_part_says_which_store_and_newest_correction_it_holds_for_the_checkp
     assert trained_on(cfg) == {"store": str((tmp_path / "store").resolve()), "until": t + 5}
     store.decide([c.id for c in store.corrections()], "rejected")
     assert corrections_part(cfg) is None and trained_on(cfg) is None  # nothing trained on: no mark
+
+
+def test_a_log_grown_past_corrections_compact_over_is_compacted_by_the_run_that_reads_it(tmp_path, corpus_dir, caplog):
+    """600 corrections then a decision on each: 1,200 lines for 600 records, compacted by the
+    next run's data preparation (2.0, the default); the terms log too; 999 lines never."""
+    from transformer_cli.corrections.store import TERMS
+
+    store, terms = CorrectionStore(tmp_path / "store"), CorrectionStore(tmp_path / "store", TERMS)
+    added = store.add([Correction(f"Satz {i} .", f"Sentence {i} .") for i in range(600)])
+    store.decide([c.id for c in added], "rejected")
+    small = terms.add([Correction(f"Wort{i}", f"word{i}") for i in range(333)])
+    terms.decide([c.id for c in small] * 2, "rejected")  # 999 lines
+    path = write_config(tmp_path / "small.yaml", tmp_path, corpus_dir, corrections={"store": str(tmp_path / "store")})
+    with caplog.at_level(logging.INFO, logger="tfm"):
+        corrections_part(load_config(str(path)))
+    assert f"{store.path} compacted: 1200 line(s) -> 600 (corrections.compact_over 2)" in caplog.text
+    assert len(store.path.read_bytes().splitlines()) == 600 and len(terms.path.read_bytes().splitlines()) == 999
+    assert all(c.status == "rejected" for c in CorrectionStore(tmp_path / "store").corrections())
+    off = load_config(str(path), ["corrections.compact_over=null"])
+    store.decide([added[0].id] * 1400, "accepted")
+    corrections_part(off)
+    assert len(store.path.read_bytes().splitlines()) == 2000

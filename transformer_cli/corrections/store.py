@@ -57,6 +57,7 @@ from .state import Fold, Pending, collector_paused, normalised
 LOG = "corrections.jsonl"
 TERMS = "terms.jsonl"  # the store's terms (docs/terms.md): records of the same shape, a term a correction
 COMPACTED = "compacted.json"  # the last compaction: which log it replaced, and what it wrote
+COMPACT_LEAST = 1000  # lines of a log below which `overgrown` never says so
 PER_LOCK = 100  # corrections `add_batches` appends a hold of the store's lock: ~25 ms of guards
 BULK_BYTES = 1 << 20  # a read of more of the log than this runs with the collector paused (state.py)
 STATUSES = ("accepted", "held", "rejected")
@@ -341,6 +342,13 @@ class CorrectionStore:
             if not unknown:
                 self._write(fd, [asdict(Decision(i, time.time(), decision)) for i in ids])
         return unknown
+
+    def overgrown(self, over: float, least: int = COMPACT_LEAST) -> bool:
+        """Whether the log, as last read, holds `over` times more lines than it would compacted
+        (and `least` lines or more)."""
+        with self._mutex:
+            self._refresh()
+            return self._lines >= least and self._lines >= over * (len(self._state.known) + len(self._damaged))
 
     def compact(self) -> tuple[int, int]:
         """Rewrite the log as its corrections with their current status (decisions folded in,

@@ -16,7 +16,7 @@ from ..data.parts import PartInput, write_part
 from ..fsutil import atomic_write_json
 from .guards import over_cap
 from .state import normalised
-from .store import Correction, CorrectionStore
+from .store import TERMS, Correction, CorrectionStore
 
 PART = "corrections"
 TRAINED = "trained.json"  # the part's store and the time of its newest correction
@@ -40,6 +40,8 @@ def corrections_part(cfg: Config) -> PartInput | None:
     if cfg.corrections.store is None:
         return None
     store = CorrectionStore(cfg.corrections.store)
+    for log_of in (store, CorrectionStore(cfg.corrections.store, TERMS)):
+        compact_if_overgrown(log_of, cfg.corrections.compact_over)
     every = store.corrections()
     taken = accepted(store)
     chosen = taken[: cfg.data.limit_train]
@@ -83,6 +85,14 @@ def trained_on(cfg: Config) -> dict[str, Any] | None:
         return None
     ok = isinstance(record, dict) and isinstance(record.get("store"), str) and isinstance(record.get("until"), float)
     return record if ok else None
+
+
+def compact_if_overgrown(store: CorrectionStore, over: float | None) -> None:
+    """Compact the store's log when it has grown `over` times past its records (corrections.
+    compact_over; None: never here), and say so in one line."""
+    if over is not None and store.overgrown(over):
+        before, after = store.compact()
+        log.info("%s compacted: %d line(s) -> %d (corrections.compact_over %g)", store.path, before, after, over)
 
 
 def trained_until(training: dict[str, Any], store: Path) -> float | None:
