@@ -126,6 +126,35 @@ class _Count:
         return f"{self.touched:,} of {self.pairs:,}"
 
 
+def _encode_all(
+    cfg: Config,
+    work: Path,
+    chunks: dict[str, Iterator[Chunk]],
+    grown: tuple[TokenizerPair, tuple[list[str], list[str]], Prepared, Any],
+    how: dict[str, tuple[int | None, bool]],
+    check_stop: Callable[[], None] | None,
+) -> tuple[dict[str, SplitStats], dict[str, _Count]]:
+    """Each split's and part's chunks through one pool of workers into `work`'s shards (`grown`:
+    the grown tokenizers, their added pieces, the folder as it was, the id dtype); each one's
+    statistics and how many of its pairs were encoded again."""
+    pair, added, before, dtype = grown
+    old = before.manifest
+    dropped = {"train": old.dropped.too_long_train_pairs, **{n: r.too_long for n, r in old.parts.items()}}
+    stats: dict[str, SplitStats] = {}
+    counts: dict[str, _Count] = {}
+    with (
+        progress_bar(f"encoding the pairs that hold the {pair.src.kind} growth's pieces") as bar,
+        ChunkPool(available_cpus(), setup, (pair.state(), added, before, dtype)) as pool,
+    ):
+        for name, split in chunks.items():
+            held = _Held(before if dropped.get(name, 0) else None, name)
+            jobs = (Job(chunk, name, held(*chunk), *how[name]) for chunk in split)
+            writer = ShardWriter(work, name, old.langs, dtype, cfg.data.shard_tokens)
+            counts[name] = _Count()
+            stats[name] = _encode(writer, jobs, pool, check_stop, bar, counts[name])
+    return stats, counts
+
+
 def regrow_folder(
     cfg: Config,
     old: DataManifest,
@@ -147,7 +176,6 @@ def regrow_folder(
     max_len = cfg.data.train_max_len
     how = {"train": (max_len, not pair.src.lowercase), "val": (None, False), "test": (None, False)}
     how |= {p.name: (max_len, False) for p in parts}  # (pairs too long; spellings counted)
-    counts: dict[str, _Count] = {}
 
     def build(work: Path) -> DataManifest:
         empty = {name: [0] for name in [*SPLITS, *old.parts]}
@@ -157,18 +185,7 @@ def regrow_folder(
             "test": iter_parallel(*path["test"], CHUNK_PAIRS),
             **{p.name: part_chunks(p.paths, (0, 0), empty[p.name]) for p in parts},
         }
-        dropped = {"train": old.dropped.too_long_train_pairs, **{n: r.too_long for n, r in old.parts.items()}}
-        stats: dict[str, SplitStats] = {}
-        with (
-            progress_bar(f"encoding the pairs that hold the {pair.src.kind} growth's pieces") as bar,
-            ChunkPool(available_cpus(), setup, (pair.state(), added, before, dtype)) as pool,
-        ):
-            for name, split in chunks.items():
-                held = _Held(before if dropped.get(name, 0) else None, name)
-                jobs = (Job(chunk, name, held(*chunk), *how[name]) for chunk in split)
-                writer = ShardWriter(work, name, langs, dtype, cfg.data.shard_tokens)
-                counts[name] = _Count()
-                stats[name] = _encode(writer, jobs, pool, check_stop, bar, counts[name])
+        stats, counts = _encode_all(cfg, work, chunks, (pair, added, before, dtype), how, check_stop)
         check_enough(cfg, stats["train"], empty["train"][0], sum(stats[p.name].pairs for p in parts))
         if not pair.src.lowercase:  # the truecaser a whole build learns from the kept sources
             pair.recaser = Truecaser.from_counts(stats["train"].spellings)
