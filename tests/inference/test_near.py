@@ -103,7 +103,7 @@ def test_the_share_falls_with_distance_and_the_neighbours_vote_by_it(transformer
     settings = NearSettings(neighbours=2, temperature=1.0, weight=0.5, reach=4.0, doubt=0.0)
     near = NearMatchDecoder(model, store, settings)
     log_probs = torch.log_softmax(torch.randn(1, 30), -1)
-    mixed = near._mixed(log_probs, hidden, torch.tensor([0])).exp()
+    mixed = near._mixed(log_probs.clone(), hidden, torch.tensor([0])).exp()  # (mixes in place)
     lam = 0.5 * (1 - 1 / 4)
     w = torch.softmax(torch.tensor([-1.0, -3.0]), 0)
     expected = (1 - lam) * log_probs.exp()

@@ -119,8 +119,8 @@ class NearMatchDecoder:
         return d.masked_fill(store.example.index_select(0, line) < 0, float("inf"))
 
     def _mixed(self, log_probs: Tensor, hidden: Tensor, line: Tensor) -> Tensor:
-        """log_probs [rows, vocab] with each row's neighbours mixed in (rows far from all of its
-        line's entries, or of a line without any, unchanged)."""
+        """log_probs [rows, vocab] with each row's neighbours mixed in, in place (rows far from
+        all of its line's entries, or of a line without any, unchanged)."""
         s = self.settings
         rows = self.store.lines_with.index_select(0, line).nonzero().squeeze(1)
         if not rows.numel():
@@ -130,7 +130,7 @@ class NearMatchDecoder:
         near_d, near = d.topk(min(s.neighbours, d.size(1)), dim=1, largest=False)  # [rows, k]
         lam = s.weight * (1 - near_d[:, 0] / s.reach).clamp(min=0)  # [rows]
         if s.doubt:
-            lam = lam * (1 - log_probs[rows].max(1).values.exp()).clamp(min=0) ** s.doubt
+            lam = lam * (1 - log_probs.max(1).values[rows].exp()).clamp(min=0) ** s.doubt
         mixed = (lam > 0).nonzero().squeeze(1)
         if not mixed.numel():
             return log_probs
@@ -139,15 +139,17 @@ class NearMatchDecoder:
         tokens = self.store.values[line[:, None], near]  # [mixed, k]
         # Each neighbour's token with the weight of all the neighbours of that token: p_near(y).
         p_near = ((tokens[:, :, None] == tokens[:, None, :]).float() @ w[:, :, None])[:, :, 0]  # [mixed, k]
-        # log((1 - lam) p_model(y)) for every y, then lam * p_near(y) added at the neighbours' tokens.
-        model = log_probs[rows]
-        mixed_rows = model + torch.log1p(-lam)  # [mixed, vocab]
-        mixed_rows.scatter_(1, tokens, torch.log(lam * p_near + (1 - lam) * model.gather(1, tokens).exp()))
-        out = log_probs.clone()
-        out[rows] = mixed_rows
+        # log((1 - lam) p_model(y)) for every y, then lam * p_near(y) added at the neighbours'
+        # tokens: in place, the step's log_probs being this step's own (no copy of [rows, vocab]).
+        at = torch.log(lam * p_near + (1 - lam) * log_probs[rows[:, None], tokens].exp())  # [mixed, k]
+        if len(rows) == len(log_probs):  # every row (rows, from nonzero, are in order)
+            log_probs += torch.log1p(-lam)
+        else:
+            log_probs.index_add_(0, rows, torch.log1p(-lam).expand(-1, log_probs.size(1)))
+        log_probs[rows[:, None], tokens] = at
         used = w > 0  # [mixed, k]: the padding has none
         self._drawn_on[line[:, None].expand_as(near)[used], self.store.example[line[:, None], near][used]] = True
-        return out
+        return log_probs
 
 
 class ExampleKeys:
