@@ -1,8 +1,8 @@
 """near_keys_worker.py: the process computing keys ahead, real: it covers the store's accepted
 corrections (but those the model trained on), then each new one, with the keys the model
-reads; a second worker of the same model waits for the first; it ends when its server's pipe
-closes; a model that reads no examples (its backend says so, whatever its type) gets no keys;
-a store keeps the folders of the models last served, a folder in use kept."""
+reads; it ends when its server's pipe closes; a model that reads no examples (its backend
+says so, whatever its type) gets no keys; a store keeps the folders of the models last
+served, a folder in use kept."""
 
 from __future__ import annotations
 
@@ -37,11 +37,10 @@ def test_a_worker_covers_the_store_then_each_new_correction_and_ends_with_its_se
     path = trained["run"] / "best.pt"
     model = tfm.load(path, device="cpu")
     keys = KeysFile(keys_folder(store, model.sha256))
-    one, two = KeysAhead(store, path), KeysAhead(store, path)
+    one = KeysAhead(store, path)
     one.start()
     try:
         _until(lambda: len(keys) == 2)
-        two.start()  # waits for the first's lock
         CorrectionStore(store).add([Correction(*PAIRS[2])])
         _until(lambda: len(keys) == 3)
         expected = model.backend.example_keys(PAIRS)
@@ -50,7 +49,6 @@ def test_a_worker_covers_the_store_then_each_new_correction_and_ends_with_its_se
             assert torch.equal(got[pair].keys, k.keys) and torch.equal(got[pair].values, k.values)
     finally:
         one.close()
-        two.close()
     assert one._process is not None and one._process.returncode == 0
 
 
