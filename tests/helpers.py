@@ -98,6 +98,17 @@ def write_corpus(folder: Path, sizes: dict[str, int] | None = None, gz: bool = T
     return folder
 
 
+def modules_after_loading(overrides: list[str], *modules: str, config: str = "tiny.yaml") -> list[bool]:
+    """Whether each of `modules` is imported once a fresh Python has loaded `config` with
+    `overrides` (a config's settings are read without torch, ctranslate2, ...)."""
+    code = (
+        "import sys; from transformer_cli.config_loading import load_config; "
+        f"load_config({config!r}, {overrides!r}); print([m in sys.modules for m in {list(modules)!r}])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return [word == "True" for word in out.strip().strip("[]").split(", ")]
+
+
 def write_config(path: Path, work: Path, source: Path | str, **sections: dict) -> Path:
     """A tiny config reading the synthetic corpus; `sections` update it, e.g. model={...}."""
     cfg: dict[str, Any] = {

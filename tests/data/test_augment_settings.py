@@ -3,10 +3,8 @@ train.transform_options.source_noise (shares checked there), and importable with
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from helpers import modules_after_loading
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.config_values import ConfigError
@@ -30,10 +28,4 @@ def test_a_config_gives_them_under_the_transforms_name():
 
 
 def test_reading_them_imports_no_torch():
-    code = (
-        "import sys; from transformer_cli.config_loading import load_config; "
-        "load_config('tiny.yaml', ['train.transform_options.source_noise.uppercase=0.1']); "
-        "print('torch' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    assert modules_after_loading(["train.transform_options.source_noise.uppercase=0.1"], "torch") == [False]

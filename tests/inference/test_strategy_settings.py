@@ -3,10 +3,8 @@ decode.strategy_options (bounds and n_best checked there), and importable withou
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from helpers import modules_after_loading
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.config_values import ConfigError
@@ -30,10 +28,5 @@ def test_a_config_asking_for_more_translations_than_a_draw_gives_is_refused():
 
 
 def test_reading_them_imports_no_torch():
-    code = (
-        "import sys; from transformer_cli.config_loading import load_config; "
-        "load_config('tiny.yaml', ['decode.strategy=sample', 'decode.strategy_options.temperature=0.5']); "
-        "print('torch' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    options = ["decode.strategy=sample", "decode.strategy_options.temperature=0.5"]
+    assert modules_after_loading(options, "torch") == [False]

@@ -3,11 +3,10 @@ train.criterion_options (bounds checked there), and importable without torch."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from helpers import modules_after_loading
 
+from transformer_cli.config_loading import load_config
 from transformer_cli.config_values import ConfigError
 from transformer_cli.seams import CRITERIA
 from transformer_cli.training.criterion_settings import CrossEntropyOptions
@@ -23,11 +22,6 @@ def test_cross_entropy_reads_its_options_with_their_bounds():
 
 
 def test_a_config_giving_them_loads_without_torch():
-    code = (
-        "import sys; from transformer_cli.config_loading import load_config; "
-        "cfg = load_config('tiny.yaml', ['train.criterion_options.label_smoothing=0.1', "
-        "'train.criterion_options.rdrop_alpha=5']); "
-        "print(cfg.train.criterion_options['rdrop_alpha'], 'torch' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "5 False"
+    options = ["train.criterion_options.label_smoothing=0.1", "train.criterion_options.rdrop_alpha=5"]
+    assert modules_after_loading(options, "torch") == [False]
+    assert load_config("tiny.yaml", options).train.criterion_options["rdrop_alpha"] == 5

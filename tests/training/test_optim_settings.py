@@ -3,10 +3,8 @@ config's train.optimizer_options and train.schedule_options, and importable with
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from helpers import modules_after_loading
 
 from transformer_cli.config_loading import load_config
 from transformer_cli.config_values import ConfigError
@@ -32,13 +30,8 @@ def test_they_are_the_settings_the_registries_read_a_configs_options_with():
 
 
 def test_a_config_giving_them_loads_without_torch():
-    code = (
-        "import sys; from transformer_cli.config_loading import load_config; "
-        "load_config('tiny.yaml', ['train.optimizer=adamw', 'train.optimizer_options.weight_decay=0.1', "
-        "'train.schedule=inverse_sqrt', 'train.schedule_options.warmup_steps=10']); "
-        "print('torch' in sys.modules)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
+    options = ["train.optimizer=adamw", "train.optimizer_options.weight_decay=0.1"]
+    options += ["train.schedule=inverse_sqrt", "train.schedule_options.warmup_steps=10"]
+    assert modules_after_loading(options, "torch") == [False]
     cfg = load_config("tiny.yaml", ["train.optimizer_options.eps=1e-8"])
     assert OPTIMIZERS.options(cfg.train.optimizer, cfg.train.optimizer_options) == AdamOptions(eps=1e-8)

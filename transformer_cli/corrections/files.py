@@ -85,11 +85,17 @@ def _tsv(path: Path, client: str | None) -> FileCorrections:
     return found
 
 
-def _tmx(path: Path, langs: tuple[str, str], client: str | None) -> FileCorrections:
+def xml_root(path: Path, what: str) -> ET.Element:
+    """The root element of the XML file `path`; one that is not XML is a UsageError naming its
+    line, as not a `what` file."""
     try:
-        root = ET.parse(path).getroot()
+        return ET.parse(path).getroot()
     except ET.ParseError as e:
-        raise UsageError(f"{path}:{e.position[0]}: not a TMX file ({e})") from None
+        raise UsageError(f"{path}:{e.position[0]}: not a {what} file ({e})") from None
+
+
+def _tmx(path: Path, langs: tuple[str, str], client: str | None) -> FileCorrections:
+    root = xml_root(path, "TMX")
     found = FileCorrections(path)
     for number, unit in enumerate(root.iter("tu"), 1):
         segments = _segments(unit)

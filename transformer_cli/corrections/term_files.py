@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .correction import Correction
-from .files import XML_LANG, FileCorrections, unusable
+from .files import XML_LANG, FileCorrections, unusable, xml_root
 from .glossary import read_glossary
 
 ENTRIES = ("termEntry", "conceptEntry")  # TBX v2, v3
@@ -41,10 +41,7 @@ def read_terms(path: Path, langs: tuple[str, str], client: str | None) -> FileCo
 
 
 def _tbx(path: Path, langs: tuple[str, str], client: str | None) -> FileCorrections:
-    try:
-        root = ET.parse(path).getroot()
-    except ET.ParseError as e:
-        raise UsageError(f"{path}:{e.position[0]}: not a TBX file ({e})") from None
+    root = xml_root(path, "TBX")
     found = FileCorrections(path, unit="term entry")
     entries = [e for e in root.iter() if _name(e) in ENTRIES]
     for number, entry in enumerate(entries, 1):
