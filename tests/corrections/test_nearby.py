@@ -127,3 +127,15 @@ def test_corrections_the_model_was_trained_on_are_left_to_it():
     assert {m.correction.time for m in newer} == {m.correction.time for m in everything} - {0.0, 1.0, 2.0}
     assert newer and all(m.correction.time > 2.0 for m in newer)
     assert index.near("Ein Hund im Gras", 9, 0.0, after=5.0) == []
+
+
+def test_among_sources_sharing_as_much_the_shorter_are_scored_first():
+    """More sources than are scored in full share the line's one rare word equally: the short
+    one, which has fewest words the line lacks and so the highest similarity, is among those
+    scored, however late it came."""
+    long_ones = [f"Ein Hund mit {i} langen roten Leinen läuft {i} Mal durch den Park ." for i in range(3000)]
+    corrections = [fixed(s, i) for i, s in enumerate([*long_ones, "Ein Hund ."])]
+    index = NearbySources()
+    index.follow(Fold.of(corrections))
+    (best,) = index.near("Der Hund schläft .", 1, 0.0)
+    assert best.correction.source == "Ein Hund ."
