@@ -9,9 +9,10 @@
 # --set train.retrain.replay_epochs=2). Each night's /usr/bin/time -v output in WORK/nightNN.log,
 # the published model's greedy validation BLEU in WORK/valNN.json; after the last night, val and
 # test2016 at beam 5 in WORK/final-{val,test}.json. Needs TFM_DATA_SOURCE (Multi30k). Re-running
-# goes on from the published model: a finished night is a no-op.
+# goes on at the first night without its WORK/valNN.json (a night cut short resumes; one done is
+# skipped: run again, it would train the moved-on published model on that night's smaller data).
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,13p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,14p "$0" >&2; exit 2; }
 WORK=$(mkdir -p "$1" && cd "$1" && pwd); shift
 NIGHTS=${1:-30}; [ $# -ge 1 ] && shift
 cd "$(dirname "$0")/.."
@@ -21,6 +22,7 @@ RUN=(-c base.yaml --set name=r70 --set "train.out_dir=$WORK/checkpoints" --set "
   --set train.retrain.max_growth=null --set train.continued.schedule_options.warmup_steps=20 "$@")
 for i in $(seq 0 "$NIGHTS"); do
   n=$((20300 + 290 * i)); tag=$(printf %02d "$i")
+  [ -s "$WORK/val$tag.json" ] && continue  # a night done (its evaluation written): the published model has moved on
   /usr/bin/time -v "$TFM" train "${RUN[@]}" --set "data.limit_train=$n" --init-from published --quiet > "$WORK/night$tag.log" 2>&1
   "$TFM" evaluate "${RUN[@]}" --set "data.limit_train=$n" --split val --beam-size 1 --json > "$WORK/val$tag.json"
 done
