@@ -12,7 +12,7 @@
 # goes on at the first night without its WORK/valNN.json (a night cut short resumes; one done is
 # skipped: run again, it would train the moved-on published model on that night's smaller data).
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n 2,14p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 2,13p "$0" >&2; exit 2; }
 WORK=$(mkdir -p "$1" && cd "$1" && pwd); shift
 NIGHTS=${1:-30}; [ $# -ge 1 ] && shift
 cd "$(dirname "$0")/.."
