@@ -68,4 +68,7 @@ def test_the_focal_loss_is_cross_entropy_at_gamma_0_and_less_above(tmp_path) -> 
         assert torch.allclose(plain, expected) and torch.allclose(nll, expected)
         focal, _ = module.Focal(0, 2.0)(net, batch, torch.float32)
         assert 0 < focal < plain
-        assert module.linear_decay.__name__ == "linear_decay"
+        train = type(
+            "Train", (), {"schedule": "linear_decay", "schedule_options": {"warmup_steps": 4, "total_steps": 12}}
+        )
+        assert [module.linear_decay(train, step) for step in (2, 4, 8, 12, 20)] == [0.5, 1.0, 0.5, 0.0, 0.0]
